@@ -1,0 +1,121 @@
+"""The worker's event stream: versioned JSON lines, one event per line on the child's stdout.
+
+Every line is `{"v": 1, "type": <name>, ...fields}`. The same stream feeds the console, the headless
+CLI (`--json`) and the tests. Decoding is strict about the version and the type, and tolerant of
+fields it does not know (a newer worker may add some).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+EVENT_VERSION = 1
+
+
+class EventError(ValueError):
+    """A line that is not a valid event."""
+
+
+@dataclass(frozen=True)
+class Event:
+    type: ClassVar[str] = ""
+
+    def to_json(self) -> str:
+        return json.dumps({"v": EVENT_VERSION, "type": self.type, **asdict(self)}, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    type: ClassVar[str] = "run_started"
+    spec: dict[str, Any]
+    environment: dict[str, Any]
+    pid: int
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    """A stage of the run began: building, compiling, warmup, measuring, profiling, ..."""
+    type: ClassVar[str] = "progress"
+    stage: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Step(Event):
+    """One timed step, in milliseconds. Phases the mode lacks are None."""
+    type: ClassVar[str] = "step"
+    index: int
+    warmup: bool
+    total_ms: float
+    forward_ms: float
+    backward_ms: float | None = None
+    optimizer_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class SummaryReady(Event):
+    type: ClassVar[str] = "summary"
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Memory(Event):
+    """Peak memory in MiB, for the whole measured run and per phase where known."""
+    type: ClassVar[str] = "memory"
+    peak_allocated_mib: float
+    peak_reserved_mib: float
+    per_phase: dict[str, dict[str, float]] = field(default_factory=dict)
+    snapshot_path: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProfileReady(Event):
+    """Profiler output is on disk: `tables` maps report name to rows; `files` lists what was kept."""
+    type: ClassVar[str] = "profile_ready"
+    profiler: str
+    files: list[str]
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+ERROR_KINDS = ("oom", "cuda", "spec", "crash", "cancelled", "profiler")
+
+
+@dataclass(frozen=True)
+class Error(Event):
+    type: ClassVar[str] = "error"
+    kind: str
+    message: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Finished(Event):
+    """The last event of a run: status ok | oom | error | cancelled."""
+    type: ClassVar[str] = "finished"
+    status: str
+
+
+_TYPES: dict[str, type[Event]] = {
+    cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady, Error, Finished)
+}
+
+
+def decode(line: str) -> Event:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise EventError(f"not JSON: {line[:120]!r}") from exc
+    if not isinstance(obj, dict):
+        raise EventError(f"not an event object: {line[:120]!r}")
+    if obj.get("v") != EVENT_VERSION:
+        raise EventError(f"event version {obj.get('v')!r} is not {EVENT_VERSION}")
+    cls = _TYPES.get(obj.get("type", ""))
+    if cls is None:
+        raise EventError(f"unknown event type {obj.get('type')!r}")
+    names = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in obj.items() if k in names})
+    except TypeError as exc:
+        raise EventError(f"bad {cls.type} event: {exc}") from exc

@@ -1,0 +1,125 @@
+"""RunSpec: everything that defines one benchmark run, and its validation.
+
+Validation errors are one line that names the field and the allowed values, so the CLI and the
+launch form can show them as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from perfconsole.model.config import SIZES
+
+SIZE_NAMES = (*SIZES, "custom")
+PRECISIONS = ("fp32", "bf16", "fp16")
+MODES = ("fwd", "fwd_bwd", "train")
+ATTENTIONS = ("naive", "sdpa")
+DEVICES = ("cuda", "cpu")
+PROFILERS = ("none", "nsys", "torch")
+
+
+class SpecError(ValueError):
+    """A bad value in a RunSpec; `field` names it, the message says what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    size: str = "small"
+    ctx: int = 256
+    batch: int = 4
+    precision: str = "fp32"
+    mode: str = "fwd_bwd"
+    warmup: int = 5
+    steps: int = 10
+    device: str = "cuda"
+    attention: str = "naive"
+    compile: bool = False
+    tf32: bool = False
+    seed: int = 0
+    vocab_size: int = 10_000
+    profile: str = "none"
+    memory: bool = False
+    # Only for size == "custom":
+    d_model: int | None = None
+    d_ff: int | None = None
+    n_layers: int | None = None
+    n_heads: int | None = None
+
+    def dims(self) -> tuple[int, int, int, int]:
+        """(d_model, d_ff, n_layers, n_heads) of the model this spec builds."""
+        if self.size == "custom":
+            return (self.d_model, self.d_ff, self.n_layers, self.n_heads)  # type: ignore[return-value]
+        return SIZES[self.size]
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch * self.ctx
+
+    def label(self) -> str:
+        extra = "".join(f" {x}" for x, on in (("sdpa", self.attention == "sdpa"),
+                                               ("compile", self.compile), ("tf32", self.tf32)) if on)
+        return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}"
+
+    def validate(self) -> RunSpec:
+        _choice("size", self.size, SIZE_NAMES)
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("mode", self.mode, MODES)
+        _choice("attention", self.attention, ATTENTIONS)
+        _choice("device", self.device, DEVICES)
+        _choice("profile", self.profile, PROFILERS)
+        _int_range("ctx", self.ctx, 1, 1 << 20)
+        _int_range("batch", self.batch, 1, 1 << 16)
+        _int_range("warmup", self.warmup, 0, 100_000)
+        _int_range("steps", self.steps, 1, 100_000)
+        _int_range("vocab_size", self.vocab_size, 2, 1 << 24)
+        _int_range("seed", self.seed, 0, 2**63 - 1)
+        for name in ("compile", "tf32", "memory"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(name, f"must be true or false, not {getattr(self, name)!r}")
+        custom = ("d_model", "d_ff", "n_layers", "n_heads")
+        if self.size == "custom":
+            for name in custom:
+                _int_range(name, getattr(self, name), 1, 1 << 20)
+            if self.d_model % self.n_heads:  # type: ignore[operator]
+                raise SpecError("n_heads", f"must divide d_model ({self.d_model}), not {self.n_heads}")
+            if (self.d_model // self.n_heads) % 2:  # type: ignore[operator]
+                raise SpecError("n_heads", "d_model / n_heads must be even for RoPE")
+        else:
+            given = [name for name in custom if getattr(self, name) is not None]
+            if given:
+                raise SpecError(given[0], "only allowed with size custom")
+        if self.memory and self.device != "cuda":
+            raise SpecError("memory", "memory profiling needs device cuda")
+        if self.profile == "nsys" and self.device != "cuda":
+            raise SpecError("profile", "nsys needs device cuda; use torch on the CPU")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def with_(self, **changes: Any) -> RunSpec:
+        return replace(self, **changes)
+
+
+def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise SpecError(field, f"must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def _int_range(field: str, value: object, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, f"must be an integer from {lo} to {hi}, not {value!r}")
+    if not lo <= value <= hi:
+        raise SpecError(field, f"must be from {lo} to {hi}, not {value}")

@@ -1,0 +1,202 @@
+"""Report names, column normalisation and value conversion shared by every profile parser.
+
+Every parser (nsys CSV, nsys column tables, nvprof logs, torch.profiler) ends in the same row shape:
+snake_case column names with the unit as a suffix, times as integer nanoseconds, NVTX names split
+into `domain` and `range`. Keeping that here means the console, exports and analyses see one schema
+whatever produced the numbers.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from perfconsole.core.profiling.errors import ProfileFormatError
+
+Row = dict[str, Any]
+Tables = dict[str, list[Row]]
+
+REPORTS = (
+    "cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum", "nvtx_kern_sum", "cuda_api_sum",
+    "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "osrt_sum",
+)
+OLD_REPORT_NAMES = {
+    "gpukernsum": "cuda_gpu_kern_sum", "cudaapisum": "cuda_api_sum", "gpumemtimesum": "cuda_gpu_mem_time_sum",
+    "gpumemsizesum": "cuda_gpu_mem_size_sum", "osrtsum": "osrt_sum", "nvtxsum": "nvtx_sum",
+    "nvtxppsum": "nvtx_pushpop_sum", "nvtxkernsum": "nvtx_kern_sum",
+}
+# Longest first: `x_cuda_gpu_kern_sum` must not be read as a `kern_sum`-like shorter name (FORMATS.md §3).
+_ALL_NAMES = sorted([*REPORTS, *OLD_REPORT_NAMES], key=len, reverse=True)
+
+_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+# Header words without a unit; their values are ns in the time reports (FORMATS.md §2.1).
+_BARE_TIME = {"average": "avg", "minimum": "min", "maximum": "max", "stddev": "stddev", "median": "med"}
+_STAT_WORDS = {"avg": "avg", "med": "med", "min": "min", "max": "max", "stddev": "stddev", "total": "total",
+               "total time": "total_time"}
+_PLAIN = {
+    "time(%)": "time_pct", "time (%)": "time_pct", "instances": "instances", "num calls": "num_calls",
+    "count": "count", "operations": "count", "name": "name", "kernel name": "name", "operation": "operation",
+    "style": "style", "range": "range", "nvtx range": "range", "pid": "pid", "tid": "tid",
+    "nvtx inst": "nvtx_inst", "kern inst": "kern_inst",
+}
+_INT_COLS = {"instances", "num_calls", "count", "pid", "tid", "nvtx_inst", "kern_inst"}
+_TEXT_COLS = {"name", "operation", "style", "range"}
+_HEAD_RE = re.compile(r"^(?P<word>[A-Za-z ]+?)\s*\((?P<unit>ns|us|ms|s|MB|KB|KiB|%)\)$")
+
+# Operation names changed spelling across nsys versions; compare runs on the long form (FORMATS.md §2.5).
+_MEMOP_LONG = {"DtoD": "Device-to-Device", "DtoH": "Device-to-Host", "HtoD": "Host-to-Device",
+               "HtoH": "Host-to-Host", "PtoP": "Peer-to-Peer"}
+_MEMOP_RE = re.compile(r"\b(DtoD|DtoH|HtoD|HtoH|PtoP)\b")
+
+
+def canonical_report(name: str) -> str | None:
+    """`gpukernsum` -> `cuda_gpu_kern_sum`; a current name maps to itself; anything else to None."""
+    name = name.split(":", 1)[0].strip().lower()
+    if name in REPORTS:
+        return name
+    return OLD_REPORT_NAMES.get(name)
+
+
+def report_from_stem(stem: str) -> str | None:
+    """The report a file written by `nsys stats -o PREFIX` holds, from its stem (doubled suffixes too)."""
+    low = stem.lower()
+    for name in _ALL_NAMES:
+        if low == name or low.endswith("_" + name):
+            return canonical_report(name)
+    return None
+
+
+def normalise_column(header: str) -> tuple[str, int | float | None]:
+    """Map a header cell to (snake_case name, factor to the stored unit); factor None means text/int as is.
+
+    Times are stored in ns (factor converts from the header's unit), sizes in MB.
+    """
+    raw = header.strip()
+    low = raw.lower()
+    if low in _PLAIN:
+        return _PLAIN[low], None
+    m = _HEAD_RE.match(raw)
+    if m:
+        word, unit = m.group("word").strip().lower(), m.group("unit")
+        base = _STAT_WORDS.get(word) or _BARE_TIME.get(word) or _snake(word)
+        if unit == "%":
+            return f"{base}_pct", None
+        if unit in _UNIT_NS:
+            return f"{base}_ns", _UNIT_NS[unit]
+        if unit == "MB":
+            return f"{base}_mb", 1
+        return f"{base}_mb", 1.024e-3  # KiB (old gpumemsizesum) -> MB
+    if low in _BARE_TIME:
+        return f"{_BARE_TIME[low]}_ns", 1
+    if low == "total":  # old gpumemsizesum: KiB
+        return "total_mb", 1.024e-3
+    return _snake(raw), None
+
+
+def _snake(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", text.lower()).strip("_")
+
+
+def known_header(fields: Sequence[str]) -> bool:
+    """Whether a row of cells is a report header (every cell a known column, a label column present)."""
+    if len(fields) < 3:
+        return False
+    names = [normalise_column(f)[0] for f in fields]
+    known = set(_PLAIN.values()) | {f"{s}_{u}" for s in (*_STAT_WORDS.values(), *_BARE_TIME.values())
+                                     for u in ("ns", "mb")} | {"time_pct"}
+    return all(n in known for n in names) and any(n in ("name", "range", "operation") for n in names)
+
+
+def report_from_header(fields: Sequence[str], hint: str | None = None) -> str | None:
+    """Infer the report from its columns (FORMATS.md §4); `hint` (file name) settles cuda_api vs osrt."""
+    names = [normalise_column(f)[0] for f in fields]
+    s = set(names)
+    if names[:4] == ["range", "style", "pid", "tid"]:
+        return "nvtx_kern_sum"
+    if names and names[-1] == "range":
+        return "nvtx_sum" if "style" in s else "nvtx_pushpop_sum"
+    if "num_calls" in s:
+        return hint if hint in ("cuda_api_sum", "osrt_sum") else None
+    if "instances" in s and names[-1] == "name":
+        return "cuda_gpu_kern_sum"
+    if names and names[-1] == "operation":
+        if "time_pct" not in s and "total_mb" in s:
+            return "cuda_gpu_mem_size_sum"
+        if "count" in s:
+            return "cuda_gpu_mem_time_sum"
+    return None
+
+
+def split_range(label: str) -> tuple[str, str]:
+    """`Domain:range` -> (domain, range) at the first colon; `:forward` and `forward` -> ("", "forward")."""
+    domain, sep, rest = label.partition(":")
+    return (domain, rest) if sep else ("", label)
+
+
+def normalise_memop(name: str) -> str:
+    return _MEMOP_RE.sub(lambda m: _MEMOP_LONG[m.group(1)], name)
+
+
+def _to_int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def converters(headers: Sequence[str]) -> list[tuple[str, Callable[[str], Any]]]:
+    """One (column name, str -> value) pair per header cell, built once per table for speed."""
+    out: list[tuple[str, Callable[[str], Any]]] = []
+    for h in headers:
+        name, factor = normalise_column(h)
+        if name.endswith("_ns"):
+            f = factor or 1
+            if f == 1:
+                out.append((name, lambda t: int(t) if t.isdigit() else round(_num(t))))
+            else:
+                out.append((name, lambda t, f=f: round(_num(t) * f)))
+        elif name.endswith("_mb"):
+            out.append((name, lambda t, f=factor or 1: _num(t) * f))
+        elif name.endswith("_pct"):
+            out.append((name, lambda t: _num(t.rstrip("%"))))
+        elif name in _INT_COLS:
+            out.append((name, _to_int))
+        else:
+            out.append((name, str))
+    return out
+
+
+def make_rows(report: str, headers: Sequence[str], records: Sequence[tuple[int, Sequence[str]]],
+              path: str) -> list[Row]:
+    """Convert raw cells to typed rows; a bad cell raises ProfileFormatError naming file and line."""
+    conv = converters(headers)
+    n = len(conv)
+    rows: list[Row] = []
+    for lineno, cells in records:
+        if len(cells) != n:
+            raise ProfileFormatError(path, lineno, f"{report}: expected {n} fields, got {len(cells)}")
+        try:
+            row = {name: fn(cell) for (name, fn), cell in zip(conv, cells)}
+        except ValueError as exc:
+            raise ProfileFormatError(path, lineno, f"{report}: bad number ({exc})") from None
+        rows.append(row)
+    return finish_rows(report, rows)
+
+
+def finish_rows(report: str, rows: list[Row]) -> list[Row]:
+    """Report-specific touches: split NVTX labels, spell memory operations one way."""
+    if report in ("nvtx_sum", "nvtx_pushpop_sum", "nvtx_kern_sum"):
+        for row in rows:
+            label = row.pop("range", "")
+            domain, rng = split_range(label)
+            row["domain"], row["range"] = domain, rng
+    elif report in ("cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum"):
+        for row in rows:
+            if "operation" in row:
+                row["operation"] = normalise_memop(row["operation"])
+    return rows
+
+
+def is_text_column(name: str) -> bool:
+    return name in _TEXT_COLS

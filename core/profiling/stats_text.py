@@ -1,0 +1,169 @@
+"""Parse what `nsys stats` writes: CSV files, and console logs holding CSV or column tables.
+
+A console log interleaves status lines (NOTICE, Processing/Running, SKIPPED, container banners) with
+report tables, in CSV (`--format csv` without `-o`) or in the default column format. The rule from
+FORMATS.md §6: drop lines until a known header; a new header, a Processing/Running line, a SKIPPED
+line or a blank line ends the current table. A SKIPPED report is absent, not empty.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+
+from perfconsole.core.profiling.columns import (
+    Row, Tables, canonical_report, known_header, make_rows, report_from_header,
+)
+from perfconsole.core.profiling.errors import ProfileFormatError
+
+_PROCESSING = re.compile(r"^\s*(Processing|Running) \[")
+_SCRIPT = re.compile(r"[\\/](\w+)\.py\b")
+_TITLE = re.compile(r"^\s*\*\*\s.*\((\w+)(?::[\w-]+)*\):\s*$")
+_DASHES = re.compile(r"^\s*-+(\s+-+)+\s*$")
+_ELLIPSES = ("\u2026", "...")
+
+
+@dataclass
+class _Table:
+    report: str | None
+    headers: list[str]
+    line: int
+    records: list[tuple[int, list[str]]] = field(default_factory=list)
+    spans: list[tuple[int, int]] | None = None  # column format only
+
+
+@dataclass
+class StatsParse:
+    tables: Tables = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def parse_stats_text(text: str, path: str, hint: str | None = None) -> StatsParse:
+    """Every report table in `text`; a malformed table becomes a warning naming `path:line`."""
+    out = StatsParse()
+    lines = text.splitlines()
+    pending: str | None = None  # report announced by the last Processing line or title
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        stripped = line.strip()
+        if _PROCESSING.match(line) and not re.match(r"^\s*Processing \d+ events", line):
+            m = _SCRIPT.search(line)
+            pending = canonical_report(m.group(1)) if m else None
+            if "SKIPPED:" in line:  # 2022.x prints the verdict on the same line
+                _skip(out, pending, path, i + 1, line)
+                pending = None
+            i += 1
+            continue
+        if stripped.startswith("SKIPPED:"):
+            _skip(out, pending, path, i + 1, line)
+            pending = None
+            i += 1
+            continue
+        title = _TITLE.match(line)
+        if title:
+            pending = canonical_report(title.group(1)) or pending
+            i += 1
+            continue
+        if i + 1 < n and stripped and _DASHES.match(lines[i + 1]):
+            i = _read_column_table(lines, i, path, pending or hint, out)
+            pending = None
+            continue
+        if "," in line and not stripped.startswith(("NOTICE", "WARNING")):
+            cells = next(csv.reader([line]))
+            if known_header(cells):
+                i = _read_csv_table(lines, i, cells, path, pending or hint, out)
+                pending = None
+                continue
+        i += 1
+    return out
+
+
+def _skip(out: StatsParse, report: str | None, path: str, lineno: int, line: str) -> None:
+    reason = line.split("SKIPPED:", 1)[1].strip()
+    name = report or "a report"
+    out.skipped.append(report or "")
+    out.warnings.append(f"{path}:{lineno}: {name} absent (nsys SKIPPED it: {reason})")
+
+
+def _ends_table(line: str) -> bool:
+    s = line.strip()
+    return not s or s.startswith("SKIPPED:") or bool(_PROCESSING.match(line))
+
+
+def _read_csv_table(lines: list[str], start: int, headers: list[str], path: str, hint: str | None,
+                    out: StatsParse) -> int:
+    end = start + 1
+    while end < len(lines) and not _ends_table(lines[end]):
+        end += 1
+    table = _Table(None, headers, start + 1)
+    table.report = _which_report(headers, hint, lines[start + 1:end])
+    width = len(headers)
+    for offset, cells in enumerate(csv.reader(lines[start + 1:end])):
+        lineno = start + 2 + offset
+        if len(cells) != width and known_header(cells):  # another report without a Processing line
+            _finish(table, path, out)
+            return _read_csv_table(lines, lineno - 1, cells, path, None, out)
+        table.records.append((lineno, cells))
+    _finish(table, path, out)
+    return end
+
+
+def _read_column_table(lines: list[str], start: int, path: str, hint: str | None, out: StatsParse) -> int:
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[start + 1])]
+    headers = _slice(lines[start], spans)
+    table = _Table(None, headers, start + 1, spans=spans)
+    end = start + 2
+    while end < len(lines) and not _ends_table(lines[end]):
+        table.records.append((end + 1, _slice(lines[end], spans)))
+        end += 1
+    table.report = _which_report(headers, hint, [" ".join(c[-1:]) for _, c in table.records[:50]])
+    if table.report is None and not known_header(headers):
+        return end  # a dashed block that is no report table
+    _finish(table, path, out)
+    return end
+
+
+def _slice(line: str, spans: list[tuple[int, int]]) -> list[str]:
+    cells = [line[a:b].strip() for a, b in spans[:-1]]
+    cells.append(line[spans[-1][0]:].strip())
+    return cells
+
+
+def _which_report(headers: list[str], hint: str | None, sample: list[str]) -> str | None:
+    found = report_from_header(headers, hint)
+    if found is None and hint is None and any(h.strip().lower() == "num calls" for h in headers):
+        # cuda_api_sum and osrt_sum share a header; CUDA entry points all start with "cu" (FORMATS.md §4).
+        names = [s.rsplit(",", 1)[-1].strip() for s in sample if s.strip()]
+        cuda = sum(1 for s in names if s.startswith("cu"))
+        found = "cuda_api_sum" if names and cuda * 2 >= len(names) else "osrt_sum"
+    if found is None:
+        return hint
+    if hint is not None and hint != found and {hint, found} != {"nvtx_sum", "nvtx_pushpop_sum"}:
+        return found  # the header is the stronger evidence (old names carry new columns in 2022.x)
+    return hint or found
+
+
+def _finish(table: _Table, path: str, out: StatsParse) -> None:
+    if table.report is None:
+        out.warnings.append(f"{path}:{table.line}: unrecognised report columns: {','.join(table.headers)}")
+        return
+    if table.report in out.tables:
+        out.warnings.append(f"{path}:{table.line}: second {table.report} table ignored")
+        return
+    try:
+        rows = make_rows(table.report, table.headers, table.records, path)
+    except ProfileFormatError as exc:
+        out.warnings.append(f"{exc} (report {table.report} not loaded)")
+        return
+    if table.spans is not None:
+        _flag_truncated(rows)
+    out.tables[table.report] = rows
+
+
+def _flag_truncated(rows: list[Row]) -> None:
+    """Column tables cut long names to ~100 chars with an ellipsis; say so rather than pass them as whole."""
+    for row in rows:
+        label = row.get("name") or row.get("operation") or row.get("range") or ""
+        row["truncated"] = isinstance(label, str) and label.endswith(_ELLIPSES)

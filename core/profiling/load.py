@@ -1,0 +1,92 @@
+"""`load_profile`: one entry point for every profile input a user can hand over.
+
+Accepted: a directory of `nsys stats` CSVs (report recognised from the file name, doubled suffixes
+included, else from the header), one CSV, a captured `nsys stats` console log (CSV or column tables),
+an nvprof log, or an `.nsys-rep`/`.qdrep` (exported with nsys where one is found).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from perfconsole.core.profiling.columns import Tables, report_from_stem
+from perfconsole.core.profiling.errors import NsysError, ProfileError
+from perfconsole.core.profiling.locate import find_nsys
+from perfconsole.core.profiling.nsys_run import export_stats
+from perfconsole.core.profiling.nvprof import looks_like_nvprof, parse_nvprof
+from perfconsole.core.profiling.stats_text import parse_stats_text
+
+TEXT_SUFFIXES = (".csv", ".txt", ".log", ".out", ".stdout")
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+def load_profile(path: Path, nsys_explicit: str | None = None) -> tuple[Tables, list[str]]:
+    """(tables, warnings naming file and line); ProfileError only when nothing at all loads."""
+    path = Path(path)
+    if not path.exists():
+        raise ProfileError(f"{path}: no such file or directory")
+    if path.is_dir():
+        tables, warnings, sources = _load_dir(path, nsys_explicit)
+    else:
+        tables, warnings = _load_file(path, nsys_explicit)
+        sources = 1
+    if not tables:
+        if sources == 1 and warnings:
+            raise ProfileError(warnings[0])
+        detail = f" ({warnings[0]})" if warnings else ""
+        raise ProfileError(f"{path}: no nsys or nvprof tables found{detail}")
+    return tables, warnings
+
+
+def _load_dir(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str], int]:
+    texts = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+                   and p.name != "SOURCE.txt")
+    reps = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in REPORT_SUFFIXES)
+    tables: Tables = {}
+    warnings: list[str] = []
+    sources = texts if texts else reps[:1]
+    if texts and reps:
+        warnings.append(f"{path}: read the CSV/log files; {len(reps)} report file(s) there not exported")
+    for file in sources:
+        got, warns = _load_file(file, nsys_explicit)
+        warnings.extend(warns)
+        for report, rows in got.items():
+            if report in tables:
+                warnings.append(f"{file}: a second {report} table in the directory ignored")
+            else:
+                tables[report] = rows
+    return tables, warnings, len(sources)
+
+
+def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]]:
+    if path.suffix.lower() in REPORT_SUFFIXES:
+        return _load_report(path, nsys_explicit)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return {}, [f"{path}: cannot read ({exc.strerror})"]
+    if not text.strip():
+        return {}, [f"{path}:1: empty file"]
+    if looks_like_nvprof(text):
+        return parse_nvprof(text, str(path))
+    parsed = parse_stats_text(text, str(path), report_from_stem(path.stem))
+    if not parsed.tables and not parsed.warnings:
+        parsed.warnings.append(f"{path}:1: no nsys stats table (no known header line)")
+    return parsed.tables, parsed.warnings
+
+
+def _load_report(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]]:
+    nsys = find_nsys(nsys_explicit)
+    if nsys is None:
+        raise NsysError(f"{path}: reading a report needs nsys, and none was found; run `nsys stats --format csv "
+                        f"-o PREFIX {path.name}` where nsys is installed and import the CSVs")
+    out_dir = path.with_name(path.name.removesuffix(path.suffix) + "_stats")
+    try:
+        out_dir.mkdir(exist_ok=True)
+        if not os.access(out_dir, os.W_OK):
+            raise PermissionError
+    except OSError:
+        out_dir = Path(tempfile.mkdtemp(prefix="perfconsole-stats-"))
+    tables, _files, warnings = export_stats(nsys, path, out_dir)
+    return tables, warnings

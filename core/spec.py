@@ -43,6 +43,7 @@ class RunSpec:
     vocab_size: int = 10_000
     profile: str = "none"
     memory: bool = False
+    peak_tflops: float | None = None   # overrides the GPU table for MFU
     # Only for size == "custom":
     d_model: int | None = None
     d_ff: int | None = None
@@ -92,6 +93,9 @@ class RunSpec:
             given = [name for name in custom if getattr(self, name) is not None]
             if given:
                 raise SpecError(given[0], "only allowed with size custom")
+        if self.peak_tflops is not None and (isinstance(self.peak_tflops, bool) or not isinstance(
+                self.peak_tflops, (int, float)) or not 0 < self.peak_tflops < 1e6):
+            raise SpecError("peak_tflops", f"must be a positive number of TFLOP/s, not {self.peak_tflops!r}")
         if self.memory and self.device != "cuda":
             raise SpecError("memory", "memory profiling needs device cuda")
         if self.profile == "nsys" and self.device != "cuda":

@@ -1,0 +1,59 @@
+"""Where perfconsole keeps its files, and the checks on paths that users hand over."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+class PathError(ValueError):
+    pass
+
+
+def data_dir() -> Path:
+    """PERFCONSOLE_DATA_DIR, else $XDG_DATA_HOME/perfconsole, else ~/.local/share/perfconsole."""
+    env = os.environ.get("PERFCONSOLE_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "perfconsole"
+
+
+def runs_dir() -> Path:
+    return data_dir() / "runs"
+
+
+def shipped_snapshots_dir() -> Path | None:
+    """The example snapshots in the source tree's snapshots/ folder, when running from a checkout."""
+    here = Path(__file__).resolve().parent.parent / "snapshots"
+    return here if here.is_dir() else None
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(name: str, max_len: int = 80) -> str:
+    """A file name made from user text: no separators, no leading dots, never empty."""
+    cleaned = _SAFE.sub("_", name).strip("._")[:max_len]
+    return cleaned or "run"
+
+
+def output_file(path: str | os.PathLike[str], overwrite: bool = True) -> Path:
+    """Check a path a user gave for writing: not a directory, parent exists."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise PathError(f"{p}: is a directory, give a file name")
+    if not p.parent.exists():
+        raise PathError(f"{p.parent}: no such directory")
+    if p.exists() and not overwrite:
+        raise PathError(f"{p}: exists")
+    return p
+
+
+def input_file(path: str | os.PathLike[str]) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise PathError(f"{p}: no such file")
+    if not p.is_file():
+        raise PathError(f"{p}: not a file")
+    return p

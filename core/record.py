@@ -1,0 +1,147 @@
+"""RunRecord: one run as it was measured, built by folding the worker's events in order.
+
+The console, the headless CLI and the tests all build records with `RunRecord.apply`, so what they
+show is the same. Steps that arrived are never dropped: a crash, an OOM or a cancel ends the record
+with the steps so far and a summary computed from them.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfconsole.core import events as ev
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.summary import Summary, compute_summary
+
+STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported")
+
+
+@dataclass
+class Profile:
+    profiler: str                                   # nsys | torch | import
+    files: list[str]
+    tables: dict[str, list[dict[str, Any]]]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"profiler": self.profiler, "files": self.files, "tables": self.tables,
+                "warnings": self.warnings}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Profile:
+        return cls(d["profiler"], list(d.get("files", [])), dict(d.get("tables", {})),
+                   list(d.get("warnings", [])))
+
+
+@dataclass
+class MemoryInfo:
+    peak_allocated_mib: float
+    peak_reserved_mib: float
+    per_phase: dict[str, dict[str, float]] = field(default_factory=dict)
+    snapshot_path: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def new_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+@dataclass
+class RunRecord:
+    spec: RunSpec
+    id: str = field(default_factory=new_id)
+    name: str = ""
+    created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    status: str = "pending"
+    environment: dict[str, Any] = field(default_factory=dict)
+    warmup_steps: list[ev.Step] = field(default_factory=list)
+    steps: list[ev.Step] = field(default_factory=list)
+    summary: Summary | None = None
+    memory: MemoryInfo | None = None
+    profile: Profile | None = None
+    error: ev.Error | None = None
+    stage: str = ""
+    log: list[str] = field(default_factory=list)
+
+    kind = "run"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            self.name = self.spec.label()
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in ("pending", "running")
+
+    def apply(self, event: ev.Event) -> None:
+        """Fold one event into the record."""
+        if isinstance(event, ev.RunStarted):
+            self.status, self.environment = "running", dict(event.environment)
+        elif isinstance(event, ev.Progress):
+            self.stage = event.stage if not event.detail else f"{event.stage}: {event.detail}"
+        elif isinstance(event, ev.Step):
+            (self.warmup_steps if event.warmup else self.steps).append(event)
+        elif isinstance(event, ev.SummaryReady):
+            self.summary = Summary.from_dict(event.summary)
+        elif isinstance(event, ev.Memory):
+            self.memory = MemoryInfo(event.peak_allocated_mib, event.peak_reserved_mib,
+                                     dict(event.per_phase), event.snapshot_path, dict(event.details))
+        elif isinstance(event, ev.ProfileReady):
+            self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
+        elif isinstance(event, ev.Error):
+            self.error = event
+            if event.kind == "profiler" and self.profile is None:
+                self.log.append(f"profiler: {event.message}")
+        elif isinstance(event, ev.Finished):
+            self.status = event.status
+            if self.summary is None:
+                self.summary = self.recompute_summary()
+            self.stage = ""
+
+    def recompute_summary(self) -> Summary | None:
+        mem = self.memory
+        return compute_summary(self.spec, self.steps, self.warmup_steps,
+                               self.environment.get("gpu_name"), self.spec.peak_tflops,
+                               mem.peak_allocated_mib if mem else None,
+                               mem.peak_reserved_mib if mem else None)
+
+    # --- snapshot form -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "created": self.created, "status": self.status,
+            "spec": self.spec.to_dict(), "environment": self.environment,
+            "warmup_steps": [_step_dict(s) for s in self.warmup_steps],
+            "steps": [_step_dict(s) for s in self.steps],
+            "summary": self.summary.to_dict() if self.summary else None,
+            "memory": self.memory.to_dict() if self.memory else None,
+            "profile": self.profile.to_dict() if self.profile else None,
+            "error": _error_dict(self.error),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunRecord:
+        err = d.get("error")
+        return cls(
+            spec=RunSpec.from_dict(d["spec"]), id=d["id"], name=d.get("name", ""),
+            created=d.get("created", ""), status=d["status"], environment=d.get("environment", {}),
+            warmup_steps=[ev.Step(**s) for s in d.get("warmup_steps", [])],
+            steps=[ev.Step(**s) for s in d.get("steps", [])],
+            summary=Summary.from_dict(d["summary"]) if d.get("summary") else None,
+            memory=MemoryInfo(**d["memory"]) if d.get("memory") else None,
+            profile=Profile.from_dict(d["profile"]) if d.get("profile") else None,
+            error=ev.Error(**err) if err else None,
+        )
+
+
+def _step_dict(s: ev.Step) -> dict[str, Any]:
+    return {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
+            "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms}
+
+
+def _error_dict(e: ev.Error | None) -> dict[str, Any] | None:
+    return None if e is None else {"kind": e.kind, "message": e.message, "detail": e.detail}

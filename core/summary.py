@@ -1,0 +1,71 @@
+"""The summary of a run: step and phase statistics, throughput, FLOPs, MFU and peak memory.
+
+Computed by one function from the measured steps, so the worker's summary and the one the console
+rebuilds from a partial run (after a crash or a cancel) are the same numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from perfconsole.core.events import Step
+from perfconsole.core.flops import peak_tflops, step_flops
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.stats import Stat, summarize
+
+PHASES = ("total_ms", "forward_ms", "backward_ms", "optimizer_ms")
+
+
+@dataclass(frozen=True)
+class Summary:
+    total_ms: Stat
+    forward_ms: Stat | None
+    backward_ms: Stat | None
+    optimizer_ms: Stat | None
+    warmup_ms: list[float]          # total ms of each warm-up step, in order
+    tokens_per_s: float             # batch * ctx / mean step time
+    flops_per_step: float
+    achieved_tflops: float          # flops_per_step / mean step time
+    peak_tflops: float | None       # the GPU's dense peak for this precision, if known
+    mfu: float | None               # achieved / peak, 0..1
+    peak_allocated_mib: float | None = None
+    peak_reserved_mib: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
+        d = dict(d)
+        for name in PHASES:
+            if d.get(name) is not None:
+                d[name] = Stat.from_dict(d[name])
+        return cls(**d)
+
+
+def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
+                    gpu_name: str | None, peak_override: float | None = None,
+                    peak_allocated_mib: float | None = None,
+                    peak_reserved_mib: float | None = None) -> Summary | None:
+    """None when no measured step exists yet."""
+    if not steps:
+        return None
+
+    def stat(attr: str) -> Stat | None:
+        values = [getattr(s, attr) for s in steps]
+        return None if any(v is None for v in values) else summarize(values)
+
+    total = summarize([s.total_ms for s in steps])
+    d_model, d_ff, n_layers, _ = spec.dims()
+    flops = step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
+    seconds = total.mean / 1e3
+    achieved = flops / seconds / 1e12
+    peak = peak_override if peak_override else (
+        peak_tflops(gpu_name, spec.precision, spec.tf32) if spec.device == "cuda" else None)
+    return Summary(
+        total_ms=total, forward_ms=stat("forward_ms"), backward_ms=stat("backward_ms"),
+        optimizer_ms=stat("optimizer_ms"), warmup_ms=[s.total_ms for s in warmup_steps],
+        tokens_per_s=spec.tokens_per_step / seconds, flops_per_step=flops,
+        achieved_tflops=achieved, peak_tflops=peak, mfu=achieved / peak if peak else None,
+        peak_allocated_mib=peak_allocated_mib, peak_reserved_mib=peak_reserved_mib,
+    )

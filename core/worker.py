@@ -1,0 +1,146 @@
+"""The child process that runs one RunSpec: `python -m perfconsole.core.worker --spec JSON`.
+
+Events go to the stdout the launcher gave us, one JSON line each; everything else the process prints
+(torch warnings, compile logs) is sent to stderr so it cannot corrupt the stream. An OOM is an `oom`
+error event and exit 0; other failures are an error event and exit 1. The worker dies with its parent.
+
+PERFCONSOLE_FAULT injects a failure at a global step index, to test every failure path for real:
+`oom:N` raises CUDA's OutOfMemoryError, `raise:N` a RuntimeError, `exit:N` exits 3 without a word,
+`kill:N` SIGKILLs the worker, `hang:N` sleeps for an hour, `slow:MS` sleeps MS ms before every step.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import TextIO
+
+from perfconsole.core import events as ev
+from perfconsole.core.spec import RunSpec, SpecError
+
+
+class EventWriter:
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def __call__(self, event: ev.Event) -> None:
+        with self.lock:
+            self.stream.write(event.to_json() + "\n")
+            self.stream.flush()
+
+
+def _private_stdout() -> TextIO:
+    """Keep the real stdout for events and point fd 1 at stderr for everything else."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+    def watch_stdin() -> None:
+        # The launcher holds our stdin open; EOF means it is gone (even through nsys).
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        os._exit(137)
+
+    threading.Thread(target=watch_stdin, daemon=True, name="parent-watch").start()
+
+
+def fault_hook(spec_text: str | None):
+    if not spec_text:
+        return None
+    kind, _, arg = spec_text.partition(":")
+    n = int(arg or 0)
+
+    def hook(index: int) -> None:
+        if kind == "slow":
+            time.sleep(n / 1000)
+            return
+        if index != n:
+            return
+        if kind == "oom":
+            import torch
+
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+        if kind == "raise":
+            raise RuntimeError("injected failure")
+        if kind == "exit":
+            os._exit(3)
+        if kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "hang":
+            time.sleep(3600)
+
+    return hook
+
+
+def classify(exc: BaseException) -> str:
+    import torch
+
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+        return "oom"
+    if "cuda" in str(exc).lower() or "cublas" in str(exc).lower():
+        return "cuda"
+    return "crash"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="perfconsole-worker")
+    parser.add_argument("--spec", required=True, help="RunSpec as JSON")
+    parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
+    args = parser.parse_args(argv)
+    emit = EventWriter(_private_stdout())
+    _die_with_parent()
+
+    try:
+        spec = RunSpec.from_dict(json.loads(args.spec)).validate()
+    except (SpecError, ValueError, TypeError) as exc:
+        emit(ev.Error("spec", str(exc)))
+        emit(ev.Finished("error"))
+        return 2
+
+    import torch
+
+    from perfconsole.core import bench
+    from perfconsole.core.environment import collect
+
+    if spec.device == "cuda" and not torch.cuda.is_available():
+        emit(ev.Error("cuda", "CUDA is not available here; use --device cpu"))
+        emit(ev.Finished("error"))
+        return 1
+    env = collect(spec.device)
+    emit(ev.RunStarted(spec.to_dict(), env.to_dict(), os.getpid()))
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    try:
+        bench.run(spec, emit, env, out_dir, fault_hook(os.environ.get("PERFCONSOLE_FAULT")))
+    except Exception as exc:  # every failure becomes an event; the launcher keeps the steps so far
+        kind = classify(exc)
+        emit(ev.Error(kind, str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                      traceback.format_exc(limit=8)))
+        emit(ev.Finished("oom" if kind == "oom" else "error"))
+        return 0 if kind == "oom" else 1
+    emit(ev.Finished("ok"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

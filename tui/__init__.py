@@ -1,0 +1,1 @@
+"""The Textual console: screens and widgets that draw what perfconsole.core computed."""

@@ -1,0 +1,133 @@
+"""torch.profiler capture that yields the same tables as nsys (the fallback when nsys is absent).
+
+The worker wraps the measured steps in `TorchCapture`; the model's ranges come from `range_factory()`
+(record_function, named like the NVTX ranges). Afterwards `.tables()` gives a cuda_gpu_kern_sum-shaped
+table (GPU kernels on CUDA, CPU ops by self time on CPU), nvtx_sum from the ranges, and nvtx_kern_sum
+(kernels or ops under each range, every enclosing range counted, as nsys does), and `.files` the
+Chrome trace for Perfetto.
+"""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from perfconsole.core.profiling.columns import Row, Tables
+
+_RANGE_NAMES: set[str] = set()  # every name opened through range_factory, to tell ranges from ops
+
+
+def range_factory() -> Callable[[str], AbstractContextManager[Any]]:
+    """name -> record_function(name), for perfconsole.model.annotate.set_range_factory."""
+    def open_range(name: str) -> AbstractContextManager[Any]:
+        _RANGE_NAMES.add(name)
+        return record_function(name)
+    return open_range
+
+
+def _stats(values_ns: list[int], count_col: str) -> Row:
+    total = sum(values_ns)
+    n = len(values_ns)
+    return {"total_time_ns": total, count_col: n, "avg_ns": round(total / n), "med_ns": round(statistics.median(values_ns)),
+            "min_ns": min(values_ns), "max_ns": max(values_ns),
+            "stddev_ns": round(statistics.stdev(values_ns)) if n > 1 else 0}
+
+
+def _with_pct(rows: list[Row]) -> list[Row]:
+    grand = sum(r["total_time_ns"] for r in rows) or 1
+    rows.sort(key=lambda r: -r["total_time_ns"])
+    return [{"time_pct": round(100 * r["total_time_ns"] / grand, 1), **r} for r in rows]
+
+
+class TorchCapture:
+    """Context manager around the measured steps; tables() after exit."""
+
+    def __init__(self, out_dir: Path, device: str) -> None:
+        self.out_dir = Path(out_dir)
+        self.device = device
+        self.files: list[str] = []
+        self._prof: profile | None = None
+        self._tables: Tables | None = None
+
+    def __enter__(self) -> TorchCapture:
+        activities = [ProfilerActivity.CPU]
+        if self.device.startswith("cuda"):
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(activities=activities, record_shapes=False)
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        assert self._prof is not None
+        self._prof.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            trace = self.out_dir / "torch_trace.json"
+            self._prof.export_chrome_trace(str(trace))
+            self.files.append(str(trace))
+
+    def tables(self) -> Tables:
+        if self._prof is None:
+            raise RuntimeError("TorchCapture.tables() before the capture ran")
+        if self._tables is None:
+            self._tables = self._build(list(self._prof.events()))
+        return self._tables
+
+    def _build(self, events: list[Any]) -> Tables:
+        on_gpu = self.device.startswith("cuda")
+        ranges = [e for e in events if e.name in _RANGE_NAMES]
+        leaves = list(_leaves(events, on_gpu))
+        kern: dict[str, list[int]] = {}
+        for name, ns, _ in leaves:
+            kern.setdefault(name, []).append(ns)
+        tables: Tables = {"cuda_gpu_kern_sum": _with_pct([{**_stats(v, "instances"), "name": k}
+                                                          for k, v in kern.items()])}
+        by_range: dict[str, list[int]] = {}
+        for e in ranges:
+            by_range.setdefault(e.name, []).append(round((e.time_range.end - e.time_range.start) * 1000))
+        tables["nvtx_sum"] = _with_pct([{**_stats(v, "instances"), "style": "PushPop", "domain": "", "range": k}
+                                        for k, v in by_range.items()])
+        tables["nvtx_kern_sum"] = _range_kernels(ranges, leaves, by_range)
+        return tables
+
+
+def _leaves(events: Iterable[Any], on_gpu: bool) -> Iterable[tuple[str, int, Any]]:
+    """(name, ns, owning CPU event): GPU kernels on CUDA, CPU ops by self time on CPU (ranges excluded)."""
+    for e in events:
+        if e.name in _RANGE_NAMES or e.name.startswith("ProfilerStep"):
+            continue
+        if on_gpu:
+            for k in e.kernels:
+                yield k.name, round(k.duration * 1000), e
+        elif e.device_type == torch.autograd.DeviceType.CPU and e.self_cpu_time_total > 0:
+            yield e.name, round(e.self_cpu_time_total * 1000), e
+
+
+def _range_kernels(ranges: list[Any], leaves: list[tuple[str, int, Any]],
+                   instances: dict[str, list[int]]) -> list[Row]:
+    """nvtx_kern_sum rows: each kernel (op) under every enclosing range, like nsys."""
+    acc: dict[tuple[str, str], list[int]] = {}
+    range_ids = {id(e) for e in ranges}
+    for name, ns, owner in leaves:
+        seen: set[str] = set()
+        parent = owner
+        while parent is not None:
+            if id(parent) in range_ids and parent.name not in seen:  # recursion (same name twice) counts once
+                seen.add(parent.name)
+                acc.setdefault((parent.name, name), []).append(ns)
+            parent = parent.cpu_parent
+    rows = []
+    for (rng, name), values in acc.items():
+        s = _stats(values, "kern_inst")
+        rows.append({"domain": "", "range": rng, "style": "PushPop", "nvtx_inst": len(instances.get(rng, [])),
+                     **s, "name": name})
+    rows.sort(key=lambda r: -r["total_time_ns"])
+    return rows

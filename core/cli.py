@@ -17,6 +17,7 @@ from perfconsole.core.spec import (ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFI
 COMMANDS = [
     "perfconsole.core.cli_run",
     "perfconsole.core.cli_export",
+    "perfconsole.core.cli_import",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130

@@ -115,18 +115,24 @@ class PhaseClock:
         return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
 
 
-def timed_step(stepper: Stepper, index: int, warmup: bool) -> ev.Step:
+def timed_step(stepper: Stepper, index: int, warmup: bool,
+               after_phase: Callable[[str], None] | None = None) -> ev.Step:
+    """`after_phase(name)` runs after each phase's end mark (memory profiling reads peaks there)."""
+    after = after_phase or (lambda _name: None)
     stepper.zero_grad()
     clock = PhaseClock(stepper.device)
     clock.mark()
     loss = stepper.forward()
     clock.mark()
+    after("forward")
     if stepper.spec.mode != "fwd":
         stepper.backward(loss)
         clock.mark()
+        after("backward")
     if stepper.optimizer is not None:
         stepper.optimizer_step()
         clock.mark()
+        after("optimizer_step")
     phases = clock.intervals_ms() + [None, None]
     return ev.Step(index=index, warmup=warmup, total_ms=sum(p for p in phases if p is not None),
                    forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2])
@@ -170,7 +176,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         for _ in range(spec.steps):
             if before_step:
                 before_step(index)
-            step = timed_step(stepper, index, warmup=False)
+            step = timed_step(stepper, index, warmup=False, after_phase=memory.after_phase)
             steps.append(step)
             emit(step)
             index += 1
@@ -179,7 +185,10 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     if cuda:
         peak_alloc = torch.cuda.max_memory_allocated() / 2**20
         peak_reserved = torch.cuda.max_memory_reserved() / 2**20
-        emit(memory.event(peak_alloc, peak_reserved))
+        mem_event = memory.event(peak_alloc, peak_reserved)
+        # A memory capture resets the peak counters per phase, so its event holds the run's peak.
+        peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
+        emit(mem_event)
     capture.finish(emit)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved)
@@ -235,6 +244,8 @@ def _profiler(spec: RunSpec, out_dir: Path | None) -> _NoCapture:
 
 
 class _NoMemory(contextlib.nullcontext):
+    after_phase = None
+
     def event(self, peak_alloc: float, peak_reserved: float) -> ev.Memory:
         return ev.Memory(peak_alloc, peak_reserved)
 

@@ -6,6 +6,7 @@ import io
 from typing import Any
 
 from perfconsole.core.record import RunRecord
+from perfconsole.core.report_memory import markdown_lines as memory_lines
 from perfconsole.core.stats import Stat
 
 STAT_KEYS = ("mean", "std", "median", "min", "max")
@@ -96,6 +97,8 @@ def markdown(r: RunRecord) -> str:
             lines += ["", "Findings: " + "; ".join(findings) + "."]
     else:
         lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
+    if r.memory is not None and (r.memory.per_phase or r.memory.details):
+        lines += memory_lines(r.memory)
     return "\n".join(lines) + "\n"
 
 

@@ -126,8 +126,11 @@ def _read_column_table(lines: list[str], start: int, path: str, hint: str | None
 
 
 def _slice(line: str, spans: list[tuple[int, int]]) -> list[str]:
-    cells = [line[a:b].strip() for a, b in spans[:-1]]
-    cells.append(line[spans[-1][0]:].strip())
+    # Cut between the ends of the dash runs: numbers are right-aligned to their run's end, and the last
+    # (name) column takes the rest of the line, so a value a character off its run still lands whole.
+    cuts = [0] + [b for _, b in spans[:-1]]
+    cells = [line[a:b].strip() for a, b in zip(cuts, cuts[1:])]
+    cells.append(line[cuts[-1]:].strip())
     return cells
 
 

@@ -54,11 +54,12 @@ def _die_with_parent() -> None:
             pass
 
     def watch_stdin() -> None:
-        # The launcher holds our stdin open; EOF means it is gone (even through nsys).
+        # The launcher holds our stdin open; EOF means it is gone (even through nsys). The raw fd,
+        # not sys.stdin: a daemon thread inside a buffered read aborts interpreter shutdown.
         try:
-            while sys.stdin.buffer.read(4096):
+            while os.read(0, 4096):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         os._exit(137)
 

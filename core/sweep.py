@@ -1,0 +1,229 @@
+"""Sweeps: a grid of RunSpecs (size x ctx x precision x mode x warm-up), one child process per cell.
+
+Each cell is a separate `Launch`, so an OOM marks that cell `oom`, the child's exit gives the GPU its
+memory back and the sweep goes on. Cancelling stops the running cell and leaves the cells not yet
+run `pending`; every finished cell is kept. The time left is estimated from the cells done so far
+with a fixed cost per cell (process start, model build) plus a cost proportional to its FLOPs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from perfconsole.core import export, store
+from perfconsole.core.flops import step_flops
+from perfconsole.core.launcher import Launch
+from perfconsole.core.record import RunRecord, new_id
+from perfconsole.core.spec import RunSpec, SpecError
+
+MAX_CELLS = 2000
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The grid: `base` gives every field the axes do not vary."""
+    base: RunSpec
+    sizes: tuple[str, ...]
+    ctxs: tuple[int, ...]
+    precisions: tuple[str, ...]
+    modes: tuple[str, ...]
+    warmups: tuple[int, ...]
+
+    def cells(self) -> list[RunSpec]:
+        """Precision, mode, size, ctx, warm-up: a size's contexts run in a row, smallest first."""
+        return [replace(self.base, precision=p, mode=m, size=s, ctx=c, warmup=w)
+                for p, m, s, c, w in itertools.product(self.precisions, self.modes, self.sizes,
+                                                       sorted(self.ctxs), self.warmups)]
+
+    def validate(self) -> SweepSpec:
+        for name in ("sizes", "ctxs", "precisions", "modes", "warmups"):
+            values = getattr(self, name)
+            if not values:
+                raise SpecError(name, "give at least one value")
+            if len(set(values)) != len(values):
+                raise SpecError(name, f"repeated value in {', '.join(map(str, values))}")
+        if "custom" in self.sizes:
+            raise SpecError("sizes", "custom sizes cannot be swept; name sizes")
+        cells = self.cells()
+        if len(cells) > MAX_CELLS:
+            raise SpecError("sweep", f"{len(cells)} cells is more than {MAX_CELLS}")
+        for cell in cells:
+            cell.validate()
+        return self
+
+    @property
+    def is_warmup_study(self) -> bool:
+        return len(self.warmups) > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base.to_dict(), "sizes": list(self.sizes), "ctxs": list(self.ctxs),
+                "precisions": list(self.precisions), "modes": list(self.modes), "warmups": list(self.warmups)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        return cls(RunSpec.from_dict(d["base"]), tuple(d["sizes"]), tuple(d["ctxs"]),
+                   tuple(d["precisions"]), tuple(d["modes"]), tuple(d["warmups"]))
+
+
+@dataclass
+class SweepRecord:
+    spec: SweepSpec
+    runs: list[RunRecord]
+    id: str = field(default_factory=new_id)
+    name: str = ""
+    created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    status: str = "pending"                 # pending | running | ok | cancelled
+    cell_seconds: list[float | None] = field(default_factory=list)
+
+    kind = "sweep"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            s = self.spec
+            self.name = (f"sweep {','.join(s.sizes)} ctx {','.join(map(str, sorted(s.ctxs)))} "
+                         f"{','.join(s.precisions)} {','.join(s.modes)}"
+                         + (f" warm-up {','.join(map(str, s.warmups))}" if s.is_warmup_study else ""))
+        if len(self.cell_seconds) < len(self.runs):
+            self.cell_seconds += [None] * (len(self.runs) - len(self.cell_seconds))
+
+    @classmethod
+    def new(cls, spec: SweepSpec) -> SweepRecord:
+        return cls(spec, [RunRecord(cell) for cell in spec.cells()])
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return next((r.environment for r in self.runs if r.environment), {})
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.runs:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
+                "spec": self.spec.to_dict(), "runs": [r.to_dict() for r in self.runs],
+                "cell_seconds": self.cell_seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepRecord:
+        return cls(SweepSpec.from_dict(d["spec"]), [RunRecord.from_dict(r) for r in d["runs"]],
+                   id=d["id"], name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
+                   cell_seconds=list(d.get("cell_seconds", [])))
+
+
+def cell_work(spec: RunSpec) -> float:
+    """FLOPs of all the cell's steps: what its run time grows with, beyond the fixed start-up cost."""
+    d_model, d_ff, n_layers, _ = spec.dims()
+    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx) * (
+        spec.warmup + spec.steps)
+
+
+def estimate_seconds(done: list[tuple[float, float, bool]], remaining: list[float]) -> float | None:
+    """Seconds the `remaining` cells (given by work) will take, from `done` (work, seconds, ran_steps).
+
+    The fixed cost is the fastest done cell (start-up dominates it); the rate is fitted on the time
+    the cells that ran their steps spent beyond that. None until one cell is done.
+    """
+    if not done:
+        return None
+    fixed = min(s for _, s, _ in done)
+    worked = [(w, s - fixed) for w, s, ran in done if ran]
+    total_work = sum(w for w, _ in worked)
+    rate = sum(max(extra, 0.0) for _, extra in worked) / total_work if total_work > 0 else 0.0
+    return sum(fixed + rate * w for w in remaining)
+
+
+@dataclass(frozen=True)
+class SweepUpdate:
+    """What a progress display needs after every event of every cell."""
+    index: int                   # the cell being run (or just finished)
+    total: int
+    run: RunRecord
+    done: int                    # cells finished (any status)
+    eta_s: float | None
+    cell_finished: bool
+
+
+CellEnv = Callable[[RunSpec], dict[str, str] | None]
+
+
+class SweepRunner:
+    """Runs a SweepRecord's pending cells in order. `cancel()` is safe from any thread or a signal."""
+
+    def __init__(self, record: SweepRecord, out_dir: Path | None = None, cell_env: CellEnv | None = None,
+                 save_to: Path | None = None) -> None:
+        self.record = record
+        self.out_dir = out_dir
+        self.cell_env = cell_env
+        self.save_to = save_to
+        self._cancel = threading.Event()
+        self._launch: Launch | None = None
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        launch = self._launch
+        if launch is not None:
+            launch.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def run(self, on_update: Callable[[SweepUpdate], None] | None = None) -> SweepRecord:
+        rec = self.record
+        rec.status = "running"
+        total = len(rec.runs)
+        done = [(cell_work(r.spec), s, bool(r.steps)) for r, s in zip(rec.runs, rec.cell_seconds)
+                if r.finished and s is not None]
+        for i, run in enumerate(rec.runs):
+            if run.finished:
+                continue
+            if self._cancel.is_set():
+                break
+            out = self.out_dir / f"cell-{i:03d}" if self.out_dir else None
+            env = self.cell_env(run.spec) if self.cell_env else None
+            launch = self._launch = Launch(run.spec, out_dir=out, env=env)
+            if self._cancel.is_set():  # a cancel between the check above and the launch
+                break
+            started = time.monotonic()
+            remaining = [cell_work(r.spec) for r in rec.runs[i:] if not r.finished]
+            for event in launch.events():
+                run.apply(event)
+                if on_update:
+                    eta = estimate_seconds(done, remaining)
+                    eta = None if eta is None else max(eta - (time.monotonic() - started), 0.0)
+                    on_update(SweepUpdate(i, total, run, len(done), eta, False))
+            self._launch = None
+            seconds = time.monotonic() - started
+            rec.cell_seconds[i] = seconds
+            done.append((cell_work(run.spec), seconds, bool(run.steps)))
+            if run.status == "cancelled":
+                self._cancel.set()
+            if self.save_to is not None:
+                store.save(rec, self.save_to)  # a kill between cells loses nothing finished
+            if on_update:
+                rest = [cell_work(r.spec) for r in rec.runs[i + 1:] if not r.finished]
+                on_update(SweepUpdate(i, total, run, len(done), estimate_seconds(done, rest), True))
+        rec.status = "cancelled" if self._cancel.is_set() or not all(r.finished for r in rec.runs) else "ok"
+        if self.save_to is not None:
+            store.save(rec, self.save_to)
+        return rec
+
+
+def _register() -> None:
+    from perfconsole.core import report_sweep
+
+    store.register_kind("sweep", SweepRecord)
+    export.register_exporter("sweep", "md", report_sweep.markdown)
+    export.register_exporter("sweep", "csv", report_sweep.csv_text)
+    export.register_exporter("sweep", "json", report_sweep.json_text)
+
+
+_register()

@@ -1,0 +1,39 @@
+"""Install the project (a real, non-editable wheel build) into a fresh venv and run the command.
+
+The venv sees the test environment's packages through a .pth file (torch, textual, ...) so nothing is downloaded; the
+project itself is built and installed for real, and must land under one `perfconsole` namespace.
+"""
+import pathlib
+import subprocess
+import sysconfig
+import venv
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_fresh_install_has_the_command_and_no_bare_packages(tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    site = pathlib.Path(subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True).stdout.strip())
+    # Dependencies come from the test environment (appended to sys.path, so the install wins).
+    (site / "zz_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+                   check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    for bare in ("core", "model", "tui"):
+        assert not (site / bare).exists(), f"installed a bare {bare!r} package"
+        assert (site / "perfconsole" / bare / "__init__.py").exists()
+    assert (site / "perfconsole" / "tui" / "app.tcss").exists() or not (ROOT / "tui" / "app.tcss").exists()
+    out = subprocess.run([env_dir / "bin" / "perfconsole", "--help"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "run" in out.stdout and "export" in out.stdout
+    # The installed copy, not the checkout, answers.
+    where = subprocess.run([py, "-c", "import perfconsole.core.spec as s; print(s.__file__)"],
+                           capture_output=True, text=True, cwd=tmp_path, check=True).stdout
+    assert where.startswith(str(site))

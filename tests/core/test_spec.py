@@ -1,0 +1,69 @@
+import pytest
+
+from perfconsole.core.spec import RunSpec, SpecError
+
+
+def test_defaults_are_valid():
+    assert RunSpec().validate() == RunSpec()
+
+
+@pytest.mark.parametrize("changes, field, allowed", [
+    ({"size": "huge"}, "size", "tiny, small, medium, large, xl, 2.7B, custom"),
+    ({"precision": "fp8"}, "precision", "fp32, bf16, fp16"),
+    ({"mode": "eval"}, "mode", "fwd, fwd_bwd, train"),
+    ({"attention": "flash"}, "attention", "naive, sdpa"),
+    ({"device": "tpu"}, "device", "cuda, cpu"),
+    ({"profile": "ncu"}, "profile", "none, nsys, torch"),
+])
+def test_bad_choice_names_field_and_allowed_values(changes, field, allowed):
+    with pytest.raises(SpecError) as e:
+        RunSpec(**changes).validate()
+    assert e.value.field == field
+    assert str(e.value).startswith(f"{field}: must be one of {allowed}")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("field, value", [("ctx", 0), ("batch", -1), ("steps", 0), ("warmup", -1),
+                                          ("ctx", 2.5), ("steps", True), ("ctx", "512")])
+def test_bad_numbers(field, value):
+    with pytest.raises(SpecError) as e:
+        RunSpec(**{field: value}).validate()
+    assert e.value.field == field
+
+
+def test_zero_warmup_is_allowed():
+    RunSpec(warmup=0).validate()
+
+
+def test_custom_needs_all_dims_and_divisible_heads():
+    with pytest.raises(SpecError) as e:
+        RunSpec(size="custom", d_model=64, d_ff=256, n_layers=2).validate()
+    assert e.value.field == "n_heads"
+    with pytest.raises(SpecError) as e:
+        RunSpec(size="custom", d_model=64, d_ff=256, n_layers=2, n_heads=3).validate()
+    assert "divide" in str(e.value)
+    spec = RunSpec(size="custom", d_model=64, d_ff=256, n_layers=2, n_heads=4).validate()
+    assert spec.dims() == (64, 256, 2, 4)
+
+
+def test_dims_only_with_custom():
+    with pytest.raises(SpecError) as e:
+        RunSpec(size="small", d_model=64).validate()
+    assert e.value.field == "d_model"
+
+
+def test_cuda_only_features_refused_on_cpu():
+    with pytest.raises(SpecError) as e:
+        RunSpec(device="cpu", memory=True).validate()
+    assert e.value.field == "memory"
+    with pytest.raises(SpecError) as e:
+        RunSpec(device="cpu", profile="nsys").validate()
+    assert e.value.field == "profile"
+
+
+def test_round_trip_and_unknown_fields():
+    spec = RunSpec(size="tiny", ctx=32, precision="bf16", compile=True)
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(SpecError) as e:
+        RunSpec.from_dict({**spec.to_dict(), "colour": "red"})
+    assert e.value.field == "colour"

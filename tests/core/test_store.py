@@ -1,0 +1,93 @@
+import json
+import os
+
+import pytest
+
+from perfconsole.core import events as ev
+from perfconsole.core import store
+from perfconsole.core.export import export
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+SPEC = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")
+
+
+def finished_record() -> RunRecord:
+    r = RunRecord(SPEC)
+    r.apply(ev.RunStarted(SPEC.to_dict(), {"device": "cpu", "torch": "2.13.0"}, 1))
+    r.apply(ev.Step(0, True, 30.0, 10.0, 15.0, 5.0))
+    for i, t in enumerate((10.0, 12.0, 11.0), start=1):
+        r.apply(ev.Step(i, False, t, t / 2, t / 3, t / 6))
+    r.apply(ev.Finished("ok"))
+    return r
+
+
+def test_record_folds_events_and_computes_summary_on_finish():
+    r = finished_record()
+    assert r.status == "ok" and len(r.steps) == 3 and len(r.warmup_steps) == 1
+    assert r.summary.total_ms.mean == pytest.approx(11.0)
+    assert r.summary.total_ms.median == 11.0 and r.summary.warmup_ms == [30.0]
+
+
+def test_snapshot_round_trip(tmp_path):
+    r = finished_record()
+    r.apply(ev.ProfileReady("torch", ["t.json"], {"cuda_gpu_kern_sum": [{"name": "k", "total_time_ns": 7}]}))
+    path = store.save(r, tmp_path / "run.json")
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == store.SCHEMA_VERSION and doc["kind"] == "run"
+    back = store.load(path)
+    assert back.to_dict() == r.to_dict()
+    assert back.profile.tables["cuda_gpu_kern_sum"][0]["total_time_ns"] == 7
+
+
+def test_save_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
+    r = finished_record()
+    path = tmp_path / "run.json"
+    store.save(r, path)
+    before = path.read_text()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    r.name = "changed"
+    with pytest.raises(OSError):
+        store.save(r, path)
+    assert path.read_text() == before  # the old snapshot is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{", "bad JSON"),
+    ('{"a": 1}', "no kind"),
+    ('{"schema": 99, "kind": "run", "data": {}}', "schema 99"),
+    ('{"schema": 1, "kind": "pizza", "data": {}}', "unknown snapshot kind"),
+    ('{"schema": 1, "kind": "run", "data": {"id": "x"}}', "damaged run snapshot"),
+])
+def test_bad_snapshots_name_the_file(tmp_path, text, words):
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    with pytest.raises(store.SnapshotError) as e:
+        store.load(p)
+    assert str(p) in str(e.value) and words in str(e.value)
+
+
+def test_save_refuses_directories_and_missing_parents(tmp_path):
+    with pytest.raises(store.SnapshotError, match="directory"):
+        store.save(finished_record(), tmp_path)
+    with pytest.raises(store.SnapshotError, match="no such directory"):
+        store.save(finished_record(), tmp_path / "nope" / "run.json")
+
+
+def test_exports_of_a_run():
+    r = finished_record()
+    md = export(r, "md")
+    assert "| size | ctx | mode | precision | avg_ms | std_ms |" in md
+    assert "| tiny | 32 | train | fp32 | 11.000 | 1.000 |" in md
+    assert "backward / forward = 0.67" in md
+    lines = export(r, "csv").splitlines()
+    assert lines[0].startswith("run,size,ctx") and len(lines) == 5
+    doc = json.loads(export(r, "json"))
+    assert doc["status"] == "ok" and doc["summary"]["total_ms"]["median"] == 11.0
+    with pytest.raises(ValueError, match="format: must be one of md, csv, json"):
+        export(r, "xlsx")

@@ -1,0 +1,57 @@
+"""The characters the console draws with: Unicode blocks where the terminal can show them, ASCII otherwise.
+
+Plain consoles (a serial line, an old PuTTY, LANG=C) garble block characters, so `--ascii` or a
+non-UTF-8 locale switches every chart, bar and sparkline to characters any terminal can draw.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Glyphs:
+    full: str          # a filled cell in charts and bars
+    empty: str         # an unfilled cell in bars
+    warmup: str        # a warm-up step's cell in the step chart
+    spark: str         # sparkline levels, lowest first
+    mark: str          # a marked run in the runs list
+    up: str            # sort direction markers
+    down: str
+
+
+UNICODE = Glyphs(full="█", empty="·", warmup="░", spark="▁▂▃▄▅▆▇█", mark="●", up="▲", down="▼")
+ASCII = Glyphs(full="#", empty=".", warmup=":", spark="_.-=+*#@", mark="*", up="^", down="v")
+
+
+def terminal_supports_unicode() -> bool:
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower()
+    lang = " ".join(os.environ.get(k, "") for k in ("LC_ALL", "LC_CTYPE", "LANG")).lower()
+    return "utf" in enc or "utf" in lang
+
+
+def choose(ascii_only: bool) -> Glyphs:
+    return ASCII if ascii_only or not terminal_supports_unicode() else UNICODE
+
+
+def sparkline(values: list[float], width: int, glyphs: Glyphs, lo: float | None = None,
+              hi: float | None = None) -> str:
+    """The last `width` values as one line of level characters, scaled to [lo, hi]."""
+    vals = values[-width:]
+    if not vals:
+        return ""
+    lo = min(vals) if lo is None else lo
+    hi = max(vals) if hi is None else hi
+    span = hi - lo
+    levels = glyphs.spark
+    out = []
+    for v in vals:
+        frac = 0.0 if span <= 0 else min(1.0, max(0.0, (v - lo) / span))
+        out.append(levels[round(frac * (len(levels) - 1))])
+    return "".join(out)
+
+
+def bar(fraction: float, width: int, glyphs: Glyphs) -> str:
+    n = round(min(1.0, max(0.0, fraction)) * width)
+    return glyphs.full * n + glyphs.empty * (width - n)

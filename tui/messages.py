@@ -1,0 +1,63 @@
+"""Typed messages from the background threads to the UI.
+
+Threads never touch widgets. The run thread buffers events in a `RunFeed` and posts `RunUpdated`;
+the NVML thread posts `GpuSampled`. Both coalesce (`can_replace`): when a burst queues several, the
+UI handles only the newest, and the handler drains the whole buffer, so no step is lost and the UI
+redraws at most once per batch.
+"""
+from __future__ import annotations
+
+import threading
+
+from textual.message import Message
+
+from perfconsole.core import events as ev
+from perfconsole.core.nvml import GpuSample
+
+
+class RunFeed:
+    """Events the run thread has read and the UI has not yet folded into the record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: list[ev.Event] = []
+
+    def push(self, event: ev.Event) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def drain(self) -> list[ev.Event]:
+        with self._lock:
+            out, self._events = self._events, []
+        return out
+
+
+class RunUpdated(Message):
+    """New events for run `run_id` wait in its feed."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RunUpdated) and message.run_id == self.run_id
+
+
+class RunEnded(Message):
+    """The run thread is done: the feed holds the last events, `Finished` among them."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+
+class GpuSampled(Message):
+    """The newest NVML sample (None: no GPU) and the history the sparklines draw."""
+
+    def __init__(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
+        super().__init__()
+        self.sample = sample
+        self.history = history
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GpuSampled)

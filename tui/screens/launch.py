@@ -1,0 +1,163 @@
+"""The launch form: every RunSpec field a user picks, checked as they type, with the run key disabled
+until the whole form is valid. Errors show beside the field with the allowed values (SpecError's text)."""
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES, RunSpec, SpecError
+
+CHOICES: dict[str, tuple[str, ...]] = {"size": SIZE_NAMES, "precision": PRECISIONS, "mode": MODES,
+                                       "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES}
+INTS = ("ctx", "batch", "warmup", "steps")
+DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
+FLAGS = ("compile", "tf32")
+ORDER = ("size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "attention", "compile",
+         "tf32", "profile", "device")
+LABELS = {"profile": "profiler", "d_model": "  d_model", "d_ff": "  d_ff", "n_layers": "  n_layers",
+          "n_heads": "  n_heads"}
+
+
+def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | None, dict[str, str]]:
+    """(spec, {}) when valid, else (None, {field: message}) with every field that is wrong on its own,
+    plus the first cross-field error RunSpec.validate finds."""
+    errors: dict[str, str] = {}
+    changes: dict[str, Any] = {}
+    for name, raw in values.items():
+        if name in INTS or name in DIMS:
+            text = str(raw).strip()
+            if name in DIMS and values.get("size") != "custom":
+                changes[name] = None
+                continue
+            try:
+                changes[name] = int(text)
+            except ValueError:
+                errors[name] = f"must be an integer, not {text!r}"
+        else:
+            changes[name] = raw
+    if errors:
+        return None, errors
+    known = {f.name for f in fields(RunSpec)}
+    spec = base.with_(**{k: v for k, v in changes.items() if k in known})
+    try:
+        return spec.validate(), {}
+    except SpecError as exc:
+        return None, {exc.field: str(exc).split(": ", 1)[1]}
+
+
+class LaunchRequested(Message):
+    def __init__(self, specs: list[RunSpec], queue: bool) -> None:
+        super().__init__()
+        self.specs, self.queue = specs, queue
+
+
+class LaunchPane(VerticalScroll):
+    BINDINGS = [
+        Binding("ctrl+r", "launch", "Run", id="launch.run"),
+        Binding("ctrl+e", "enqueue", "Queue", id="launch.queue"),
+        Binding("ctrl+t", "enqueue_ladder", "Queue fp32/bf16/fp16", id="launch.ladder"),
+    ]
+
+    def __init__(self, prefill: RunSpec, **kw) -> None:
+        super().__init__(**kw)
+        self.base = prefill
+        self.spec: RunSpec | None = None
+        self.errors: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        p = self.base
+        with Grid(id="form"):
+            for name in ORDER:
+                yield Label(LABELS.get(name, name), id=f"lbl-{name}", classes=f"lbl {'dim-row' if name in DIMS else ''}")
+                value = getattr(p, name)
+                if name in CHOICES:
+                    opts = [(c, c) for c in CHOICES[name]]
+                    yield Select(opts, value=value if value in CHOICES[name] else CHOICES[name][0],
+                                 allow_blank=False, compact=True, id=f"f-{name}")
+                elif name in FLAGS:
+                    yield Checkbox("", value=bool(value), compact=True, id=f"f-{name}")
+                else:
+                    yield Input("" if value is None else str(value), compact=True, id=f"f-{name}")
+                yield Static("", id=f"err-{name}", classes="err")
+        with Horizontal(id="launch-buttons"):
+            yield Button("Run  ^r", id="btn-run", variant="primary", compact=True)
+            yield Button("Queue  ^e", id="btn-queue", compact=True)
+            yield Button("Queue fp32/bf16/fp16  ^t", id="btn-ladder", compact=True)
+        yield Static("", id="queue-info")
+
+    def on_mount(self) -> None:
+        self.revalidate()
+
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ORDER:
+            w = self.query_one(f"#f-{name}")
+            out[name] = w.value
+        return out
+
+    def set_value(self, name: str, value: Any) -> None:
+        """Set one field (tests and the command line use it); validation follows."""
+        w = self.query_one(f"#f-{name}")
+        w.value = str(value) if isinstance(w, Input) else value
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(Checkbox.Changed)
+    def _changed(self) -> None:
+        self.revalidate()
+
+    def revalidate(self) -> None:
+        values = self.values()
+        custom = values["size"] == "custom"
+        for name in DIMS:
+            for wid in (f"#f-{name}", f"#lbl-{name}", f"#err-{name}"):
+                self.query_one(wid).display = custom
+        self.spec, self.errors = spec_from_form(values, self.base)
+        for name in ORDER:
+            msg = self.errors.get(name, "")
+            self.query_one(f"#err-{name}", Static).update(msg)
+            self.query_one(f"#f-{name}").set_class(bool(msg), "-invalid")
+        for bid in ("#btn-run", "#btn-queue", "#btn-ladder"):
+            self.query_one(bid, Button).disabled = self.spec is None
+        unknown = [f for f in self.errors if f not in ORDER]
+        self.query_one("#queue-info", Static).update(
+            "; ".join(f"{f}: {self.errors[f]}" for f in unknown))
+
+    def set_queue_info(self, text: str) -> None:
+        if not any(f not in ORDER for f in self.errors):
+            self.query_one("#queue-info", Static).update(text)
+
+    @on(Button.Pressed, "#btn-run")
+    def action_launch(self) -> None:
+        if self.spec is not None:
+            self.post_message(LaunchRequested([self.spec], queue=False))
+
+    @on(Button.Pressed, "#btn-queue")
+    def action_enqueue(self) -> None:
+        if self.spec is not None:
+            self.post_message(LaunchRequested([self.spec], queue=True))
+
+    @on(Button.Pressed, "#btn-ladder")
+    def action_enqueue_ladder(self) -> None:
+        if self.spec is None:
+            return
+        from perfconsole.core.queue import precision_ladder
+
+        try:
+            specs = precision_ladder(self.spec)
+        except SpecError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.post_message(LaunchRequested(specs, queue=True))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("launch", "enqueue", "enqueue_ladder") and self.spec is None:
+            return None  # shown greyed out in the footer
+        return True

@@ -1,0 +1,125 @@
+"""The live run: spec header, status with elapsed time and the cancel key, the step chart, the step
+table, the stats panel and the GPU panel. It draws whatever RunRecord it is given; the app folds the
+worker's events into that record and calls `refresh_record`."""
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
+
+from perfconsole.core.events import Step
+from perfconsole.core.nvml import GpuSample
+from perfconsole.core.record import RunRecord
+from perfconsole.tui.format import duration
+from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.gpu_panel import GpuPanel
+from perfconsole.tui.widgets.stats_panel import StatsPanel
+from perfconsole.tui.widgets.step_chart import StepChart
+
+STATUS_STYLE = {"running": "bold yellow", "pending": "yellow", "ok": "bold green", "oom": "bold red",
+                "error": "bold red", "cancelled": "bold magenta", "imported": "cyan"}
+STATUS_WORDS = {"ok": "finished", "oom": "OUT OF MEMORY", "error": "FAILED", "cancelled": "CANCELLED",
+                "running": "running", "pending": "starting", "imported": "imported"}
+
+
+def spec_header(r: RunRecord) -> str:
+    s = r.spec
+    extra = f" · attention {s.attention}" + (" · compile" if s.compile else "") + (" · tf32" if s.tf32 else "")
+    prof = f" · profiler {s.profile}" if s.profile != "none" else ""
+    return f"{r.name} · {s.device} · warm-up {s.warmup} + {s.steps} steps{extra}{prof}"
+
+
+class LivePane(Vertical):
+    BINDINGS = [Binding("x", "app.cancel_run", "Cancel run", id="live.cancel")]
+
+    def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
+        super().__init__(**kw)
+        self.glyphs = glyphs
+        self.record: RunRecord | None = None
+        self.started: float | None = None
+        self.ended: float | None = None
+        self._rows = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("no run yet: press 1 for the launch form", id="live-header")
+        yield Static("", id="live-status")
+        with Horizontal(id="live-body"):
+            with Vertical(id="live-left"):
+                yield StepChart(self.glyphs, id="chart")
+                yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="live-right"):
+                yield StatsPanel(id="stats")
+                yield GpuPanel(self.glyphs, id="gpu")
+
+    def on_mount(self) -> None:
+        t = self.query_one("#steps", DataTable)
+        for col in ("step", "kind", "total ms", "fwd ms", "bwd ms", "opt ms"):
+            t.add_column(col, key=col)
+
+    def show_record(self, record: RunRecord | None, started: float | None = None,
+                    ended: float | None = None) -> None:
+        """Show another run from scratch (a new launch, or a run picked in the runs list)."""
+        self.record, self.started, self.ended = record, started, ended
+        self._rows = 0
+        self.query_one("#steps", DataTable).clear()
+        self.refresh_record()
+
+    def mark_ended(self, when: float) -> None:
+        self.ended = when
+        self.refresh_status()
+
+    def refresh_record(self) -> None:
+        r = self.record
+        if r is None:
+            return
+        self.query_one("#live-header", Static).update(Text(spec_header(r), style="bold"))
+        self.query_one("#chart", StepChart).set_steps(r.warmup_steps, r.steps)
+        table = self.query_one("#steps", DataTable)
+        all_steps = [*r.warmup_steps, *r.steps]
+        all_steps.sort(key=lambda s: s.index)
+        for s in all_steps[self._rows:]:
+            table.add_row(*self._step_cells(s))
+        if len(all_steps) > self._rows and table.row_count:
+            table.move_cursor(row=table.row_count - 1)
+        self._rows = len(all_steps)
+        summary = r.summary if r.finished and r.summary else r.recompute_summary()
+        self.query_one("#stats", StatsPanel).show(summary)
+        self.refresh_status()
+
+    @staticmethod
+    def _step_cells(s: Step) -> list[Text]:
+        def ms(v: float | None) -> Text:
+            return Text("-" if v is None else f"{v:,.3f}", justify="right")
+        return [Text(str(s.index), justify="right"), Text("warm-up" if s.warmup else "measured"),
+                ms(s.total_ms), ms(s.forward_ms), ms(s.backward_ms), ms(s.optimizer_ms)]
+
+    def refresh_status(self) -> None:
+        r = self.record
+        if r is None:
+            return
+        t = Text()
+        t.append(STATUS_WORDS.get(r.status, r.status), style=STATUS_STYLE.get(r.status, ""))
+        done = len(r.steps)
+        if r.status in ("running", "pending"):
+            t.append(f" · {r.stage or 'starting'}")
+            if r.warmup_steps and not r.steps and len(r.warmup_steps) < r.spec.warmup:
+                t.append(f" · warm-up {len(r.warmup_steps)}/{r.spec.warmup}")
+            else:
+                t.append(f" · step {done}/{r.spec.steps}")
+        else:
+            t.append(f" · {done}/{r.spec.steps} measured steps")
+        if self.started is not None:
+            end = self.ended if self.ended is not None else time.monotonic()
+            t.append(f" · {duration(end - self.started)}")
+        if r.error is not None and r.status != "ok":
+            t.append(f"\n{r.error.kind}: {r.error.message}", style="red")
+        elif r.status == "running":
+            t.append(" · x cancels", style="dim")
+        self.query_one("#live-status", Static).update(t)
+
+    def show_gpu(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
+        self.query_one("#gpu", GpuPanel).show(sample, history)

@@ -1,0 +1,36 @@
+"""The run's statistics as they fill in: mean, std, median, CI, tokens/s, TFLOP/s, MFU, peak memory."""
+from __future__ import annotations
+
+from rich.table import Table
+from textual.widgets import Static
+
+from perfconsole.core.summary import Summary
+from perfconsole.tui.format import NA, num, pct
+
+
+class StatsPanel(Static):
+    DEFAULT_CSS = "StatsPanel { height: auto; }"
+
+    def show(self, summary: Summary | None) -> None:
+        t = Table.grid(padding=(0, 1))
+        t.add_column(style="bold")
+        t.add_column(justify="right")
+        if summary is None:
+            self.update("no measured steps yet")
+            return
+        st = summary.total_ms
+        ci = f"{st.ci95_low:.2f}-{st.ci95_high:.2f}" if st.n > 1 else NA
+        t.add_row("steps", str(st.n))
+        t.add_row("mean", f"{st.mean:,.3f} ms")
+        t.add_row("std", f"{st.std:,.3f} ms")
+        t.add_row("median", f"{st.median:,.3f} ms")
+        t.add_row("95% CI", ci)
+        for name in ("forward_ms", "backward_ms", "optimizer_ms"):
+            ph = getattr(summary, name)
+            if ph is not None:
+                t.add_row(f" {name[:-3]}", f"{ph.mean:,.3f} ms")
+        t.add_row("tokens/s", num(summary.tokens_per_s, ",.0f"))
+        t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
+        t.add_row("MFU", pct(summary.mfu))
+        t.add_row("peak mem", num(summary.peak_allocated_mib, ",.0f", " MiB"))
+        self.update(t)

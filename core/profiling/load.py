@@ -71,6 +71,9 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
     if looks_like_nvprof(text):
         return parse_nvprof(text, str(path))
     parsed = parse_stats_text(text, str(path), report_from_stem(path.stem))
+    if parsed.tables and not text.endswith("\n"):
+        # nsys ends every file with a newline (FORMATS.md §1): without one the last row may be cut short
+        parsed.warnings.append(f"{path}:{text.count(chr(10)) + 1}: no newline at end of file; the last row may be truncated")
     if not parsed.tables and not parsed.warnings:
         parsed.warnings.append(f"{path}:1: no nsys stats table (no known header line)")
     return parsed.tables, parsed.warnings

@@ -18,6 +18,7 @@ COMMANDS = [
     "perfconsole.core.cli_run",
     "perfconsole.core.cli_export",
     "perfconsole.core.cli_import",
+    "perfconsole.core.cli_sweep",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130

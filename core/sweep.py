@@ -48,6 +48,8 @@ class SweepSpec:
                 raise SpecError(name, "give at least one value")
             if len(set(values)) != len(values):
                 raise SpecError(name, f"repeated value in {', '.join(map(str, values))}")
+        if self.base.steps < 2:
+            raise SpecError("steps", f"a sweep needs at least 2 measured steps for a std, not {self.base.steps}")
         if "custom" in self.sizes:
             raise SpecError("sizes", "custom sizes cannot be swept; name sizes")
         cells = self.cells()

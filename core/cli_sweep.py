@@ -1,0 +1,149 @@
+"""`perfconsole sweep`: a size x ctx x precision x mode (x warm-up) grid, one child process per cell.
+
+Progress goes to stderr (a rich progress bar with the cell being run and the time left, plus one line
+per finished cell, so logs show it too); the grid goes to stdout, or `{"runs": [...]}` with --json.
+Ctrl-C stops the running cell and keeps every finished one (saved with --save, printed as usual).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from perfconsole.core import store
+from perfconsole.core.cli import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, default_device
+from perfconsole.core.launcher import install_exit_handlers
+from perfconsole.core.paths import PathError, output_file
+from perfconsole.core.report_sweep import json_text
+from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
+from perfconsole.core.sweep import SweepRecord, SweepRunner, SweepSpec, SweepUpdate
+
+T = TypeVar("T")
+
+
+def parse_list(text: str, conv: Callable[[str], T], field: str) -> tuple[T, ...]:
+    """`a,b,c` -> a tuple; a bad item is a SpecError naming the field."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise SpecError(field, "give a comma-separated list")
+    out = []
+    for x in items:
+        try:
+            out.append(conv(x))
+        except ValueError:
+            raise SpecError(field, f"{x!r} is not a valid value") from None
+    return tuple(out)
+
+
+def format_seconds(s: float | None) -> str:
+    if s is None:
+        return "estimating"
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a grid of sizes x contexts x precisions x modes, one process per cell")
+    p.add_argument("--sizes", default="small", help=f"comma list of {', '.join(n for n in SIZE_NAMES if n != 'custom')}")
+    p.add_argument("--ctx", default="128,256,512", help="comma list of context lengths")
+    p.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
+    p.add_argument("--mode", default="fwd_bwd", help=f"comma list of {', '.join(MODES)}")
+    p.add_argument("--warmup", default="5", help="comma list of warm-up steps; several make a warm-up study")
+    p.add_argument("--steps", type=int, default=10, help="measured steps per cell (at least 2)")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
+    p.add_argument("--attention", default="naive", help=f"{', '.join(ATTENTIONS)}")
+    p.add_argument("--compile", action="store_true", help="torch.compile every cell's model")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab-size", type=int, default=10_000)
+    p.add_argument("--json", action="store_true", help='print {"runs": [...]} instead of a grid')
+    p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
+    p.add_argument("--out-dir", default=None, help="where cells' files go")
+    p.set_defaults(func=run)
+
+
+def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
+    base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, device=args.device or default_device(),
+                   attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
+                   vocab_size=args.vocab_size)
+    return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
+                     parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
+                     parse_list(args.warmup, int, "warmup")).validate()
+
+
+def grid_table(sw: SweepRecord) -> Table:
+    """Rows: size x ctx (x warm-up); one column per precision x mode with the mean step time."""
+    sp = sw.spec
+    t = Table(title=f"{sw.name} — {sw.status}", title_justify="left")
+    keys = [(p, m) for p in sp.precisions for m in sp.modes]
+    t.add_column("size")
+    t.add_column("ctx", justify="right")
+    if sp.is_warmup_study:
+        t.add_column("warm-up", justify="right")
+    for p, m in keys:
+        t.add_column(f"{m} {p} ms", justify="right")
+    by = {(r.spec.size, r.spec.ctx, r.spec.warmup, r.spec.precision, r.spec.mode): r for r in sw.runs}
+    for size in sp.sizes:
+        for ctx in sorted(sp.ctxs):
+            for w in sp.warmups:
+                row = [size, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
+                for p, m in keys:
+                    r = by[(size, ctx, w, p, m)]
+                    if r.status == "ok" and r.summary:
+                        row.append(f"{r.summary.total_ms.mean:,.2f} ± {r.summary.total_ms.std:,.2f}")
+                    else:
+                        row.append({"oom": "[bold red]OOM[/]", "pending": "[dim]not run[/]"}.get(r.status, r.status))
+                t.add_row(*row)
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = sweep_spec_from_args(args)
+    save = None
+    if args.save:
+        try:
+            save = output_file(args.save)
+        except PathError as exc:
+            raise UsageError(str(exc)) from exc
+    install_exit_handlers()
+    record = SweepRecord.new(spec)
+    runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save)
+    err = Console(stderr=True, highlight=False)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("· left {task.fields[eta]}"), console=err, transient=False) as bar:
+        task = bar.add_task("starting", total=len(record.runs), eta="estimating")
+
+        def on_update(u: SweepUpdate) -> None:
+            label = f"[{u.index + 1}/{u.total}] {u.run.spec.label()}"
+            if u.cell_finished:
+                sm = u.run.summary
+                result = f"{sm.total_ms.mean:,.2f} ms" if u.run.status == "ok" and sm else u.run.status
+                bar.console.print(f"{label}: {result}" + (f" ({u.run.error.message})" if u.run.error
+                                                          and u.run.status != "ok" else ""))
+                bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
+            else:
+                bar.update(task, description=f"{label} {u.run.stage}".rstrip(), eta=format_seconds(u.eta_s))
+
+        previous = signal.signal(signal.SIGINT, lambda *_: runner.cancel())
+        try:
+            runner.run(on_update)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    if save:
+        err.print(f"saved {save}")
+    if args.json:
+        sys.stdout.write(json_text(record))
+    else:
+        Console().print(grid_table(record))
+    if record.status == "cancelled":
+        return EXIT_CANCELLED
+    return EXIT_ERROR if any(r.status == "error" for r in record.runs) else EXIT_OK

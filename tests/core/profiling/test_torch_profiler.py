@@ -1,0 +1,87 @@
+"""torch.profiler capture of a tiny CPU model run gives nsys-shaped tables and a Chrome trace."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from perfconsole.core.profiling.categories import category_shares, phase_shares, softmax_vs_matmuls
+from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
+from perfconsole.model.annotate import annotate, set_range_factory
+from perfconsole.model.config import config_for
+from perfconsole.model.transformer import TransformerLM
+
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> TorchCapture:
+    torch.manual_seed(0)
+    cfg = config_for("tiny", 32)
+    model = TransformerLM(cfg)
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randint(0, cfg.vocab_size, (2, 32))
+    set_range_factory(range_factory())
+    try:
+        with TorchCapture(tmp_path_factory.mktemp("torch"), "cpu") as cap:
+            for _ in range(STEPS):
+                with annotate("forward"):
+                    loss = model(x).float().mean()
+                with annotate("backward"):
+                    loss.backward()
+                with annotate("optimizer_step"):
+                    opt.step()
+                    opt.zero_grad()
+    finally:
+        set_range_factory(None)
+    return cap
+
+
+def test_tables_have_the_nsys_columns(capture: TorchCapture) -> None:
+    tables = capture.tables()
+    assert set(tables) == {"cuda_gpu_kern_sum", "nvtx_sum", "nvtx_kern_sum"}
+    kern = tables["cuda_gpu_kern_sum"]
+    assert list(kern[0]) == ["time_pct", "total_time_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns",
+                             "stddev_ns", "name"]
+    assert all(isinstance(r["total_time_ns"], int) and r["total_time_ns"] > 0 for r in kern)
+    assert "aten::mm" in {r["name"] for r in kern} or "aten::addmm" in {r["name"] for r in kern}
+    assert not {"forward", "backward", "layer_0"} & {r["name"] for r in kern}  # ranges are not ops
+    json.dumps(tables)
+
+
+def test_ranges_like_nvtx(capture: TorchCapture) -> None:
+    nvtx = {r["range"]: r for r in capture.tables()["nvtx_sum"]}
+    assert {"forward", "backward", "optimizer_step", "layer_0", "layer_1", "computing softmax",
+            "attention_sublayer", "lm_head"} <= set(nvtx)
+    assert nvtx["forward"]["instances"] == STEPS
+    assert nvtx["layer_0"]["instances"] == STEPS
+    assert nvtx["forward"]["total_time_ns"] > nvtx["layer_0"]["total_time_ns"]
+    assert all(r["domain"] == "" and r["style"] == "PushPop" for r in nvtx.values())
+
+
+def test_ops_attributed_to_every_enclosing_range(capture: TorchCapture) -> None:
+    tables = capture.tables()
+    nk = tables["nvtx_kern_sum"]
+    in_forward = sum(r["total_time_ns"] for r in nk if r["range"] == "forward")
+    in_layers = sum(r["total_time_ns"] for r in nk if r["range"] in ("layer_0", "layer_1"))
+    assert 0 < in_layers < in_forward
+    phases = {p.phase: p for p in phase_shares(tables)}
+    assert set(phases) == {"forward", "backward", "optimizer_step"}
+    assert phases["forward"].categories[0].category == "matmul"
+    assert {c.category for c in category_shares(tables)} >= {"matmul", "softmax", "elementwise"}
+    s = softmax_vs_matmuls(tables)
+    assert s is not None and s.instances == STEPS * 2 and s.kernel_softmax_ns and s.kernel_softmax_ns > 0
+
+
+def test_chrome_trace_written(capture: TorchCapture) -> None:
+    (trace,) = capture.files
+    doc = json.loads(Path(trace).read_text())
+    names = {e.get("name") for e in doc["traceEvents"]}
+    assert "forward" in names and "computing softmax" in names
+
+
+def test_tables_before_capture_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError):
+        TorchCapture(tmp_path, "cpu").tables()

@@ -19,6 +19,7 @@ COMMANDS = [
     "perfconsole.core.cli_export",
     "perfconsole.core.cli_import",
     "perfconsole.core.cli_sweep",
+    "perfconsole.core.cli_attention",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130
@@ -76,7 +77,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(prog="perfconsole",
+    # No abbreviations: the console's flags would swallow sub-command flags (`attention --d` as --device).
+    parser = _Parser(prog="perfconsole", allow_abbrev=False,
                      description="Benchmark and profile Transformer LMs on NVIDIA GPUs. "
                                  "With no command, opens the console.")
     if console_options:

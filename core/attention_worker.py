@@ -1,0 +1,182 @@
+"""The child process that measures one attention cell: `python -m perfconsole.core.attention_worker --cell JSON`.
+
+It times `iters` forward passes and `iters` backward passes of causal attention on random Q, K, V of
+shape (batch, seq, d) after `warmup` full passes, reads the memory in use before backward, and
+writes the same versioned JSON-line events as the run worker: run_started, progress, summary (with
+`forward_ms` / `backward_ms` statistics and memory), error and finished. An OOM in the backward
+keeps the forward's numbers. PERFCONSOLE_FAULT works as in the run worker, with index 0 at the
+forward and 1 at the backward measurement.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from perfconsole.core import events as ev
+from perfconsole.core.stats import summarize
+from perfconsole.core.worker import EventWriter, _die_with_parent, _private_stdout, classify, fault_hook
+
+MIB = float(2**20)
+
+
+def _attention_fn(impl: str):
+    import torch.nn.functional as F
+
+    if impl == "sdpa":
+        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    from perfconsole.model.transformer import naive_attention
+
+    return naive_attention
+
+
+class _Timer:
+    """Per-iteration times: CUDA events on a GPU (synchronised once per batch), perf_counter on the CPU."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.pairs: list[Any] = []
+
+    def start(self) -> Any:
+        if self.cuda:
+            import torch
+
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def stop(self, started: Any) -> None:
+        self.pairs.append((started, self.start()))
+
+    def ms(self) -> list[float]:
+        if self.cuda:
+            self.pairs[-1][1].synchronize()
+            return [a.elapsed_time(b) for a, b in self.pairs]
+        return [(b - a) * 1e3 for a, b in self.pairs]
+
+
+def measure(cell: dict[str, Any], emit, hook) -> None:
+    import torch
+
+    device = torch.device(cell["device"])
+    cuda = device.type == "cuda"
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[cell["precision"]]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    gen = torch.Generator(device="cpu").manual_seed(cell["seed"])
+    shape = (cell["batch"], cell["seq"], cell["d"])
+    q, k, v = (torch.randn(shape, generator=gen).to(device=device, dtype=dtype).requires_grad_()
+               for _ in range(3))
+    fn = _attention_fn(cell["impl"])
+    if cell["compile"]:
+        emit(ev.Progress("compiling", "torch.compile: the first pass compiles"))
+        fn = torch.compile(fn)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    grad = torch.randn(shape, generator=gen).to(device=device, dtype=dtype)
+
+    def clear() -> None:
+        q.grad = k.grad = v.grad = None
+
+    emit(ev.Progress("warmup", f"{cell['warmup']} forward + backward passes"))
+    for _ in range(cell["warmup"]):
+        fn(q, k, v).backward(grad)
+        clear()
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    result: dict[str, Any] = {"forward_ms": None, "backward_ms": None, "memory_before_backward_mib": None,
+                              "peak_allocated_mib": None}
+
+    def peak() -> None:
+        if cuda:
+            result["peak_allocated_mib"] = torch.cuda.max_memory_allocated() / MIB
+
+    try:
+        emit(ev.Progress("forward", f"{cell['iters']} passes"))
+        if hook:
+            hook(0)
+        timer = _Timer(cuda)
+        for _ in range(cell["iters"]):
+            t = timer.start()
+            out = fn(q, k, v)
+            timer.stop(t)
+            del out
+        result["forward_ms"] = summarize(timer.ms()).to_dict()
+
+        out = fn(q, k, v)
+        sync()
+        if cuda:
+            result["memory_before_backward_mib"] = torch.cuda.memory_allocated() / MIB
+        emit(ev.Progress("backward", f"{cell['iters']} passes"))
+        if hook:
+            hook(1)
+        timer = _Timer(cuda)
+        for i in range(cell["iters"]):
+            if i:
+                out = fn(q, k, v)
+            sync()
+            t = timer.start()
+            out.backward(grad)
+            timer.stop(t)
+            del out
+            clear()
+        result["backward_ms"] = summarize(timer.ms()).to_dict()
+        peak()
+    except BaseException:
+        peak()
+        emit(ev.SummaryReady(_finite(result)))  # what was measured before the failure is kept
+        raise
+    emit(ev.SummaryReady(_finite(result)))
+
+
+def _finite(result: dict[str, Any]) -> dict[str, Any]:
+    """One iteration has no confidence interval; JSON cannot carry NaN, so it becomes null."""
+    out = dict(result)
+    for key in ("forward_ms", "backward_ms"):
+        if out[key]:
+            out[key] = {k: (None if isinstance(x, float) and x != x else x) for k, x in out[key].items()}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="perfconsole-attention-worker")
+    parser.add_argument("--cell", required=True, help="AttentionCell as JSON")
+    args = parser.parse_args(argv)
+    emit = EventWriter(_private_stdout())
+    _die_with_parent()
+    from perfconsole.core.attention import AttentionCell  # after the stdout swap: it imports torch
+
+    try:
+        cell = AttentionCell.from_dict(json.loads(args.cell)).validate()
+    except (ValueError, TypeError, KeyError) as exc:
+        emit(ev.Error("spec", str(exc)))
+        emit(ev.Finished("error"))
+        return 2
+    import torch
+
+    from perfconsole.core.environment import collect
+
+    if cell.device == "cuda" and not torch.cuda.is_available():
+        emit(ev.Error("cuda", "CUDA is not available here; use --device cpu"))
+        emit(ev.Finished("error"))
+        return 1
+    emit(ev.RunStarted(cell.to_dict(), collect(cell.device).to_dict(), os.getpid()))
+    try:
+        measure(cell.to_dict(), emit, fault_hook(os.environ.get("PERFCONSOLE_FAULT")))
+    except Exception as exc:
+        kind = classify(exc)
+        emit(ev.Error(kind, str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                      traceback.format_exc(limit=8)))
+        emit(ev.Finished("oom" if kind == "oom" else "error"))
+        return 0 if kind == "oom" else 1
+    emit(ev.Finished("ok"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -137,51 +137,87 @@ def normalise_memop(name: str) -> str:
     return _MEMOP_RE.sub(lambda m: _MEMOP_LONG[m.group(1)], name)
 
 
-def _to_int(text: str) -> int:
-    return int(text.replace(",", ""))
+def _ns_int(text: str) -> int:
+    # Integers stay exact (64-bit totals exceed float precision past 2**53); decimals are Avg/Med/StdDev.
+    return int(text) if text.isdigit() else round(float(text))
 
 
-def _num(text: str) -> float:
-    return float(text.replace(",", ""))
+def _pct(text: str) -> float:
+    return float(text.rstrip("%"))
 
 
 def converters(headers: Sequence[str]) -> list[tuple[str, Callable[[str], Any]]]:
-    """One (column name, str -> value) pair per header cell, built once per table for speed."""
+    """One (column name, str -> value) pair per header cell, built once per table.
+
+    Cells must carry no thousands separators (column-table readers strip them before this).
+    """
     out: list[tuple[str, Callable[[str], Any]]] = []
     for h in headers:
         name, factor = normalise_column(h)
         if name.endswith("_ns"):
             f = factor or 1
-            if f == 1:
-                out.append((name, lambda t: int(t) if t.isdigit() else round(_num(t))))
-            else:
-                out.append((name, lambda t, f=f: round(_num(t) * f)))
+            out.append((name, _ns_int if f == 1 else (lambda t, f=f: round(float(t) * f))))
         elif name.endswith("_mb"):
-            out.append((name, lambda t, f=factor or 1: _num(t) * f))
+            f = factor or 1
+            out.append((name, float if f == 1 else (lambda t, f=f: float(t) * f)))
         elif name.endswith("_pct"):
-            out.append((name, lambda t: _num(t.rstrip("%"))))
+            out.append((name, _pct))
         elif name in _INT_COLS:
-            out.append((name, _to_int))
+            out.append((name, int))
         else:
             out.append((name, str))
     return out
 
 
-def make_rows(report: str, headers: Sequence[str], records: Sequence[tuple[int, Sequence[str]]],
-              path: str) -> list[Row]:
-    """Convert raw cells to typed rows; a bad cell raises ProfileFormatError naming file and line."""
+def make_rows(report: str, headers: Sequence[str], cells: Sequence[Sequence[str]], path: str,
+              first_line: int) -> list[Row]:
+    """Typed rows from raw cells (row i sits on line first_line + i); a bad cell raises
+    ProfileFormatError naming file and line. Converts column by column: 100k rows in well under a second."""
     conv = converters(headers)
     n = len(conv)
-    rows: list[Row] = []
-    for lineno, cells in records:
-        if len(cells) != n:
-            raise ProfileFormatError(path, lineno, f"{report}: expected {n} fields, got {len(cells)}")
+    if set(map(len, cells)) - {n}:
+        i = next(i for i, c in enumerate(cells) if len(c) != n)
+        raise ProfileFormatError(path, first_line + i, f"{report}: expected {n} fields, got {len(cells[i])}")
+    columns: list[list[Any]] = []
+    for j, raw in enumerate(zip(*cells)) if cells else ():
+        name, fn = conv[j]
         try:
-            row = {name: fn(cell) for (name, fn), cell in zip(conv, cells)}
-        except ValueError as exc:
-            raise ProfileFormatError(path, lineno, f"{report}: bad number ({exc})") from None
-        rows.append(row)
+            if fn is _ns_int:
+                columns.append(_ns_column(raw))
+            elif fn is _pct:
+                columns.append(_pct_column(raw))
+            else:
+                columns.append(list(map(fn, raw)))
+        except ValueError:
+            i = next(i for i, t in enumerate(raw) if not _converts(fn, t))
+            raise ProfileFormatError(path, first_line + i, f"{report}: {headers[j].strip()!r} is not a number: "
+                                                           f"{raw[i][:40]!r}") from None
+    names = [name for name, _ in conv]
+    rows = [dict(zip(names, values)) for values in zip(*columns)]
     return finish_rows(report, rows)
+
+
+def _ns_column(raw: tuple[str, ...]) -> list[int]:
+    """A whole ns column at C speed: integers exactly, or (Avg/Med/StdDev with decimals) rounded floats."""
+    try:
+        return list(map(int, raw))
+    except ValueError:
+        return list(map(round, map(float, raw)))  # type: ignore[arg-type]
+
+
+def _pct_column(raw: tuple[str, ...]) -> list[float]:
+    try:
+        return list(map(float, raw))
+    except ValueError:
+        return list(map(_pct, raw))  # nvprof-style "45.21%"
+
+
+def _converts(fn: Callable[[str], Any], text: str) -> bool:
+    try:
+        fn(text)
+    except ValueError:
+        return False
+    return True
 
 
 def finish_rows(report: str, rows: list[Row]) -> list[Row]:

@@ -25,7 +25,7 @@ def test_bad_number_names_line_and_other_reports_load(tmp_path: Path) -> None:
     tables, warnings = load_profile(tmp_path)
     assert list(tables) == ["cuda_api_sum"] and len(tables["cuda_api_sum"]) == 44
     assert len(warnings) == 1
-    assert warnings[0].startswith(f"{tmp_path / 'run_cuda_gpu_kern_sum.csv'}:6: cuda_gpu_kern_sum: bad number")
+    assert warnings[0].startswith(f"{tmp_path / 'run_cuda_gpu_kern_sum.csv'}:6: cuda_gpu_kern_sum: 'Total Time (ns)' is not a number")
 
 
 def test_single_malformed_file_raises_with_file_and_line(tmp_path: Path) -> None:

@@ -1,0 +1,57 @@
+"""`perfconsole import`: --json schema, --save as a run record, one-line errors with exit code 2."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core import store
+from perfconsole.core.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
+
+
+def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", str(FIXTURES / "moeresearch"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) == {"tables", "categories", "warnings"}
+    assert {k: len(v) for k, v in doc["tables"].items()} == {"cuda_gpu_kern_sum": 88, "cuda_api_sum": 44}
+    assert doc["categories"][0] == {"category": "matmul", "total_ns": doc["categories"][0]["total_ns"],
+                                    "share": doc["categories"][0]["share"]}
+    assert abs(sum(c["share"] for c in doc["categories"]) - 1) < 1e-9
+    assert len(doc["warnings"]) == 1 and "second cuda_api_sum" in doc["warnings"][0]
+
+
+def test_save_makes_a_run_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "imported.json"
+    assert main(["import", str(FIXTURES / "gptqmodel"), "--save", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "NVTX ranges" in captured.out and "saved" in captured.err
+    record = store.load(out)
+    assert record.status == "imported" and record.steps == []
+    assert record.profile.profiler == "import"
+    assert len(record.profile.tables["nvtx_sum"]) == 56
+    assert record.profile.tables["osrt_sum"][0]["total_time_ns"] == 24855615436175
+
+
+def test_errors_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "k_cuda_gpu_kern_sum.csv"
+    lines = (FIXTURES / "gpa" / "demo_cuda_gpu_kern_sum.csv").read_text().splitlines()
+    bad.write_text("\n".join([lines[0], lines[1], lines[2].replace(",", ";")]) + "\n")
+    assert main(["import", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}:3:" in err and "Traceback" not in err
+    assert main(["import", str(tmp_path / "none")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_partial_directory_loads_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(FIXTURES / "gpa" / "demo_cuda_gpu_mem_time_sum.csv", tmp_path)
+    (tmp_path / "x_nvtx_sum.csv").write_text("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),"
+                                             "Max (ns),StdDev (ns),Style,Range\n1.0,oops\n")
+    assert main(["import", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["tables"]) == ["cuda_gpu_mem_time_sum"] and doc["categories"] == []
+    assert doc["warnings"][0].startswith(f"{tmp_path / 'x_nvtx_sum.csv'}:2: ")

@@ -1,0 +1,63 @@
+"""A real `perfconsole run --profile nsys` of `small`, ctx 256, train mode, on the GPU machine.
+
+Run there with:  python -m pytest -m gpu tests/core/profiling/test_nsys_gpu.py -v
+Skipped cleanly where there is no CUDA GPU or no nsys (see perfconsole.core.profiling.locate).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core import store
+from perfconsole.core.profiling.categories import forward_check, phase_shares
+from perfconsole.core.profiling.locate import find_nsys
+
+pytestmark = pytest.mark.gpu
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_nsys_run_small_ctx256_train(tmp_path: Path) -> None:
+    nsys = find_nsys(os.environ.get("PERFCONSOLE_NSYS"))
+    if nsys is None:
+        pytest.skip("nsys not found (--nsys, PERFCONSOLE_NSYS, PATH, /opt/nvidia, /usr/local/cuda*)")
+    snap = tmp_path / "run.json"
+    cmd = [sys.executable, "-m", "perfconsole.core.cli", "run", "--size", "small", "--ctx", "256",
+           "--mode", "train", "--device", "cuda", "--warmup", "3", "--steps", "10", "--profile", "nsys",
+           "--nsys", nsys.path, "--json", "--save", str(snap), "--out-dir", str(tmp_path / "prof")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    steps = doc["steps"]
+    assert len(steps) == 10
+    timed_forward_ms = sum(s["forward_ms"] for s in steps) / len(steps)
+
+    record = store.load(snap)
+    assert record.profile is not None and record.profile.profiler == "nsys"
+    tables = record.profile.tables
+    assert {"cuda_gpu_kern_sum", "nvtx_sum"} <= set(tables), record.profile.warnings
+    assert any(f.endswith(".nsys-rep") for f in record.profile.files)
+    assert all(Path(f).exists() for f in record.profile.files)
+
+    nvtx = {r["range"]: r for r in tables["nvtx_sum"]}
+    # The capture range holds only the measured steps: no warm-up forward ranges leak in.
+    assert nvtx["forward"]["instances"] == len(steps)
+    check = forward_check(tables, timed_forward_ms, steps=len(steps))
+    assert check is not None
+    assert check.within(0.10), check.to_dict()
+
+    if "nvtx_kern_sum" in tables:
+        phases = {p.phase: p for p in phase_shares(tables)}
+        assert phases["forward"].categories[0].category == "matmul"

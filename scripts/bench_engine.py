@@ -5,6 +5,7 @@
 
 `targets`: 2.7B, ctx 512, batch 4, bf16, train: eager with naive attention, and sdpa + torch.compile.
 `sizes`: fp32 and bf16 for all five sizes at ctx 512 in fwd, fwd_bwd and train.
+`check`: every size, bf16, fwd and train, perfconsole beside the independent timing.
 Every run is a perfconsole child process (as `perfconsole run` makes it); the independent timing is
 scripts/independent_timing.py in a child of its own.
 """
@@ -93,9 +94,25 @@ def sizes(lines: list[str], warmup: int, steps: int) -> None:
                 print(lines[-1], flush=True)
 
 
+def check(lines: list[str]) -> None:
+    """perfconsole's median against the independent timing for every size, bf16, fwd and train."""
+    lines += ["| size | mode | perfconsole median ms | independent median ms (CUDA events) | independent wall ms | diff |",
+              "| --- | --- | --: | --: | --: | --: |"]
+    for size in ("small", "medium", "large", "xl", "2.7B"):
+        for mode in ("fwd", "train"):
+            spec = RunSpec(size=size, ctx=512, batch=4, precision="bf16", mode=mode, warmup=5, steps=20, device="cuda")
+            r = run(spec)
+            ind = independent(spec) if r.status == "ok" else None
+            med = r.summary.total_ms.median if r.summary else None
+            diff = f"{(med / ind['event_median_ms'] - 1):+.1%}" if ind and med else "-"
+            lines.append(f"| {size} | {mode} | {f(med, 2)} | {f(ind and ind['event_median_ms'], 2)} | "
+                         f"{f(ind and ind['wall_median_ms'], 2)} | {diff} |")
+            print(lines[-1], flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--part", choices=("targets", "sizes"), required=True)
+    p.add_argument("--part", choices=("targets", "sizes", "check"), required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
@@ -112,6 +129,12 @@ def main() -> None:
                      "own process (scripts/independent_timing.py).")
         lines.append("")
         targets(lines)
+    elif a.part == "check":
+        lines.append("bf16, 5 warm-up + 20 measured steps. Each row is two processes: perfconsole's worker and "
+                     "scripts/independent_timing.py. Where a step is short, it is bound by kernel launches on the "
+                     "host, and two processes differ by host jitter rather than by measurement.")
+        lines.append("")
+        check(lines)
     else:
         lines.append(f"{a.warmup} warm-up + {a.steps} measured steps per cell. fwd is inference (no_grad); "
                      "the forward phase includes the loss. MFU against the dense peak of the GPU for the precision.")

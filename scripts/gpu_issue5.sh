@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue 5 on one GPU (sized for an H100 80 GB, under 8 minutes in all): a memory run of xl at ctx 512,
+# a 5-size x ctx 128..1024 train sweep in fp32 and bf16, and the attention grid with its OOM cells.
+# Snapshots and Markdown exports go to docs/results/, full logs to $OUT.
+#
+# Run from the repository root with perfconsole importable (PYTHONPATH=...); the `perfconsole`
+# command need not be on PATH. Every section runs under `timeout -s INT`: Ctrl-C semantics, so a
+# section that overruns keeps its finished cells and still exports (unfinished cells say "not run").
+#
+# Settings, chosen for time (start-up of a child per cell, 2-4 s, dominates the small cells):
+#   memory:    xl, ctx 512, batch 4, train, fp32, 2 warm-up + 3 measured steps        (~40 s, cap 60 s)
+#   sweep:     small..2.7B x ctx 128,256,512,1024 x fp32,bf16, train, batch 4,
+#              2 warm-up + 3 measured steps, 40 cells                                   (~190 s, cap 200 s)
+#   attention: d 16,32,64,128 x seq 256,1024,4096,8192,16384 and 32768, batch 8, naive and sdpa,
+#              fp32, 3 warm-up passes, 10 timed forward + 10 timed backward, 48 cells.
+#              32768 is added because 80 GB holds naive attention at 16384; at 32768 it does not.
+#                                                                                       (~150 s, cap 170 s)
+#   WITH_COMPILE=1 adds eager vs torch.compile vs SDPA on d 64,128 x seq 1024,4096,16384 (~2.5 min more).
+#   WITH_TESTS=1 runs the gpu-marked tests of issue 5 at the end (~30 s more).
+set -uo pipefail
+
+OUT=${OUT:-"$PWD/out-issue5"}
+RES=docs/results
+mkdir -p "$OUT" "$RES"
+export PERFCONSOLE_DATA_DIR="$OUT/data"
+PC=(python3 -m perfconsole.tui.main)
+T0=$(date +%s)
+
+section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
+export_md() {  # snapshot, markdown name
+    if [[ -f "$1" ]]; then
+        "${PC[@]}" export "$1" --format md -o "$RES/$2" 2>>"$OUT/export.log" || echo "export of $1 failed" | tee -a "$OUT/timeline.log"
+    else
+        echo "no snapshot $1 (see the logs in $OUT)" | tee -a "$OUT/timeline.log"
+    fi
+}
+
+{ nvidia-smi || true; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
+    > "$OUT/environment.txt" 2>&1
+
+section "memory: xl ctx 512 train fp32"
+timeout -s INT -k 10 60 "${PC[@]}" run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
+    --warmup 2 --steps 3 --device cuda --memory --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory" \
+    > "$OUT/memory.txt" 2> "$OUT/memory.log"
+echo "memory exit $?" >> "$OUT/timeline.log"
+export_md "$RES/memory_xl_ctx512.json" memory_xl_ctx512.md
+
+section "sweep: 5 sizes x ctx 128..1024 x fp32,bf16 train"
+timeout -s INT -k 20 200 "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
+    --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
+    --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep" > "$OUT/sweep.txt" 2> "$OUT/sweep.log"
+echo "sweep exit $?" >> "$OUT/timeline.log"
+export_md "$RES/sweep_train_fp32_bf16.json" sweep_train_fp32_bf16.md
+
+section "attention: d x seq grid, naive and sdpa"
+timeout -s INT -k 20 170 "${PC[@]}" attention --d 16,32,64,128 --seq 256,1024,4096,8192,16384,32768 \
+    --batch 8 --impl naive,sdpa --precision fp32 --warmup 3 --iters 10 --device cuda \
+    --save "$RES/attention_grid.json" > "$OUT/attention.txt" 2> "$OUT/attention.log"
+echo "attention exit $?" >> "$OUT/timeline.log"
+export_md "$RES/attention_grid.json" attention_grid.md
+
+if [[ "${WITH_COMPILE:-0}" == 1 ]]; then
+    section "attention: eager vs compiled vs sdpa"
+    timeout -s INT -k 20 180 "${PC[@]}" attention --d 64,128 --seq 1024,4096,16384 --batch 8 \
+        --impl naive,sdpa --compile --precision fp32 --warmup 3 --iters 10 --device cuda \
+        --save "$RES/attention_compile.json" > "$OUT/attention_compile.txt" 2> "$OUT/attention_compile.log"
+    echo "attention compile exit $?" >> "$OUT/timeline.log"
+    export_md "$RES/attention_compile.json" attention_compile.md
+fi
+
+if [[ "${WITH_TESTS:-0}" == 1 ]]; then
+    section "gpu tests"
+    timeout -k 10 120 python3 -m pytest -q -m gpu tests/core/test_memory_profile.py tests/core/test_attention.py \
+        > "$OUT/gpu_tests.log" 2>&1
+    echo "gpu tests exit $?" >> "$OUT/timeline.log"
+fi
+
+section "done"
+cp -r "$RES" "$OUT/results"
+ls -la "$RES" | tee -a "$OUT/timeline.log"

@@ -1,0 +1,155 @@
+"""The console drives real runs: the tiny model on CPU through the real worker process."""
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+from console_helpers import TINY, make_app, plain, wait_for
+from textual.widgets import Button, Static
+
+from perfconsole.tui.messages import RunEnded, RunUpdated
+from perfconsole.tui.screens.dialogs import ConfirmScreen
+from perfconsole.tui.screens.launch import LaunchPane
+from perfconsole.tui.screens.live import LivePane
+
+
+def _text(app, selector: str) -> str:
+    return plain(app.query_one(selector, Static).content)
+
+
+async def test_tiny_cpu_run_from_launch_to_finished_stats():
+    app = make_app()
+    seen: list = []
+    async with app.run_test(size=(100, 34), message_hook=seen.append) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished)
+        await pilot.pause()
+        r = app.runs[-1]
+        assert r.status == "ok", r.error
+        assert len(r.warmup_steps) == 1 and len(r.steps) == 3
+        assert app.query_one("#tabs").active == "live"
+        status = _text(app, "#live-status")
+        assert status.startswith("finished") and "3/3 measured steps" in status
+        stats = _text(app, "#stats")
+        assert f"{r.summary.total_ms.mean:,.3f} ms" in stats and "tokens/s" in stats
+        assert app.query_one("#steps").row_count == 4
+        assert "no GPU" in _text(app, "#gpu")
+    updates = [m for m in seen if isinstance(m, RunUpdated)]
+    assert updates and all(m.run_id == r.id for m in updates)
+    assert [m.run_id for m in seen if isinstance(m, RunEnded)] == [r.id]
+
+
+async def test_cancel_mid_run_keeps_measured_steps_and_ends_the_worker():
+    app = make_app(TINY.with_(steps=200), launch_env={"PERFCONSOLE_FAULT": "slow:150"})
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.active is not None and len(app.active.steps) >= 2)
+        pid = app.launch.pid
+        await pilot.press("x")
+        await wait_for(pilot, lambda: app.runs[-1].finished, timeout=30)
+        await pilot.pause()
+        r = app.runs[-1]
+        assert r.status == "cancelled"
+        assert 2 <= len(r.steps) < 200
+        assert r.summary is not None and r.summary.total_ms.n == len(r.steps)
+        assert _text(app, "#live-status").startswith("CANCELLED")
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_injected_oom_is_shown_as_oom():
+    app = make_app(TINY.with_(steps=6), launch_env={"PERFCONSOLE_FAULT": "oom:3"})
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished)
+        await pilot.pause()
+        r = app.runs[-1]
+        assert r.status == "oom" and r.error.kind == "oom"
+        assert len(r.steps) == 2  # global steps 1 and 2 measured before step 3 ran out of memory
+        status = _text(app, "#live-status")
+        assert "OUT OF MEMORY" in status and "oom: CUDA out of memory" in status
+
+
+async def test_invalid_form_values_are_marked_and_block_the_run():
+    app = make_app()
+    async with app.run_test(size=(100, 34)) as pilot:
+        pane = app.query_one(LaunchPane)
+        pane.set_value("ctx", "0")
+        await pilot.pause()
+        assert "must be from 1 to" in _text(app, "#err-ctx")
+        assert app.query_one("#f-ctx").has_class("-invalid")
+        assert app.query_one("#btn-run", Button).disabled
+        pane.set_value("ctx", "abc")
+        pane.set_value("steps", "x")
+        await pilot.pause()
+        assert "must be an integer" in _text(app, "#err-ctx") and "must be an integer" in _text(app, "#err-steps")
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.runs == []
+        pane.set_value("ctx", "32")
+        pane.set_value("steps", "3")
+        pane.set_value("size", "custom")
+        await pilot.pause()
+        assert app.query_one("#f-d_model").display
+        assert "must be an integer" in _text(app, "#err-d_model")
+        pane.set_value("size", "tiny")
+        pane.set_value("profile", "nsys")
+        await pilot.pause()
+        assert "nsys needs device cuda" in _text(app, "#err-profile")
+        pane.set_value("profile", "none")
+        await pilot.pause()
+        assert not app.query_one("#btn-run", Button).disabled and pane.spec == TINY
+
+
+async def test_quit_mid_run_asks_once_then_ends_the_worker():
+    app = make_app(TINY.with_(steps=200), launch_env={"PERFCONSOLE_FAULT": "slow:150"})
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.active is not None and app.launch.pid is not None
+                       and len(app.active.steps) >= 1)
+        pid = app.launch.pid
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause(0.5)
+    assert app.return_code == 0
+    psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=5)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.slow
+async def test_queue_runs_fp32_bf16_fp16_one_after_another():
+    app = make_app(TINY.with_(steps=2, mode="fwd"))
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: len(app.runs) == 3 and all(r.finished for r in app.runs), timeout=180)
+        assert [r.spec.precision for r in app.runs] == ["fp32", "bf16", "fp16"]
+        starts = [app.times[r.id] for r in app.runs]
+        assert all(a[1] <= b[0] for a, b in zip(starts, starts[1:]))  # never two at once
+        assert {r.status for r in app.runs[:2]} == {"ok"}
+        assert app.runs[2].status in ("ok", "error")  # fp16 autocast on CPU depends on the torch build
+
+
+def test_first_frame_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import asyncio, sys\n"
+            "from perfconsole.tui.app import PerfConsole\n"
+            "async def main():\n"
+            "    app = PerfConsole(sampler=lambda i: None)\n"
+            "    async with app.run_test() as pilot:\n"
+            "        await pilot.pause()\n"
+            "        assert app.first_frame_at is not None\n"
+            "asyncio.run(main())\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -1,0 +1,396 @@
+"""The console app: six panes in tabs, the run thread, the NVML thread and the session's runs.
+
+Background work follows harlequin: each thread is an exclusive `@work(thread=True)` worker that only
+posts typed messages (messages.py); the UI folds them into RunRecords. Nothing here imports torch:
+the model runs in the worker process that core.launcher starts.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from perfconsole.core import events as ev
+from perfconsole.core import launcher, nvml
+from perfconsole.core.nvml import GpuSample
+from perfconsole.core.queue import RunQueue
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+from perfconsole.tui import glyphs as gl
+from perfconsole.tui.actions import SessionActions
+from perfconsole.tui.messages import GpuSampled, RunEnded, RunFeed, RunUpdated
+from perfconsole.tui.screens.compare import ComparePane
+from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
+from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
+from perfconsole.tui.screens.live import LivePane
+from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
+from perfconsole.tui.screens.runs import RunsPane
+from perfconsole.tui.widgets.sortable_table import SortableTable
+
+TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("nvtx", "4 NVTX"),
+        ("runs", "5 Runs"), ("compare", "6 Compare"))
+GPU_PERIOD_S = 0.25          # 4 Hz while a run streams or the live pane shows
+GPU_IDLE_PERIOD_S = 2.0      # otherwise, and where there is no GPU, poll rarely
+GPU_HISTORY = 60
+
+
+class PerfConsole(SessionActions, App[int]):
+    TITLE = "perfconsole"
+    CSS_PATH = "console.tcss"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        # The tab titles show these keys ("1 Launch"), so the footer keeps its room for the pane's keys.
+        *(Binding(str(i + 1), f"show_tab('{tab}')", label.split(" ", 1)[1], show=False, id=f"tab.{tab}")
+          for i, (tab, label) in enumerate(TABS)),
+        Binding("question_mark", "help", "Keys", id="app.help"),
+        Binding("q", "quit_console", "Quit", id="app.quit"),
+        Binding("ctrl+q", "quit_console", "Quit", show=False, priority=True, id="app.quit_now"),
+        Binding("ctrl+k", "cancel_run", "Cancel run", show=False, id="app.cancel"),
+    ]
+
+    def __init__(self, prefill: RunSpec | None = None, start: bool = False, ascii_only: bool = False,
+                 sampler: Callable[[int], GpuSample | None] = nvml.sample,
+                 launch_env: dict[str, str] | None = None, snapshots: Iterable[Path] = (),
+                 prefill_errors: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.prefill = prefill or RunSpec(device="cpu")
+        self.start_at_once = start
+        self.glyphs = gl.choose(ascii_only)
+        self.ascii_only = self.glyphs is gl.ASCII
+        self.sampler = sampler
+        self.launch_env = launch_env
+        self.initial_snapshots = list(snapshots)
+        self.prefill_errors = list(prefill_errors)
+        self.runs: list[RunRecord] = []
+        self.marked: list[str] = []
+        self.sources: dict[str, str] = {}        # run id -> file it came from ("session" if none)
+        self.times: dict[str, list[float | None]] = {}
+        self.feeds: dict[str, RunFeed] = {}
+        self.queue = RunQueue()
+        self.launch: launcher.Launch | None = None
+        self.active: RunRecord | None = None     # the run streaming now
+        self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
+        self.comparison = None
+        self._stop = threading.Event()
+        self._gpu_busy = False                   # sample fast only while it matters (dolphie)
+        self.first_frame_at: float | None = None
+        self.install_signals = False             # the real console only; tests keep pytest's handlers
+
+    # --- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        g = self.glyphs
+        with TabbedContent(initial="launch", id="tabs"):
+            with TabPane(TABS[0][1], id="launch"):
+                yield LaunchPane(self.prefill, id="launch-pane")
+            with TabPane(TABS[1][1], id="live"):
+                yield LivePane(g, id="live-pane")
+            with TabPane(TABS[2][1], id="kernels"):
+                yield KernelsPane(g, id="kernels-pane")
+            with TabPane(TABS[3][1], id="nvtx"):
+                yield NvtxPane(g, id="nvtx-pane")
+            with TabPane(TABS[4][1], id="runs"):
+                yield RunsPane(g, id="runs-pane")
+            with TabPane(TABS[5][1], id="compare"):
+                yield ComparePane(g, id="compare-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.install_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGHUP, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.hang_up)
+        if self.ascii_only:
+            self.add_class("-ascii")
+        for err in self.prefill_errors:
+            self.notify(err, severity="error", timeout=10)
+        for path in self.initial_snapshots:
+            self.open_path(path, switch=False)
+        self.refresh_runs()
+        self.sample_gpu()
+        self.set_interval(1.0, self._tick)
+        self.call_after_refresh(self._first_frame)
+        self.query_one("#f-size").focus()
+        if self.start_at_once:
+            pane = self.query_one(LaunchPane)
+            if pane.spec is not None:
+                self.enqueue([pane.spec], queue=False)
+            else:
+                self.notify("--start: the form is not valid, fix it and press ctrl+r", severity="error")
+
+    def _first_frame(self) -> None:
+        self.first_frame_at = time.monotonic()
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+        launcher.kill_all()
+
+    # --- tabs and keys -------------------------------------------------------------------------
+    FOCUS = {"launch": "#f-size", "live": "#steps", "kernels": "#kernel-table", "nvtx": "#nvtx-table", "runs": "#runs-table",
+             "compare": "#compare-pane"}
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.call_after_refresh(self._focus_tab, tab)
+
+    def _focus_tab(self, tab: str) -> None:
+        self.query_one(self.FOCUS[tab]).focus()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._gpu_busy = event.pane.id == "live" or self.active is not None
+
+    def action_help(self) -> None:
+        sections = [("Everywhere", self.BINDINGS)]
+        for title, cls in (("Launch form", LaunchPane), ("Live run", LivePane), ("Kernels", KernelsPane),
+                           ("NVTX", NvtxPane), ("Kernel and NVTX tables", SortableTable), ("Runs", RunsPane),
+                           ("Compare", ComparePane)):
+            sections.append((title, cls.BINDINGS))
+        rows = [(title, [(b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
+                         for b in bindings if isinstance(b, Binding)]) for title, bindings in sections]
+        rows[0][1].append(("ctrl+p", "Command palette: every action by name"))
+        self.push_screen(HelpScreen(rows))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for tab, label in TABS:
+            yield SystemCommand(f"Show {label.split(' ', 1)[1]}", f"switch to the {tab} pane",
+                                lambda t=tab: self.action_show_tab(t))
+        pane = self.query_one(LaunchPane)
+        commands = [
+            ("Run the launch form", "start the run the form describes", pane.action_launch),
+            ("Queue the launch form", "run it after the runs ahead of it", pane.action_enqueue),
+            ("Queue fp32, bf16 and fp16", "the form's config once per precision", pane.action_enqueue_ladder),
+            ("Cancel the run", "end the running benchmark, keep its steps", self.action_cancel_run),
+            ("Clear the queue", "drop the runs waiting in the queue", self.action_clear_queue),
+            ("Mark / unmark the run", "mark runs to compare", self.action_toggle_mark),
+            ("Compare marked runs", "two or more marked runs side by side", self.action_compare),
+            ("Save the run", "write a snapshot to the data directory", self.action_save_run),
+            ("Open a snapshot", "a saved run or comparison, or a shipped example", self.action_open_snapshot),
+            ("Import a profile", "nsys stats CSVs or a log as a run", self.action_import_profile),
+            ("Export the run", "Markdown, CSV or JSON", self.action_export_run),
+            ("Delete the run", "remove it from the list", self.action_delete_run),
+            ("Export the comparison", "Markdown, CSV or JSON", self.action_export_comparison),
+            ("Save the comparison", "write a snapshot to the data directory", self.action_save_comparison),
+            ("Show all keys", "every binding of every pane", self.action_help),
+            ("Quit perfconsole", "ends any run first", self.action_quit_console),
+        ]
+        for title, help_text, fn in commands:
+            yield SystemCommand(title, help_text, fn)
+
+    # --- launching -----------------------------------------------------------------------------
+    @on(LaunchRequested)
+    def _launch_requested(self, event: LaunchRequested) -> None:
+        self.enqueue(event.specs, event.queue)
+
+    def enqueue(self, specs: list[RunSpec], queue: bool) -> None:
+        if not queue and self.active is not None:
+            self.notify("a run is in progress: ctrl+e queues this one, x cancels the other", severity="warning")
+            return
+        self.queue.extend(specs)
+        self._show_queue()
+        if self.active is None:
+            self._start_next()
+        else:
+            self.notify(f"queued {len(specs)} run(s); {len(self.queue)} waiting")
+
+    def _show_queue(self) -> None:
+        pending = self.queue.pending()
+        self.query_one(LaunchPane).set_queue_info(
+            ("queue: " + ", ".join(s.label() for s in pending)) if pending else "")
+
+    def action_clear_queue(self) -> None:
+        n = self.queue.clear()
+        self._show_queue()
+        self.notify(f"dropped {n} queued run(s)")
+
+    def _start_next(self) -> None:
+        spec = self.queue.pop()
+        self._show_queue()
+        if spec is None:
+            return
+        record = RunRecord(spec)
+        self.runs.append(record)
+        self.active = self.current = record
+        self._gpu_busy = True
+        self.times[record.id] = [time.monotonic(), None]
+        feed = self.feeds[record.id] = RunFeed()
+        self.launch = launcher.Launch(spec, env=self.launch_env)
+        self.show_current()
+        self.action_show_tab("live")
+        self.refresh_runs()
+        self.drive_run(record.id, self.launch, feed)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="run")
+    def drive_run(self, run_id: str, launch: launcher.Launch, feed: RunFeed) -> None:
+        try:
+            for event in launch.events():
+                feed.push(event)
+                self.post_message(RunUpdated(run_id))
+        finally:
+            self.post_message(RunEnded(run_id))
+
+    def _record(self, run_id: str) -> RunRecord | None:
+        return next((r for r in self.runs if r.id == run_id), None)
+
+    def _fold(self, run_id: str) -> RunRecord | None:
+        record, feed = self._record(run_id), self.feeds.get(run_id)
+        if record is None or feed is None:
+            return None
+        events = feed.drain()
+        status = record.status
+        for event in events:
+            record.apply(event)
+        if not events:
+            return None
+        if record is self.current:
+            self.query_one(LivePane).refresh_record()
+            if any(isinstance(e, ev.ProfileReady) for e in events):
+                self.query_one(KernelsPane).show_record(record)
+                self.query_one(NvtxPane).show_record(record)
+        if record.status != status:
+            self.refresh_runs()
+        return record
+
+    def on_run_updated(self, message: RunUpdated) -> None:
+        self._fold(message.run_id)
+
+    def on_run_ended(self, message: RunEnded) -> None:
+        self._fold(message.run_id)
+        record = self._record(message.run_id)
+        if record is not None and not record.finished:
+            # The thread stopped without a Finished event (it raised): keep the steps, say so.
+            record.apply(ev.Error("crash", "the run stopped unexpectedly; see the notification"))
+            record.apply(ev.Finished("error"))
+        self.feeds.pop(message.run_id, None)
+        now = time.monotonic()
+        if message.run_id in self.times:
+            self.times[message.run_id][1] = now
+        if record is self.current:
+            live = self.query_one(LivePane)
+            live.mark_ended(now)
+            live.refresh_record()
+            self.query_one(KernelsPane).show_record(record)
+            self.query_one(NvtxPane).show_record(record)
+        self.active, self.launch = None, None
+        self._gpu_busy = self.query_one(TabbedContent).active == "live"
+        self.refresh_runs()
+        if record is not None:
+            sev = "information" if record.status == "ok" else "error"
+            self.notify(f"{record.name}: {record.status}" + (f" ({record.error.message})" if record.error and
+                                                              record.status != "ok" else ""), severity=sev)
+        self._start_next()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.notify(f"{event.worker.name}: {event.worker.error}", severity="error", timeout=15)
+
+    def action_cancel_run(self) -> None:
+        if self.launch is None:
+            self.notify("no run in progress")
+            return
+        self.launch.cancel()
+        if self.active is not None:
+            self.active.stage = "cancelling"
+            self.query_one(LivePane).refresh_status()
+
+    def _tick(self) -> None:
+        if self.active is not None and self.active is self.current:
+            self.query_one(LivePane).refresh_status()
+
+    # --- GPU sampling --------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="nvml")
+    def sample_gpu(self) -> None:
+        """One sample, then the next only after it returned: polls never overlap (dolphie)."""
+        worker = get_current_worker()
+        history: collections.deque[GpuSample] = collections.deque(maxlen=GPU_HISTORY)
+        last: object = object()
+        while not worker.is_cancelled and not self._stop.is_set():
+            sample = self.sampler(0)
+            if sample is not None:
+                history.append(sample)
+            if sample is not None or last is not None:  # "no GPU" is sent once, not four times a second
+                self.post_message(GpuSampled(sample, tuple(history)))
+            last = sample
+            period = GPU_PERIOD_S if self._gpu_busy and sample is not None else GPU_IDLE_PERIOD_S
+            self._stop.wait(period)
+
+    def on_gpu_sampled(self, message: GpuSampled) -> None:
+        self.query_one(LivePane).show_gpu(message.sample, message.history)
+
+    # --- showing runs --------------------------------------------------------------------------
+    def show_current(self) -> None:
+        r = self.current
+        t = self.times.get(r.id) if r else None
+        self.query_one(LivePane).show_record(r, t[0] if t else None, t[1] if t else None)
+        self.query_one(KernelsPane).show_record(r)
+        self.query_one(NvtxPane).show_record(r)
+
+    def refresh_runs(self) -> None:
+        self.query_one(RunsPane).show_runs(self.runs, self.marked, self.sources)
+
+    # --- quitting ------------------------------------------------------------------------------
+    def action_quit_console(self) -> None:
+        if self.active is None:
+            self.exit(0)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.queue.clear()
+                launcher.kill_all()
+                self.exit(0)
+
+        self.push_screen(ConfirmScreen(f"{self.active.name} is running. Quit and end it? (y/n)"), answer)
+
+    def hang_up(self) -> None:
+        """SIGHUP / SIGTERM: the terminal or SSH session is gone; end every run and leave."""
+        self.queue.clear()
+        launcher.kill_all()
+        self.exit(129)
+
+
+def run_console(args: argparse.Namespace) -> int:
+    """The `perfconsole` entry with no sub-command: pre-fill the form from the flags, then run."""
+    from perfconsole.core import cli
+    from perfconsole.core.spec import SpecError
+
+    errors: list[str] = []
+    try:
+        spec = cli.spec_from_args(args)
+    except SpecError as exc:
+        if args.start:
+            raise  # scripts get the one-line error and exit 2
+        errors.append(str(exc))
+        spec = _raw_spec(args)
+    app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
+
+    app.install_signals = True
+    try:
+        code = app.run()
+    finally:
+        launcher.kill_all()
+    return int(code or 0)
+
+
+def _raw_spec(args: argparse.Namespace) -> RunSpec:
+    """The flags as given, unvalidated, so the form can show what is wrong with them in place."""
+    from perfconsole.core.cli import default_device
+
+    return RunSpec(size=args.size, ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
+                   warmup=args.warmup, steps=args.steps, device=args.device or default_device(),
+                   attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
+                   vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
+                   peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
+                   n_layers=args.n_layers, n_heads=args.n_heads)

@@ -1,0 +1,95 @@
+"""Two or more marked runs side by side, from core.compare.Comparison: spec differences highlighted,
+phase statistics, speedup with its interval, tokens/s, peak memory, category shares, kernel moves."""
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from perfconsole.core.compare import PHASE_NAMES, Comparison, speedup_text
+from perfconsole.tui.format import num, shorten
+from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
+
+
+class ComparePane(VerticalScroll):
+    BINDINGS = [
+        Binding("e", "app.export_comparison", "Export", id="compare.export"),
+        Binding("s", "app.save_comparison", "Save", id="compare.save"),
+    ]
+
+    def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
+        super().__init__(**kw)
+        self.glyphs = glyphs
+        self.comparison: Comparison | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("mark two or more runs in Runs (5, space) and press c", id="compare-body")
+
+    def show(self, c: Comparison | None) -> None:
+        self.comparison = c
+        body = self.query_one("#compare-body", Static)
+        if c is None:
+            body.update("mark two or more runs in Runs (5, space) and press c")
+            return
+        body.update(Group(*self._tables(c)))
+
+    def _table(self, title: str, c: Comparison) -> Table:
+        t = Table(title=title, title_justify="left", title_style="bold", expand=False, pad_edge=False,
+                  box=None, show_edge=False)
+        t.add_column("")
+        for i, r in enumerate(c.runs):
+            t.add_column(f"{i}{' (base)' if i == 0 else ''}\n{shorten(r.name, 24)}", justify="right")
+        return t
+
+    def _tables(self, c: Comparison) -> list:
+        out: list = []
+        diffs = c.spec_differences()
+        spec = self._table("Spec differences", c)
+        if diffs:
+            for k, vals in diffs.items():
+                spec.add_row(k, *(Text(str(v), style="bold yellow") for v in vals))
+        else:
+            spec.add_row("(identical specs)", *("" for _ in c.runs))
+        out += [spec, Text("")]
+        times = self._table("Time per step (ms, mean +- std)", c)
+        for p in PHASE_NAMES:
+            stats = c.phase_stats(p)
+            if any(s is not None for s in stats):
+                times.add_row(p[:-3], *("-" if s is None else f"{s.mean:,.3f} +- {s.std:,.3f}" for s in stats))
+        times.add_row("median", *("-" if s is None else f"{s.median:,.3f}" for s in c.phase_stats("total_ms")))
+        times.add_row("tokens/s", *(num(v, ",.0f") for v in c.tokens_per_s()))
+        times.add_row("peak MiB", *(num(v, ",.0f") for v in c.peak_memory_mib()))
+        out += [times, Text("")]
+        sp = Text("Speedup of the step against run 0:\n", style="bold")
+        for i, (r, s) in enumerate(zip(c.runs, c.speedups())):
+            if i == 0:
+                continue
+            style = "dim" if s is None or not s.significant else ("green" if s.ratio > 1 else "red")
+            sp.append(f"  {i} {shorten(r.name, 30)}: ", style="")
+            sp.append(speedup_text(s) + "\n", style=style)
+        out += [sp]
+        shares = c.category_shares()
+        if any(s is not None for s in shares):
+            cats = sorted({k for s in shares if s for k in s}, key=lambda k: -max((s or {}).get(k, 0) for s in shares))
+            t = self._table("Kernel time by category", c)
+            for k in cats:
+                t.add_row(k, *("-" if s is None else f"{bar(s.get(k, 0), 8, self.glyphs)} {s.get(k, 0):5.1%}"
+                               for s in shares))
+            out += [t, Text("")]
+        moves = c.kernel_moves()
+        if moves:
+            t = Table(title="Kernels whose time moved most (total ms)", title_justify="left", title_style="bold",
+                      box=None, pad_edge=False)
+            t.add_column("kernel")
+            for i in range(len(c.runs)):
+                t.add_column(str(i), justify="right")
+            t.add_column("change", justify="right")
+            for m in moves:
+                t.add_row(shorten(m.name, 40), *("-" if v is None else f"{v / 1e6:,.3f}" for v in m.times_ns),
+                          Text(f"{m.delta_ns / 1e6:+,.3f}", style="red" if m.delta_ns > 0 else "green"))
+            out.append(t)
+        return out

@@ -1,0 +1,127 @@
+"""Modal dialogs: confirm, the list of every key, open a snapshot, export to a file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+                Binding("n,escape", "answer(False)", "No", id="confirm.no")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self.question)
+            yield Static("y: yes   n / Esc: no", classes="hint")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key of every pane, read from the bindings themselves so the list never goes stale."""
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
+
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        t = Table.grid(padding=(0, 2))
+        t.add_column(style="bold cyan", no_wrap=True)
+        t.add_column()
+        for title, keys in self.sections:
+            t.add_row(f"[u]{title}[/u]", "")
+            for key, desc in keys:
+                t.add_row(key, desc)
+        with VerticalScroll(classes="dialog wide"):
+            yield Static(t)
+            yield Static("Esc closes. ctrl+p opens the command palette.", classes="hint")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class OpenScreen(ModalScreen[Path | None]):
+    """Pick a snapshot from the data directory or the shipped examples, or type a path."""
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
+
+    def __init__(self, title: str, choices: list[Path], placeholder: str = "path to a snapshot .json") -> None:
+        super().__init__()
+        self.title_text = title
+        self.choices = choices
+        self.placeholder = placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide"):
+            yield Label(self.title_text)
+            yield Input(placeholder=self.placeholder, id="open-path", compact=True)
+            yield OptionList(*(Option(str(p), id=str(i)) for i, p in enumerate(self.choices)), id="open-list")
+            yield Static("Enter opens; Tab moves between the path and the list; Esc cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        (self.query_one("#open-list") if self.choices else self.query_one("#open-path")).focus()
+
+    @on(Input.Submitted, "#open-path")
+    def _typed(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(Path(event.value.strip()).expanduser())
+
+    @on(OptionList.OptionSelected, "#open-list")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.choices[int(event.option.id or 0)])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportScreen(ModalScreen[tuple[str, Path] | None]):
+    """Choose md / csv / json (keys m, c, j) and the file; the path follows the format."""
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel"),
+                Binding("f1", "fmt('md')", "Markdown", id="export.md"),
+                Binding("f2", "fmt('csv')", "CSV", id="export.csv"),
+                Binding("f3", "fmt('json')", "JSON", id="export.json")]
+
+    def __init__(self, what: str, stem: Path, fmt: str = "md") -> None:
+        super().__init__()
+        self.what, self.stem, self.fmt = what, stem, fmt
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide"):
+            yield Label(f"Export {self.what}")
+            yield Static("", id="export-fmt")
+            yield Input(str(self.stem.with_suffix("." + self.fmt)), id="export-path", compact=True)
+            yield Static("F1 Markdown  F2 CSV  F3 JSON; Enter writes the file; Esc cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        self._show_fmt()
+        self.query_one("#export-path").focus()
+
+    def _show_fmt(self) -> None:
+        self.query_one("#export-fmt", Static).update(f"format: {self.fmt}")
+
+    def action_fmt(self, fmt: str) -> None:
+        self.fmt = fmt
+        path = self.query_one("#export-path", Input)
+        path.value = str(Path(path.value).with_suffix("." + fmt))
+        self._show_fmt()
+
+    @on(Input.Submitted, "#export-path")
+    def _write(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss((self.fmt, Path(event.value.strip()).expanduser()))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,182 @@
+"""The run's profile as sortable tables: Kernels (with category, filters and category-share bars) and
+NVTX ranges (pick one to see the kernels inside it). Rows and categories come from core.profiling."""
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Input, Select, Static
+
+from perfconsole.core.profiling.categories import CATEGORIES, categorize, category_shares, top_kernels
+from perfconsole.core.record import RunRecord
+from perfconsole.tui.format import shorten
+from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.category_bars import CategoryBars
+from perfconsole.tui.widgets.sortable_table import Column, SortableTable
+
+KERNELS = "cuda_gpu_kern_sum"
+NVTX = "nvtx_sum"
+ALL = "all"
+
+
+def _ms(v: Any) -> str:
+    return f"{v / 1e6:,.3f}"
+
+
+def _us(v: Any) -> str:
+    return f"{v / 1e3:,.1f}"
+
+
+def _pct(v: Any) -> str:
+    return f"{v:.1f}"
+
+
+KERNEL_COLUMNS = [
+    Column("name", "kernel", lambda v: shorten(str(v), 60)),
+    Column("category", "category", width=13),
+    Column("total_time_ns", "total ms", _ms, numeric=True),
+    Column("instances", "count", lambda v: f"{v:,}", numeric=True),
+    Column("avg_ns", "avg us", _us, numeric=True),
+    Column("time_pct", "time %", _pct, numeric=True),
+]
+NVTX_COLUMNS = [
+    Column("range", "range", lambda v: shorten(str(v), 50)),
+    Column("style", "style"),
+    Column("total_time_ns", "total ms", _ms, numeric=True),
+    Column("instances", "count", lambda v: f"{v:,}", numeric=True),
+    Column("avg_ns", "avg ms", _ms, numeric=True),
+    Column("time_pct", "time %", _pct, numeric=True),
+]
+RANGE_KERNEL_COLUMNS = [
+    Column("name", "kernel in range", lambda v: shorten(str(v), 60)),
+    Column("category", "category", width=13),
+    Column("total_ns", "total ms", _ms, numeric=True),
+    Column("instances", "count", lambda v: f"{v:,}", numeric=True),
+    Column("share", "share %", lambda v: f"{v * 100:.1f}", numeric=True),
+]
+
+
+def _no_profile(record: RunRecord | None, table: str) -> str:
+    if record is None:
+        return "no run selected: pick one in Runs (5) or launch one (1)"
+    if record.profile is None:
+        return f"{record.name}: no profile (launch with profiler torch or nsys, or import nsys CSVs)"
+    return f"{record.name}: the profile has no {table} table"
+
+
+class KernelsPane(Vertical):
+    BINDINGS = [
+        Binding("slash", "focus_filter", "Filter", id="kernels.filter"),
+        Binding("g", "next_category", "Category", id="kernels.category"),
+        Binding("b", "toggle_bars", "Bars", id="kernels.bars"),
+    ]
+
+    def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
+        super().__init__(**kw)
+        self.glyphs = glyphs
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="kernels-title", classes="title")
+        with Horizontal(classes="filters"):
+            yield Input(placeholder="filter kernels by text (/)", compact=True, id="kernel-filter")
+            yield Select([(c, c) for c in (ALL, *CATEGORIES)], value=ALL, allow_blank=False, compact=True,
+                         id="kernel-category")
+        yield SortableTable(KERNEL_COLUMNS, self.glyphs, id="kernel-table")
+        yield CategoryBars(self.glyphs, id="kernel-bars")
+
+    def show_record(self, record: RunRecord | None) -> None:
+        rows = (record.profile.tables.get(KERNELS) if record and record.profile else None) or []
+        title = self.query_one("#kernels-title", Static)
+        title.update(f"{record.name}: {len(rows)} kernels ({record.profile.profiler})" if rows and record
+                     else _no_profile(record, KERNELS))
+        self.query_one("#kernel-table", SortableTable).set_rows([{**r, "category": categorize(r["name"])} for r in rows])
+        self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}) if rows else [])
+
+    @on(Input.Changed, "#kernel-filter")
+    @on(Select.Changed, "#kernel-category")
+    def _filter(self) -> None:
+        text = self.query_one("#kernel-filter", Input).value.strip().lower()
+        cat = self.query_one("#kernel-category", Select).value
+
+        def keep(row: dict[str, Any]) -> bool:
+            return (not text or text in str(row.get("name", "")).lower()) and (cat == ALL or row["category"] == cat)
+
+        self.query_one("#kernel-table", SortableTable).set_filter(keep if text or cat != ALL else None)
+
+    @on(Input.Submitted, "#kernel-filter")
+    def _done_filtering(self) -> None:
+        self.query_one("#kernel-table", SortableTable).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#kernel-filter", Input).focus()
+
+    def action_next_category(self) -> None:
+        sel = self.query_one("#kernel-category", Select)
+        options = (ALL, *CATEGORIES)
+        sel.value = options[(options.index(sel.value) + 1) % len(options)]
+
+    def action_toggle_bars(self) -> None:
+        bars = self.query_one("#kernel-bars")
+        bars.display = not bars.display
+
+
+class NvtxPane(Vertical):
+    BINDINGS = [Binding("slash", "focus_filter", "Filter", id="nvtx.filter")]
+
+    def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
+        super().__init__(**kw)
+        self.glyphs = glyphs
+        self.record: RunRecord | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="nvtx-title", classes="title")
+        yield Input(placeholder="filter ranges by text (/)", compact=True, id="nvtx-filter")
+        yield SortableTable(NVTX_COLUMNS, self.glyphs, id="nvtx-table")
+        yield Static("", id="range-title", classes="title")
+        yield SortableTable(RANGE_KERNEL_COLUMNS, self.glyphs, id="range-kernels")
+
+    def show_record(self, record: RunRecord | None) -> None:
+        self.record = record
+        rows = (record.profile.tables.get(NVTX) if record and record.profile else None) or []
+        self.query_one("#nvtx-title", Static).update(
+            f"{record.name}: {len(rows)} NVTX ranges; move the cursor to a range to see its kernels"
+            if rows and record else _no_profile(record, NVTX))
+        self.query_one("#nvtx-table", SortableTable).set_rows(rows)
+        self._show_range(None)
+
+    def _show_range(self, range_name: str | None) -> None:
+        tables = self.record.profile.tables if self.record and self.record.profile else {}
+        title = self.query_one("#range-title", Static)
+        kernels = self.query_one("#range-kernels", SortableTable)
+        if range_name is None:
+            title.update("")
+            kernels.set_rows([])
+            return
+        if not tables.get("nvtx_kern_sum"):
+            title.update(f"{range_name}: no nvtx_kern_sum table, so kernels cannot be tied to ranges")
+            kernels.set_rows([])
+            return
+        top = top_kernels(tables, range_name, n=200)
+        title.update(f"kernels in {shorten(range_name, 50)}: {len(top.kernels)}, {top.total_ns / 1e6:,.3f} ms")
+        kernels.set_rows([k.to_dict() for k in top.kernels])
+
+    @on(DataTable.CellHighlighted, "#nvtx-table")
+    def _range_picked(self) -> None:
+        row = self.query_one("#nvtx-table", SortableTable).current_row()
+        self._show_range(row.get("range") if row else None)
+
+    @on(Input.Changed, "#nvtx-filter")
+    def _filter(self, event: Input.Changed) -> None:
+        text = event.value.strip().lower()
+        self.query_one("#nvtx-table", SortableTable).set_filter(
+            (lambda r: text in str(r.get("range", "")).lower()) if text else None)
+
+    @on(Input.Submitted, "#nvtx-filter")
+    def _done_filtering(self) -> None:
+        self.query_one("#nvtx-table", SortableTable).focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#nvtx-filter", Input).focus()

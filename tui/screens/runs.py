@@ -1,0 +1,68 @@
+"""Every run of the session and every snapshot opened from disk, with marks for comparing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from perfconsole.core.record import RunRecord
+from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.screens.live import STATUS_STYLE
+
+
+class RunsPane(Vertical):
+    BINDINGS = [
+        Binding("space,m", "app.toggle_mark", "Mark", id="runs.mark"),
+        Binding("enter", "app.view_run", "View", id="runs.view"),
+        Binding("c", "app.compare", "Compare marked", id="runs.compare"),
+        Binding("s", "app.save_run", "Save", id="runs.save"),
+        Binding("o", "app.open_snapshot", "Open", id="runs.open"),
+        Binding("i", "app.import_profile", "Import", id="runs.import"),
+        Binding("e", "app.export_run", "Export", id="runs.export"),
+        Binding("d", "app.delete_run", "Delete", id="runs.delete"),
+    ]
+
+    def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
+        super().__init__(**kw)
+        self.glyphs = glyphs
+        self.ids: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="runs-title", classes="title")
+        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        t = self.query_one("#runs-table", DataTable)
+        for col in ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source"):
+            t.add_column(col, key=col or "mark")
+
+    def show_runs(self, runs: list[RunRecord], marked: list[str], sources: dict[str, str]) -> None:
+        t = self.query_one("#runs-table", DataTable)
+        row = t.cursor_row
+        t.clear()
+        self.ids = [r.id for r in runs]
+        for i, r in enumerate(runs):
+            mark = self.glyphs.mark if r.id in marked else " "
+            order = str(marked.index(r.id) + 1) if r.id in marked else ""
+            sm = r.summary
+            t.add_row(mark, order, r.name, Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+                      Text(f"{len(r.steps)}/{r.spec.steps}", justify="right"),
+                      Text("-" if sm is None else f"{sm.total_ms.mean:,.3f}", justify="right"),
+                      Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
+                      Path(sources[r.id]).name if r.id in sources else "session", key=r.id)
+        if runs:
+            t.move_cursor(row=min(row, len(runs) - 1))
+        n = len(marked)
+        self.query_one("#runs-title", Static).update(
+            f"{len(runs)} runs, {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
+                                              " (space marks; mark two or more to compare)"))
+
+    def current_id(self) -> str | None:
+        t = self.query_one("#runs-table", DataTable)
+        if not self.ids or t.cursor_row >= len(self.ids):
+            return None
+        return self.ids[t.cursor_row]

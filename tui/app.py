@@ -142,7 +142,8 @@ class PerfConsole(SessionActions, App[int]):
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
-        self.call_after_refresh(self._focus_tab, tab)
+        self._focus_tab(tab)
+        self.call_after_refresh(self._focus_tab, tab)  # again once shown, in case it was not focusable yet
 
     def _focus_tab(self, tab: str) -> None:
         self.query_one(self.FOCUS[tab]).focus()

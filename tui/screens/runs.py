@@ -61,6 +61,11 @@ class RunsPane(Vertical):
             f"{len(runs)} runs, {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        # The table's own Enter binding wins over ours, so its selection message does the viewing.
+        event.stop()
+        self.app.action_view_run()
+
     def current_id(self) -> str | None:
         t = self.query_one("#runs-table", DataTable)
         if not self.ids or t.cursor_row >= len(self.ids):

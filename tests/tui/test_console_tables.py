@@ -1,0 +1,171 @@
+"""Kernel and NVTX tables on real profiler output; marking and comparing; save, reopen and export."""
+from __future__ import annotations
+
+from console_helpers import fixture_profile_record, make_app, plain, shipped, wait_for
+from textual.widgets import Input, Static
+
+from perfconsole.core.paths import data_dir
+from perfconsole.tui.screens.dialogs import ExportScreen, OpenScreen
+from perfconsole.tui.widgets.sortable_table import SortableTable
+
+
+async def _view(app, pilot, record) -> None:
+    app.runs.append(record)
+    app.current = record
+    app.show_current()
+    app.refresh_runs()
+    await pilot.pause()
+
+
+async def test_kernel_table_sorts_numerically_both_ways_and_filters():
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await _view(app, pilot, fixture_profile_record())
+        await pilot.press("3")
+        await pilot.pause()
+        table = app.query_one("#kernel-table", SortableTable)
+        assert len(table.shown) == 238 and table.row_count == 238
+        # Cursor on "total ms" (third column), s: largest first; s again: smallest first.
+        table.move_cursor(column=2)
+        await pilot.press("s")
+        totals = [r["total_time_ns"] for r in table.shown]
+        assert totals == sorted(totals, reverse=True) and totals[0] == 316902963
+        await pilot.press("s")
+        totals = [r["total_time_ns"] for r in table.shown]
+        assert totals == sorted(totals)
+        # Numerically, not as text: "instances" holds values with different digit counts.
+        table.move_cursor(column=3)
+        await pilot.press("s")
+        counts = [r["instances"] for r in table.shown]
+        assert counts == sorted(counts, reverse=True) and len(str(counts[0])) != len(str(counts[-1]))
+        table.move_cursor(column=0)
+        await pilot.press("s")
+        names = [r["name"].lower() for r in table.shown]
+        assert names == sorted(names)
+        # Text filter, then a category on top of it.
+        await pilot.press("slash")
+        await pilot.press(*"nccl")
+        await pilot.pause()
+        assert table.shown and all("nccl" in r["name"].lower() for r in table.shown)
+        assert len(table.shown) < 238
+        await pilot.press("enter")
+        app.query_one("#kernel-filter", Input).value = ""
+        await pilot.pause()
+        app.query_one("#kernel-category").value = "matmul"
+        await pilot.pause()
+        assert table.shown and {r["category"] for r in table.shown} == {"matmul"}
+        bars = plain(app.query_one("#kernel-bars", Static).content)
+        assert "communication" in bars and "matmul" in bars and "%" in bars
+
+
+async def test_nvtx_ranges_and_the_kernels_inside_a_range():
+    app = make_app(snapshots=[shipped("tiny-cpu-train-torch-profile.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("5", "enter", "4")
+        await pilot.pause()
+        nvtx = app.query_one("#nvtx-table", SortableTable)
+        ranges = [r["range"] for r in nvtx.shown]
+        assert "forward" in ranges
+        nvtx.move_cursor(row=ranges.index("forward"))
+        await pilot.pause()
+        inside = app.query_one("#range-kernels", SortableTable)
+        assert inside.shown and any(r["name"] == "aten::mm" for r in inside.shown)
+        assert "kernels in forward" in plain(app.query_one("#range-title", Static).content)
+        # nsys fixture without nvtx_kern_sum: the table says why no kernels show.
+        await _view(app, pilot, fixture_profile_record())
+        await pilot.press("4")
+        await pilot.pause()
+        nvtx.move_cursor(row=1)
+        await pilot.pause()
+        assert "no nvtx_kern_sum table" in plain(app.query_one("#range-title", Static).content)
+        nvtx.move_cursor(column=2)
+        await pilot.press("s")
+        totals = [r["total_time_ns"] for r in nvtx.shown]
+        assert totals == sorted(totals, reverse=True) and len(totals) == 56
+
+
+async def test_mark_two_runs_and_compare():
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-train-bf16.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("5", "space", "down", "space", "c")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "compare"
+        c = app.comparison
+        assert [r.spec.precision for r in c.runs] == ["fp32", "bf16"]
+        text = plain(app.query_one("#compare-body", Static).content)
+        assert "Spec differences" in text and "precision" in text and "bf16" in text
+        sp = c.speedups()[1]
+        assert ("no significant difference" in text) == (not sp.significant)
+        assert f"{c.runs[1].summary.tokens_per_s:,.0f}" in text
+
+
+async def test_compare_needs_two_marked_runs():
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("5", "space", "c")
+        await pilot.pause()
+        assert app.comparison is None and app.query_one("#tabs").active == "runs"
+
+
+async def test_save_reopen_and_export():
+    app = make_app(snapshots=[shipped("tiny-cpu-fwd-ctx64.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        original = app.runs[0]
+        await pilot.press("5", "s")
+        await pilot.pause()
+        saved = sorted((data_dir() / "snapshots").glob("*.json"))
+        assert len(saved) == 1
+        # Delete it from the list (the file is the user's, in the data dir: it goes too)...
+        app.sources.pop(original.id)  # as if it had been a session run, so the file stays
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert app.runs == [] and saved[0].exists()
+        # ...and open it again through the dialog.
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen)
+        await pilot.press("enter")  # the first choice: the data dir's snapshot
+        await pilot.pause()
+        assert [r.id for r in app.runs] == [original.id]
+        assert app.runs[0].to_dict() == original.to_dict()
+        # Export as CSV (F2) to the default place in the data dir.
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)
+        await pilot.press("f2", "enter")
+        await pilot.pause()
+        out = sorted((data_dir() / "exports").glob("*.csv"))
+        assert len(out) == 1
+        lines = out[0].read_text().splitlines()
+        assert lines[0].startswith("run,size,ctx") and len(lines) == 1 + 2 + 8
+        # Compare two runs and export that as Markdown.
+        await pilot.press("o")
+        await pilot.pause()
+        app.screen.query_one("#open-path", Input).value = str(shipped("tiny-cpu-train-fp32.json"))
+        app.screen.query_one("#open-path", Input).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("5", "space", "down", "space", "c", "e")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        md = sorted((data_dir() / "exports").glob("*.md"))
+        assert len(md) == 1 and md[0].read_text().startswith("# Comparison:")
+
+
+async def test_opening_a_damaged_file_says_why_and_keeps_the_session(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    app = make_app(snapshots=[shipped("tiny-cpu-fwd-ctx64.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        app.open_path(bad)
+        await pilot.pause()
+        assert len(app.runs) == 1
+        assert any("not a perfconsole snapshot" in str(n.message) for n in app._notifications)

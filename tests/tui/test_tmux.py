@@ -1,0 +1,122 @@
+"""Drive the real `perfconsole` in tmux at 80x24, as a person would: keys in, screen text out.
+
+Skips where tmux is missing (CI installs it in .ci/run).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")]
+
+BIN = Path(sys.executable).with_name("perfconsole")
+FLAGS = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--mode", "train"]
+
+
+class Tmux:
+    def __init__(self, tmp: Path) -> None:
+        self.socket = str(tmp / "tmux.sock")
+        self.session = "pc" + uuid.uuid4().hex[:6]
+
+    def __call__(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True,
+                              timeout=20).stdout
+
+    def start(self, argv: list[str], env: dict[str, str]) -> None:
+        env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+        self("new-session", "-d", "-s", self.session, "-x", "80", "-y", "24", *env_args, *argv)
+        self("set-option", "-t", self.session, "remain-on-exit", "on")
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", self.session)
+
+    def keys(self, *keys: str) -> None:
+        for k in keys:  # one at a time: a fast Escape then a letter would read as Alt+letter
+            self("send-keys", "-t", self.session, k)
+            time.sleep(0.3)
+
+    def wait_for(self, text: str, timeout: float = 90) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.3)
+        raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
+
+    def pane_pid(self) -> int:
+        return int(self("display-message", "-p", "-t", self.session, "#{pane_pid}").strip())
+
+    def pane_dead(self) -> bool:
+        return self("display-message", "-p", "-t", self.session, "#{pane_dead}").strip() == "1"
+
+    def kill(self) -> None:
+        self("kill-server")
+
+
+@pytest.fixture
+def tmux(tmp_path):
+    t = Tmux(tmp_path)
+    yield t
+    t.kill()
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "TERM": "xterm-256color", "LANG": "C.UTF-8", **extra}
+
+
+def test_start_a_run_from_the_command_line_look_at_it_and_quit(tmux, tmp_path):
+    tmux.start([str(BIN), *FLAGS, "--steps", "4", "--warmup", "1", "--start"], _env(tmp_path))
+    screen = tmux.wait_for("finished ·")
+    assert "tiny ctx32 b2 fp32 train" in screen and "4/4 measured steps" in screen
+    assert "tokens/s" in screen and "no GPU" in screen
+    tmux.keys("5")
+    screen = tmux.wait_for("1 runs, 0 marked")
+    assert "ok" in screen
+    tmux.keys("s")
+    tmux.wait_for("saved")
+    assert list((tmp_path / "data" / "snapshots").glob("*.json"))
+    tmux.keys("q")
+    end = time.monotonic() + 10
+    while not tmux.pane_dead() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert tmux.pane_dead(), tmux.screen()
+
+
+def test_hanging_up_mid_run_leaves_no_process_behind(tmux, tmp_path):
+    tmux.start([str(BIN), *FLAGS, "--steps", "500", "--warmup", "1", "--start"],
+               _env(tmp_path, PERFCONSOLE_FAULT="slow:100"))
+    tmux.wait_for("x cancels")  # measuring: the status line offers the cancel key
+    console = psutil.Process(tmux.pane_pid())
+    procs = [console, *console.children(recursive=True)]
+    assert any("perfconsole.core.worker" in " ".join(p.cmdline()) for p in procs[1:])
+    tmux("kill-session", "-t", tmux.session)  # the terminal goes away: SIGHUP, as when SSH drops
+    gone, alive = psutil.wait_procs(procs, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+def test_quitting_mid_run_asks_first(tmux, tmp_path):
+    tmux.start([str(BIN), *FLAGS, "--steps", "500", "--warmup", "1", "--start"],
+               _env(tmp_path, PERFCONSOLE_FAULT="slow:100"))
+    tmux.wait_for("x cancels")  # measuring: the status line offers the cancel key
+    console = psutil.Process(tmux.pane_pid())
+    procs = [console, *console.children(recursive=True)]
+    tmux.keys("q")
+    tmux.wait_for("Quit and end it?")
+    tmux.keys("n")
+    time.sleep(0.5)
+    assert "running" in tmux.screen()
+    tmux.keys("q")
+    tmux.wait_for("Quit and end it?")
+    tmux.keys("y")
+    gone, alive = psutil.wait_procs(procs, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]

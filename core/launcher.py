@@ -49,15 +49,22 @@ class Launch:
         self._pending: list[ev.Event] = []
         self._nsys = None
         self._rep_base: Path | None = None
+        self._refused = False
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
         spec, argv = self.spec, None
         if spec.profile == "nsys":
+            from perfconsole.core.profiling.errors import NsysError
             from perfconsole.core.profiling.locate import find_nsys
             from perfconsole.core.profiling.nsys_run import profile_command
 
-            self._nsys = find_nsys(self.nsys_explicit)
+            try:
+                self._nsys = find_nsys(self.nsys_explicit)
+            except NsysError as exc:  # an nsys the user named that does not work: say so, run nothing
+                self._pending += [ev.Error("profiler", str(exc)), ev.Finished("error")]
+                self._refused = True
+                return
             if self._nsys is None:
                 self._pending.append(ev.Error("profiler", "nsys not found; using the PyTorch profiler instead"))
                 spec = self.spec = spec.with_(profile="torch")
@@ -119,10 +126,12 @@ class Launch:
 
     # --- the stream ----------------------------------------------------------------------------
     def events(self) -> Iterator[ev.Event]:
-        if self.proc is None:
+        if self.proc is None and not self._refused:
             self.start()
-        assert self.proc and self.proc.stdout
         yield from self._pending
+        if self._refused:
+            return
+        assert self.proc and self.proc.stdout
         finished: ev.Finished | None = None
         try:
             for line in self.proc.stdout:

@@ -27,8 +27,8 @@ class Stat:
     median: float
     min: float
     max: float
-    ci95_low: float
-    ci95_high: float
+    ci95_low: float | None    # None with fewer than 2 values: no interval, and JSON has no NaN
+    ci95_high: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,7 +44,9 @@ def summarize(values: list[float]) -> Stat:
     n = len(values)
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else 0.0
-    half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    if n < 2:
+        return Stat(n, mean, std, statistics.median(values), min(values), max(values), None, None)
+    half = t_quantile_975(n - 1) * std / math.sqrt(n)
     return Stat(n, mean, std, statistics.median(values), min(values), max(values),
                 mean - half, mean + half)
 

@@ -10,7 +10,7 @@
 # Settings, chosen for time (start-up of a child per cell, 2-4 s, dominates the small cells):
 #   memory:    xl, ctx 512, batch 4, train, fp32, 2 warm-up + 3 measured steps        (~40 s, cap 60 s)
 #   sweep:     small..2.7B x ctx 128,256,512,1024 x fp32,bf16, train, batch 4,
-#              2 warm-up + 3 measured steps, 40 cells                                   (~190 s, cap 200 s)
+#              2 warm-up + 3 measured steps, 40 cells                                   (~190 s, cap 300 s)
 #   attention: d 16,32,64,128 x seq 256,1024,4096,8192,16384 and 32768, batch 8, naive and sdpa,
 #              fp32, 3 warm-up passes, 10 timed forward + 10 timed backward, 48 cells.
 #              32768 is added because 80 GB holds naive attention at 16384; at 32768 it does not.
@@ -46,7 +46,7 @@ echo "memory exit $?" >> "$OUT/timeline.log"
 export_md "$RES/memory_xl_ctx512.json" memory_xl_ctx512.md
 
 section "sweep: 5 sizes x ctx 128..1024 x fp32,bf16 train"
-timeout -s INT -k 20 200 "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
+timeout -s INT -k 20 290 "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
     --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
     --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep" > "$OUT/sweep.txt" 2> "$OUT/sweep.log"
 echo "sweep exit $?" >> "$OUT/timeline.log"

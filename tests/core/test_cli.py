@@ -68,3 +68,9 @@ def test_help_lists_commands():
     assert out.returncode == 0
     for cmd in ("run", "export"):
         assert cmd in out.stdout
+
+
+def test_a_single_step_run_is_valid_json():
+    out = pc("run", "--size", "tiny", "--ctx", "32", "--device", "cpu", "--warmup", "0", "--steps", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["summary"]["total_ms"]["ci95_low"] is None

@@ -137,3 +137,16 @@ def test_no_orphan_when_the_parent_dies(tmp_path):
     else:
         os.kill(child_pid, signal.SIGKILL)
         pytest.fail("worker outlived its parent")
+
+
+def test_a_broken_nsys_named_by_the_user_is_a_clean_error(tmp_path):
+    fake = tmp_path / "nsys"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    spec = RunSpec(size="tiny", ctx=32, device="cuda", profile="nsys")
+    record = RunRecord(spec)
+    launch = Launch(spec, nsys=str(fake), out_dir=tmp_path / "out")
+    for event in launch.events():
+        record.apply(event)
+    assert record.status == "error" and record.error.kind == "profiler"
+    assert str(fake) in record.error.message and launch.proc is None

@@ -36,8 +36,8 @@ class SessionActions:
     def _cursor_run(self: PerfConsole) -> RunRecord | None:
         from perfconsole.tui.screens.runs import RunsPane
 
-        if self.query_one("#tabs").active == "runs":
-            rid = self.query_one(RunsPane).current_id()
+        if self.main("#tabs").active == "runs":
+            rid = self.main(RunsPane).current_id()
             return self._record(rid) if rid else None
         return self.current
 
@@ -72,7 +72,7 @@ class SessionActions:
         from perfconsole.tui.screens.compare import ComparePane
 
         self.comparison = comparison
-        self.query_one(ComparePane).show(comparison)
+        self.main(ComparePane).show(comparison)
         self.action_show_tab("compare")
 
     # --- files -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import signal
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -44,11 +46,12 @@ TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("
 GPU_PERIOD_S = 0.25          # 4 Hz while a run streams or the live pane shows
 GPU_IDLE_PERIOD_S = 2.0      # otherwise, and where there is no GPU, poll rarely
 GPU_HISTORY = 60
+REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come
 
 
 class PerfConsole(SessionActions, App[int]):
     TITLE = "perfconsole"
-    CSS_PATH = "console.tcss"
+    CSS_PATH = Path(__file__).with_name("console.tcss")  # absolute: subclasses may live anywhere
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [
         # The tab titles show these keys ("1 Launch"), so the footer keeps its room for the pane's keys.
@@ -86,6 +89,7 @@ class PerfConsole(SessionActions, App[int]):
         self._stop = threading.Event()
         self._gpu_busy = False                   # sample fast only while it matters (dolphie)
         self.first_frame_at: float | None = None
+        self._redraw_pending = False
         self.install_signals = False             # the real console only; tests keep pytest's handlers
 
     # --- layout --------------------------------------------------------------------------------
@@ -121,9 +125,9 @@ class PerfConsole(SessionActions, App[int]):
         self.sample_gpu()
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._first_frame)
-        self.query_one("#f-size").focus()
+        self.main("#f-size").focus()
         if self.start_at_once:
-            pane = self.query_one(LaunchPane)
+            pane = self.main(LaunchPane)
             if pane.spec is not None:
                 self.enqueue([pane.spec], queue=False)
             else:
@@ -136,17 +140,21 @@ class PerfConsole(SessionActions, App[int]):
         self._stop.set()
         launcher.kill_all()
 
+    def main(self, selector):
+        """A widget of the main screen, also while a dialog is on top (App.query_one searches the top screen)."""
+        return self.screen_stack[0].query_one(selector)
+
     # --- tabs and keys -------------------------------------------------------------------------
     FOCUS = {"launch": "#f-size", "live": "#steps", "kernels": "#kernel-table", "nvtx": "#nvtx-table", "runs": "#runs-table",
              "compare": "#compare-pane"}
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.main(TabbedContent).active = tab
         self._focus_tab(tab)
         self.call_after_refresh(self._focus_tab, tab)  # again once shown, in case it was not focusable yet
 
     def _focus_tab(self, tab: str) -> None:
-        self.query_one(self.FOCUS[tab]).focus()
+        self.main(self.FOCUS[tab]).focus()
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -168,7 +176,7 @@ class PerfConsole(SessionActions, App[int]):
         for tab, label in TABS:
             yield SystemCommand(f"Show {label.split(' ', 1)[1]}", f"switch to the {tab} pane",
                                 lambda t=tab: self.action_show_tab(t))
-        pane = self.query_one(LaunchPane)
+        pane = self.main(LaunchPane)
         commands = [
             ("Run the launch form", "start the run the form describes", pane.action_launch),
             ("Queue the launch form", "run it after the runs ahead of it", pane.action_enqueue),
@@ -208,7 +216,7 @@ class PerfConsole(SessionActions, App[int]):
 
     def _show_queue(self) -> None:
         pending = self.queue.pending()
-        self.query_one(LaunchPane).set_queue_info(
+        self.main(LaunchPane).set_queue_info(
             ("queue: " + ", ".join(s.label() for s in pending)) if pending else "")
 
     def action_clear_queue(self) -> None:
@@ -256,13 +264,23 @@ class PerfConsole(SessionActions, App[int]):
         if not events:
             return None
         if record is self.current:
-            self.query_one(LivePane).refresh_record()
+            self._schedule_redraw()
             if any(isinstance(e, ev.ProfileReady) for e in events):
-                self.query_one(KernelsPane).show_record(record)
-                self.query_one(NvtxPane).show_record(record)
+                self.main(KernelsPane).show_record(record)
+                self.main(NvtxPane).show_record(record)
         if record.status != status:
             self.refresh_runs()
         return record
+
+    def _schedule_redraw(self) -> None:
+        if not self._redraw_pending:
+            self._redraw_pending = True
+            self.set_timer(REDRAW_S, self._redraw)
+
+    def _redraw(self) -> None:
+        self._redraw_pending = False
+        with contextlib.suppress(NoMatches, IndexError):  # a timer may fire while the app shuts down
+            self.main(LivePane).refresh_record()
 
     def on_run_updated(self, message: RunUpdated) -> None:
         self._fold(message.run_id)
@@ -279,13 +297,13 @@ class PerfConsole(SessionActions, App[int]):
         if message.run_id in self.times:
             self.times[message.run_id][1] = now
         if record is self.current:
-            live = self.query_one(LivePane)
+            live = self.main(LivePane)
             live.mark_ended(now)
             live.refresh_record()
-            self.query_one(KernelsPane).show_record(record)
-            self.query_one(NvtxPane).show_record(record)
+            self.main(KernelsPane).show_record(record)
+            self.main(NvtxPane).show_record(record)
         self.active, self.launch = None, None
-        self._gpu_busy = self.query_one(TabbedContent).active == "live"
+        self._gpu_busy = self.main(TabbedContent).active == "live"
         self.refresh_runs()
         if record is not None:
             sev = "information" if record.status == "ok" else "error"
@@ -304,11 +322,12 @@ class PerfConsole(SessionActions, App[int]):
         self.launch.cancel()
         if self.active is not None:
             self.active.stage = "cancelling"
-            self.query_one(LivePane).refresh_status()
+            self.main(LivePane).refresh_status()
 
     def _tick(self) -> None:
         if self.active is not None and self.active is self.current:
-            self.query_one(LivePane).refresh_status()
+            with contextlib.suppress(NoMatches, IndexError):
+                self.main(LivePane).refresh_status()
 
     # --- GPU sampling --------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="nvml")
@@ -328,18 +347,19 @@ class PerfConsole(SessionActions, App[int]):
             self._stop.wait(period)
 
     def on_gpu_sampled(self, message: GpuSampled) -> None:
-        self.query_one(LivePane).show_gpu(message.sample, message.history)
+        with contextlib.suppress(NoMatches, IndexError):
+            self.main(LivePane).show_gpu(message.sample, message.history)
 
     # --- showing runs --------------------------------------------------------------------------
     def show_current(self) -> None:
         r = self.current
         t = self.times.get(r.id) if r else None
-        self.query_one(LivePane).show_record(r, t[0] if t else None, t[1] if t else None)
-        self.query_one(KernelsPane).show_record(r)
-        self.query_one(NvtxPane).show_record(r)
+        self.main(LivePane).show_record(r, t[0] if t else None, t[1] if t else None)
+        self.main(KernelsPane).show_record(r)
+        self.main(NvtxPane).show_record(r)
 
     def refresh_runs(self) -> None:
-        self.query_one(RunsPane).show_runs(self.runs, self.marked, self.sources)
+        self.main(RunsPane).show_runs(self.runs, self.marked, self.sources)
 
     # --- quitting ------------------------------------------------------------------------------
     def action_quit_console(self) -> None:

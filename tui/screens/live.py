@@ -76,7 +76,7 @@ class LivePane(Vertical):
         r = self.record
         if r is None:
             return
-        self.query_one("#live-header", Static).update(Text(spec_header(r), style="bold"))
+        self.query_one("#live-header", Static).update(Text(spec_header(r), style="bold"), layout=False)
         self.query_one("#chart", StepChart).set_steps(r.warmup_steps, r.steps)
         table = self.query_one("#steps", DataTable)
         all_steps = [*r.warmup_steps, *r.steps]
@@ -119,7 +119,7 @@ class LivePane(Vertical):
             t.append(f"\n{r.error.kind}: {r.error.message}", style="red")
         elif r.status == "running":
             t.append(" · x cancels", style="dim")
-        self.query_one("#live-status", Static).update(t)
+        self.query_one("#live-status", Static).update(t, layout=False)
 
     def show_gpu(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
         self.query_one("#gpu", GpuPanel).show(sample, history)

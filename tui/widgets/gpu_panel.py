@@ -12,7 +12,7 @@ SPARK_W = 12
 
 
 class GpuPanel(Static):
-    DEFAULT_CSS = "GpuPanel { height: auto; }"
+    DEFAULT_CSS = "GpuPanel { height: 7; }"  # fixed, so an update needs no layout pass
 
     def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
         super().__init__("GPU: waiting for the first sample", **kw)
@@ -20,7 +20,7 @@ class GpuPanel(Static):
 
     def show(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
         if sample is None:
-            self.update("no GPU (NVML found no device)")
+            self.update("no GPU (NVML found no device)", layout=False)
             return
 
         def spark(attr: str, lo: float | None = None, hi: float | None = None) -> str:
@@ -41,4 +41,4 @@ class GpuPanel(Static):
         grid = Table.grid()
         grid.add_row(f"GPU {sample.index}: {sample.name}")
         grid.add_row(t)
-        self.update(grid)
+        self.update(grid, layout=False)

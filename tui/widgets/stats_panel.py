@@ -9,14 +9,14 @@ from perfconsole.tui.format import NA, num, pct
 
 
 class StatsPanel(Static):
-    DEFAULT_CSS = "StatsPanel { height: auto; }"
+    DEFAULT_CSS = "StatsPanel { height: 13; }"  # fixed, so an update needs no layout pass
 
     def show(self, summary: Summary | None) -> None:
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold")
         t.add_column(justify="right")
         if summary is None:
-            self.update("no measured steps yet")
+            self.update("no measured steps yet", layout=False)
             return
         st = summary.total_ms
         ci = f"{st.ci95_low:.2f}-{st.ci95_high:.2f}" if st.n > 1 else NA
@@ -33,4 +33,4 @@ class StatsPanel(Static):
         t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
         t.add_row("MFU", pct(summary.mfu))
         t.add_row("peak mem", num(summary.peak_allocated_mib, ",.0f", " MiB"))
-        self.update(t)
+        self.update(t, layout=False)

@@ -38,26 +38,36 @@ export_md() {  # snapshot, markdown name
 { nvidia-smi || true; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
     > "$OUT/environment.txt" 2>&1
 
+# SECTIONS picks what runs (default all three): e.g. SECTIONS="sweep attention".
+SECTIONS=${SECTIONS:-"memory sweep attention"}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+if want memory; then
 section "memory: xl ctx 512 train fp32"
 timeout -s INT -k 10 60 "${PC[@]}" run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
     --warmup 2 --steps 3 --device cuda --memory --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory" \
     > "$OUT/memory.txt" 2> "$OUT/memory.log"
 echo "memory exit $?" >> "$OUT/timeline.log"
 export_md "$RES/memory_xl_ctx512.json" memory_xl_ctx512.md
+fi
 
+if want sweep; then
 section "sweep: 5 sizes x ctx 128..1024 x fp32,bf16 train"
-timeout -s INT -k 20 290 "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
+timeout -s INT -k 20 ${SWEEP_CAP:-290} "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
     --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
     --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep" > "$OUT/sweep.txt" 2> "$OUT/sweep.log"
 echo "sweep exit $?" >> "$OUT/timeline.log"
 export_md "$RES/sweep_train_fp32_bf16.json" sweep_train_fp32_bf16.md
+fi
 
+if want attention; then
 section "attention: d x seq grid, naive and sdpa"
-timeout -s INT -k 20 170 "${PC[@]}" attention --d 16,32,64,128 --seq 256,1024,4096,8192,16384,32768 \
+timeout -s INT -k 20 ${ATTENTION_CAP:-170} "${PC[@]}" attention --d 16,32,64,128 --seq 256,1024,4096,8192,16384,32768 \
     --batch 8 --impl naive,sdpa --precision fp32 --warmup 3 --iters 10 --device cuda \
     --save "$RES/attention_grid.json" > "$OUT/attention.txt" 2> "$OUT/attention.log"
 echo "attention exit $?" >> "$OUT/timeline.log"
 export_md "$RES/attention_grid.json" attention_grid.md
+fi
 
 if [[ "${WITH_COMPILE:-0}" == 1 ]]; then
     section "attention: eager vs compiled vs sdpa"
@@ -76,5 +86,5 @@ if [[ "${WITH_TESTS:-0}" == 1 ]]; then
 fi
 
 section "done"
-cp -r "$RES" "$OUT/results"
+tar czf "$OUT/results.tgz" -C "$RES" .
 ls -la "$RES" | tee -a "$OUT/timeline.log"

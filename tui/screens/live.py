@@ -22,6 +22,7 @@ from perfconsole.tui.widgets.step_chart import StepChart
 
 STATUS_STYLE = {"running": "bold yellow", "pending": "yellow", "ok": "bold green", "oom": "bold red",
                 "error": "bold red", "cancelled": "bold magenta", "imported": "cyan"}
+TABLE_PERIOD_S = 1.0
 STATUS_WORDS = {"ok": "finished", "oom": "OUT OF MEMORY", "error": "FAILED", "cancelled": "CANCELLED",
                 "running": "running", "pending": "starting", "imported": "imported"}
 
@@ -43,6 +44,7 @@ class LivePane(Vertical):
         self.started: float | None = None
         self.ended: float | None = None
         self._rows = 0
+        self._table_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static("no run yet: press 1 for the launch form", id="live-header")
@@ -65,6 +67,7 @@ class LivePane(Vertical):
         """Show another run from scratch (a new launch, or a run picked in the runs list)."""
         self.record, self.started, self.ended = record, started, ended
         self._rows = 0
+        self._table_at = 0.0
         self.query_one("#steps", DataTable).clear()
         self.refresh_record()
 
@@ -78,14 +81,18 @@ class LivePane(Vertical):
             return
         self.query_one("#live-header", Static).update(Text(spec_header(r), style="bold"), layout=False)
         self.query_one("#chart", StepChart).set_steps(r.warmup_steps, r.steps)
-        table = self.query_one("#steps", DataTable)
-        all_steps = [*r.warmup_steps, *r.steps]
-        all_steps.sort(key=lambda s: s.index)
-        for s in all_steps[self._rows:]:
-            table.add_row(*self._step_cells(s))
-        if len(all_steps) > self._rows and table.row_count:
-            table.move_cursor(row=table.row_count - 1)
-        self._rows = len(all_steps)
+        # New rows change the table's size and cost a layout pass, so while steps stream they are
+        # added once a second; chart and stats keep up at the app's redraw rate.
+        now = time.monotonic()
+        if r.finished or now - self._table_at >= TABLE_PERIOD_S:
+            self._table_at = now
+            table = self.query_one("#steps", DataTable)
+            all_steps = sorted([*r.warmup_steps, *r.steps], key=lambda s: s.index)
+            for s in all_steps[self._rows:]:
+                table.add_row(*self._step_cells(s))
+            if len(all_steps) > self._rows and table.row_count:
+                table.move_cursor(row=table.row_count - 1)
+            self._rows = len(all_steps)
         summary = r.summary if r.finished and r.summary else r.recompute_summary()
         self.query_one("#stats", StatsPanel).show(summary)
         self.refresh_status()

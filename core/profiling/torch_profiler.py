@@ -83,7 +83,9 @@ class TorchCapture:
 
     def _build(self, events: list[Any]) -> Tables:
         on_gpu = self.device.startswith("cuda")
-        ranges = [e for e in events if e.name in _RANGE_NAMES]
+        # On CUDA, Kineto reports each record_function twice: the CPU range and a gpu_user_annotation
+        # twin on the device. nsys's NVTX ranges are host push/pop, so only the CPU side counts.
+        ranges = [e for e in events if e.name in _RANGE_NAMES and e.device_type == torch.autograd.DeviceType.CPU]
         leaves = list(_leaves(events, on_gpu))
         kern: dict[str, list[int]] = {}
         for name, ns, _ in leaves:

@@ -63,6 +63,8 @@ async def test_small_cuda_run_with_live_nvml_and_every_screen():
         nvtx = app.main("#nvtx-table")
         ranges = [row["range"] for row in nvtx.shown]
         assert "forward" in ranges
+        forward = nvtx.shown[ranges.index("forward")]
+        assert forward["instances"] == 40  # one per measured step, not doubled by the CUDA annotation twin
         nvtx.move_cursor(row=ranges.index("forward"))
         await pilot.pause()
         assert app.main("#range-kernels").shown

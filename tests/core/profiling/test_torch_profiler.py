@@ -85,3 +85,42 @@ def test_chrome_trace_written(capture: TorchCapture) -> None:
 def test_tables_before_capture_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         TorchCapture(tmp_path, "cpu").tables()
+
+
+class _Interval:
+    def __init__(self, start: float, end: float) -> None:
+        self.start, self.end = start, end
+
+
+class _Kernel:
+    def __init__(self, name: str, duration_us: float) -> None:
+        self.name, self.duration = name, duration_us
+
+
+class _Event:
+    """The fields of torch.autograd.profiler_util.FunctionEvent that the table builder reads."""
+
+    def __init__(self, name, device, start, end, kernels=(), parent=None, self_cpu=0.0):
+        self.name, self.device_type = name, device
+        self.time_range = _Interval(start, end)
+        self.kernels, self.cpu_parent, self.self_cpu_time_total = list(kernels), parent, self_cpu
+
+
+def test_cuda_annotation_twins_do_not_double_the_ranges(tmp_path: Path) -> None:
+    # On CUDA, Kineto reports a record_function both as a CPU range and as a gpu_user_annotation on
+    # the device (seen on an H200: `forward` had 80 instances over 40 steps). No CUDA here, so the
+    # event list is built in the shape torch gives; tests/tui/test_console_gpu.py checks the real one.
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    events = []
+    for step in range(3):
+        t = step * 100.0
+        fwd = _Event("forward", cpu, t, t + 50)
+        mm = _Event("aten::mm", cpu, t + 1, t + 40, kernels=[_Kernel("nvjet_sm90_tst_gemm", 30.0)], parent=fwd)
+        events += [fwd, mm, _Event("forward", cuda, t + 2, t + 45)]
+    cap = TorchCapture(tmp_path, "cuda")
+    tables = cap._build(events)
+    nvtx = {r["range"]: r for r in tables["nvtx_sum"]}
+    assert nvtx["forward"]["instances"] == 3 and nvtx["forward"]["total_time_ns"] == 150_000
+    kern = {(r["range"], r["name"]): r for r in tables["nvtx_kern_sum"]}
+    assert kern[("forward", "nvjet_sm90_tst_gemm")]["nvtx_inst"] == 3
+    assert tables["cuda_gpu_kern_sum"][0]["instances"] == 3

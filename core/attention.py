@@ -11,7 +11,6 @@ import datetime as dt
 import itertools
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from perfconsole.core import events as ev
-from perfconsole.core import export, launcher, store
+from perfconsole.core import export, store
 from perfconsole.core.launcher import Launch
 from perfconsole.core.record import new_id
 from perfconsole.core.spec import DEVICES, PRECISIONS, RunSpec, SpecError, _choice, _int_range
@@ -234,15 +233,8 @@ class AttentionLaunch(Launch):
         super().__init__(RunSpec(device="cpu"), env=env)
         self.cell = cell
 
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "perfconsole.core.attention_worker", "--cell", json.dumps(self.cell.to_dict())]
-        env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            encoding="utf-8", errors="replace", bufsize=1, env=env, start_new_session=True)
-        with launcher._live_lock:  # so kill_all() at exit and on SIGHUP reaches attention cells too
-            launcher._live.add(self)
-        threading.Thread(target=self._drain_stderr, daemon=True, name="attention-stderr").start()
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "perfconsole.core.attention_worker", "--cell", json.dumps(self.cell.to_dict())]
 
 
 def cell_work(c: AttentionCell) -> float:

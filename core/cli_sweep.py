@@ -7,7 +7,6 @@ Ctrl-C stops the running cell and keeps every finished one (saved with --save, p
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from collections.abc import Callable
@@ -18,7 +17,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfconsole.core import store
 from perfconsole.core.cli import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, default_device
 from perfconsole.core.launcher import install_exit_handlers
 from perfconsole.core.paths import PathError, output_file

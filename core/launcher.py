@@ -52,8 +52,12 @@ class Launch:
         self._refused = False
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> None:
-        spec, argv = self.spec, None
+    def command(self) -> list[str] | None:
+        """The argv to run, or None when the launch is refused (the reason is already pending).
+
+        Subclasses run another worker through the same stream, cancel and clean-up by overriding this.
+        """
+        spec = self.spec
         if spec.profile == "nsys":
             from perfconsole.core.profiling.errors import NsysError
             from perfconsole.core.profiling.locate import find_nsys
@@ -63,19 +67,24 @@ class Launch:
                 self._nsys = find_nsys(self.nsys_explicit)
             except NsysError as exc:  # an nsys the user named that does not work: say so, run nothing
                 self._pending += [ev.Error("profiler", str(exc)), ev.Finished("error")]
-                self._refused = True
-                return
+                return None
             if self._nsys is None:
                 self._pending.append(ev.Error("profiler", "nsys not found; using the PyTorch profiler instead"))
                 spec = self.spec = spec.with_(profile="torch")
             else:
                 out = self._need_out_dir()
                 self._rep_base = out / "profile"
-                argv = profile_command(self._nsys, worker_argv(spec, out), self._rep_base)
                 self._pending.append(ev.Progress("profiling", f"under nsys {self._nsys.version}"))
+                return profile_command(self._nsys, worker_argv(spec, out), self._rep_base)
         if spec.profile == "torch" or spec.memory:
             self._need_out_dir()
-        argv = argv or worker_argv(spec, self.out_dir)
+        return worker_argv(spec, self.out_dir)
+
+    def start(self) -> None:
+        argv = self.command()
+        if argv is None:
+            self._refused = True
+            return
         env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,10 +9,13 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from perfconsole.core.report_sweep import GridCell, GridTable, grid_status
+
 if TYPE_CHECKING:
     from perfconsole.core.attention import AttentionRecord, AttentionResult
 
 STATUS_TEXT = {"ok": "ok", "oom": "**OOM**", "pending": "not run", "cancelled": "cancelled", "error": "error"}
+ATTENTION_METRICS = {"fwd_bwd_ms": "forward / backward (ms)", "memory_mib": "memory before backward (MiB)"}
 
 
 def _f(v: float | None, digits: int = 3) -> str:
@@ -144,3 +147,31 @@ def markdown(a: AttentionRecord) -> str:
             lines += [f"## Side by side · {prec}", ""] + _side_by_side(a, prec) + [""]
     lines += ["## Findings", ""] + [f"- {f}" for f in findings(a)]
     return "\n".join(lines) + "\n"
+
+
+def grid_tables(a: AttentionRecord, metric: str = "fwd_bwd_ms") -> list[GridTable]:
+    """One table per (precision, variant): d as rows, seq as columns. `fwd_bwd_ms` cells hold (forward,
+    backward) means, `memory_mib` cells the memory before backward; an OOM in the backward keeps its forward."""
+    if metric not in ATTENTION_METRICS:
+        raise ValueError(f"metric: must be one of {', '.join(ATTENTION_METRICS)}, not {metric!r}")
+    sp = a.spec
+    ds, seqs = tuple(sorted(sp.ds)), tuple(sorted(sp.seqs))
+    by = {(c.cell.precision, c.cell.variant, c.cell.d, c.cell.seq): c for c in a.cells}
+    out = []
+    for prec in sp.precisions:
+        for impl, comp in sp.variants():
+            variant = impl + ("+compile" if comp else "")
+            rows = []
+            for d in ds:
+                row = []
+                for s in seqs:
+                    c = by.get((prec, variant, d, s))
+                    if c is None:
+                        row.append(GridCell("not_run", (None,) * (2 if metric == "fwd_bwd_ms" else 1)))
+                        continue
+                    values = ((_m(c.forward_ms), _m(c.backward_ms)) if metric == "fwd_bwd_ms"
+                              else (c.memory_before_backward_mib,))
+                    row.append(GridCell(grid_status(c.status), values, c.error))
+                rows.append(tuple(row))
+            out.append(GridTable(f"{variant} · {prec}", "d", "seq", ds, seqs, tuple(rows)))
+    return out

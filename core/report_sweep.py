@@ -12,6 +12,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfconsole.core.record import Profile, RunRecord
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 
 STATUS_TEXT = {"ok": "ok", "oom": "**OOM**", "pending": "not run", "cancelled": "cancelled", "error": "error"}
 LOW_PRECISIONS = ("bf16", "fp16")
+# What a cell of a grid shows; every record status falls into one of these.
+GRID_STATUSES = ("ok", "oom", "error", "cancelled", "not_run")
+SWEEP_METRICS = {"step_ms": "mean step time (ms)", "tokens_per_s": "tokens/s", "peak_mib": "peak allocated (MiB)"}
 
 
 def _f(v: float | None, digits: int = 2) -> str:
@@ -275,3 +279,72 @@ def markdown(sw: SweepRecord) -> str:
         lines += ["## Warm-up study", ""] + _warmup_table(sw) + [""]
     lines += ["## Findings", ""] + [f"- {f}" for f in findings(sw)]
     return "\n".join(lines) + "\n"
+
+
+# --- grids for a viewer ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GridCell:
+    """One cell of a grid: its status and the values of the metric shown (None where not measured)."""
+    status: str                          # one of GRID_STATUSES
+    values: tuple[float | None, ...]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class GridTable:
+    """One table of a grid: `rows` x `cols` cells, labelled by what the rows and columns are."""
+    title: str
+    row_name: str
+    col_name: str
+    rows: tuple[Any, ...]
+    cols: tuple[Any, ...]
+    cells: tuple[tuple[GridCell, ...], ...]
+
+    def cell(self, row: Any, col: Any) -> GridCell:
+        return self.cells[self.rows.index(row)][self.cols.index(col)]
+
+
+def grid_status(status: str) -> str:
+    """A record's status as a grid cell shows it: unfinished cells are "not run", unknown ones errors."""
+    return {"ok": "ok", "imported": "ok", "oom": "oom", "cancelled": "cancelled",
+            "pending": "not_run"}.get(status, "error")
+
+
+def _sweep_value(r: RunRecord, metric: str) -> float | None:
+    # A cell that did not finish shows its status only: its few steps would read as a result.
+    if r.status not in ("ok", "imported"):
+        return None
+    if metric == "peak_mib":
+        return _peak(r)
+    sm = r.summary
+    if sm is None:
+        return None
+    return sm.total_ms.mean if metric == "step_ms" else sm.tokens_per_s
+
+
+def grid_tables(sw: SweepRecord, metric: str = "step_ms") -> list[GridTable]:
+    """One table per (mode, precision[, warm-up]): sizes as rows, contexts as columns, one value per cell."""
+    if metric not in SWEEP_METRICS:
+        raise ValueError(f"metric: must be one of {', '.join(SWEEP_METRICS)}, not {metric!r}")
+    sp = sw.spec
+    ctxs = tuple(sorted(sp.ctxs))
+    by = {(r.spec.mode, r.spec.precision, r.spec.warmup, r.spec.size, r.spec.ctx): r for r in sw.runs}
+    out = []
+    for prec in sp.precisions:
+        for mode in sp.modes:
+            for warmup in sp.warmups:
+                title = f"{mode} · {prec}" + (f" · warm-up {warmup}" if sp.is_warmup_study else "")
+                rows = []
+                for size in sp.sizes:
+                    row = []
+                    for ctx in ctxs:
+                        r = by.get((mode, prec, warmup, size, ctx))
+                        if r is None:
+                            row.append(GridCell("not_run", (None,)))
+                        else:
+                            row.append(GridCell(grid_status(r.status), (_sweep_value(r, metric),),
+                                                r.error.message if r.error else None))
+                    rows.append(tuple(row))
+                out.append(GridTable(title, "size", "ctx", tuple(sp.sizes), ctxs, tuple(rows)))
+    return out

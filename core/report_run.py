@@ -7,6 +7,7 @@ from typing import Any
 
 from perfconsole.core.record import RunRecord
 from perfconsole.core.report_memory import markdown_lines as memory_lines
+from perfconsole.core.report_profile import markdown_lines as profile_lines
 from perfconsole.core.stats import Stat
 
 STAT_KEYS = ("mean", "std", "median", "min", "max")
@@ -43,7 +44,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
     status = {"ok": "ok", "oom": "oom", "imported": "ok"}.get(r.status, "error")
     doc: dict[str, Any] = {
         "status": status, "run_status": r.status, "id": r.id, "name": r.name, "created": r.created,
-        "spec": r.spec.to_dict(), "environment": r.environment,
+        "spec": None if r.status == "imported" else r.spec.to_dict(), "environment": r.environment,
         "warmup_steps": [_step(s) for s in r.warmup_steps], "steps": [_step(s) for s in r.steps],
         "summary": summary,
         "memory": r.memory.to_dict() if r.memory else None,
@@ -60,6 +61,11 @@ def _f(v: float | None, digits: int = 3) -> str:
 
 
 def markdown(r: RunRecord) -> str:
+    if r.status == "imported":  # profiler tables only: there is no model or timing to describe
+        lines = [f"# {r.name}", "", "- imported profile, no timings"]
+        if r.profile is not None:
+            lines += profile_lines(r.profile, None, None)
+        return "\n".join(lines) + "\n"
     s, sm = r.spec, r.summary
     d_model, d_ff, n_layers, n_heads = s.dims()
     env = r.environment
@@ -99,6 +105,8 @@ def markdown(r: RunRecord) -> str:
         lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
     if r.memory is not None and (r.memory.per_phase or r.memory.details):
         lines += memory_lines(r.memory)
+    if r.profile is not None:
+        lines += profile_lines(r.profile, sm, len(r.steps) or None)
     return "\n".join(lines) + "\n"
 
 

@@ -37,7 +37,8 @@ class _Parser(argparse.ArgumentParser):
 def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = None) -> None:
     """The flags that make a RunSpec; shared by `run`, the console's launch form and sweeps."""
     d = defaults or RunSpec()
-    p.add_argument("--size", default=d.size, help=f"model size: {', '.join(SIZE_NAMES)}")
+    p.add_argument("--size", default=None if defaults is None else d.size,
+                   help=f"model size: {', '.join(SIZE_NAMES)} (default: small on cuda, tiny on cpu)")
     p.add_argument("--ctx", type=int, default=d.ctx, help="context length (tokens)")
     p.add_argument("--batch", type=int, default=d.batch, help="batch size")
     p.add_argument("--precision", default=d.precision, help=f"{', '.join(PRECISIONS)} (bf16/fp16 via autocast)")
@@ -64,16 +65,23 @@ def default_device() -> str:
     return "cuda" if gpu_count() > 0 else "cpu"
 
 
-def spec_from_args(args: argparse.Namespace) -> RunSpec:
+def default_size(device: str) -> str:
+    """small on a GPU; tiny on the CPU, where small takes seconds a step."""
+    return "small" if device == "cuda" else "tiny"
+
+
+def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
+    """The RunSpec the flags describe; with validate=False the console shows what is wrong in place."""
+    device = args.device or default_device()
     spec = RunSpec(
-        size=args.size, ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
-        warmup=args.warmup, steps=args.steps, device=args.device or default_device(),
+        size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
+        warmup=args.warmup, steps=args.steps, device=device,
         attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
         vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
         n_layers=args.n_layers, n_heads=args.n_heads,
     )
-    return spec.validate()
+    return spec.validate() if validate else spec
 
 
 def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:

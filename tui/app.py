@@ -407,11 +407,6 @@ def run_console(args: argparse.Namespace) -> int:
 
 def _raw_spec(args: argparse.Namespace) -> RunSpec:
     """The flags as given, unvalidated, so the form can show what is wrong with them in place."""
-    from perfconsole.core.cli import default_device
+    from perfconsole.core.cli import spec_from_args
 
-    return RunSpec(size=args.size, ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
-                   warmup=args.warmup, steps=args.steps, device=args.device or default_device(),
-                   attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
-                   vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
-                   peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
-                   n_layers=args.n_layers, n_heads=args.n_heads)
+    return spec_from_args(args, validate=False)

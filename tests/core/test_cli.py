@@ -74,3 +74,17 @@ def test_a_single_step_run_is_valid_json():
     out = pc("run", "--size", "tiny", "--ctx", "32", "--device", "cpu", "--warmup", "0", "--steps", "1", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["summary"]["total_ms"]["ci95_low"] is None
+
+
+def test_size_defaults_to_tiny_on_the_cpu_and_small_on_cuda():
+    import argparse
+
+    from perfconsole.core.cli import add_spec_arguments, spec_from_args
+
+    p = argparse.ArgumentParser()
+    add_spec_arguments(p)
+    assert spec_from_args(p.parse_args(["--device", "cpu"])).size == "tiny"
+    assert spec_from_args(p.parse_args(["--device", "cuda"])).size == "small"
+    assert spec_from_args(p.parse_args(["--device", "cpu", "--size", "medium"])).size == "medium"
+    raw = spec_from_args(p.parse_args(["--device", "cpu", "--ctx", "0"]), validate=False)
+    assert raw.ctx == 0 and raw.size == "tiny"

@@ -14,12 +14,11 @@ import json
 import os
 import sys
 import time
-import traceback
 from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.stats import summarize
-from perfconsole.core.worker import EventWriter, _die_with_parent, _private_stdout, classify, fault_hook
+from perfconsole.core.worker import EventWriter, die_with_parent, fault_hook, private_stdout, serve
 
 MIB = float(2**20)
 
@@ -147,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfconsole-attention-worker")
     parser.add_argument("--cell", required=True, help="AttentionCell as JSON")
     args = parser.parse_args(argv)
-    emit = EventWriter(_private_stdout())
-    _die_with_parent()
+    emit = EventWriter(private_stdout())
+    die_with_parent()
     from perfconsole.core.attention import AttentionCell  # after the stdout swap: it imports torch
 
     try:
@@ -157,25 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         emit(ev.Error("spec", str(exc)))
         emit(ev.Finished("error"))
         return 2
-    import torch
-
-    from perfconsole.core.environment import collect
-
-    if cell.device == "cuda" and not torch.cuda.is_available():
-        emit(ev.Error("cuda", "CUDA is not available here; use --device cpu"))
-        emit(ev.Finished("error"))
-        return 1
-    emit(ev.RunStarted(cell.to_dict(), collect(cell.device).to_dict(), os.getpid()))
-    try:
-        measure(cell.to_dict(), emit, fault_hook(os.environ.get("PERFCONSOLE_FAULT")))
-    except Exception as exc:
-        kind = classify(exc)
-        emit(ev.Error(kind, str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                      traceback.format_exc(limit=8)))
-        emit(ev.Finished("oom" if kind == "oom" else "error"))
-        return 0 if kind == "oom" else 1
-    emit(ev.Finished("ok"))
-    return 0
+    hook = fault_hook(os.environ.get("PERFCONSOLE_FAULT"))
+    return serve(emit, cell.device, cell.to_dict(), lambda _env: measure(cell.to_dict(), emit, hook))
 
 
 if __name__ == "__main__":

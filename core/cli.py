@@ -7,9 +7,12 @@ the console starts; that dispatch lives in perfconsole.tui.main, since core neve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from perfconsole.core.spec import (ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES,
                                    RunSpec, SpecError)
@@ -63,6 +66,28 @@ def default_device() -> str:
     from perfconsole.core.nvml import gpu_count
 
     return "cuda" if gpu_count() > 0 else "cpu"
+
+
+def save_path(arg: str | None) -> Path | None:
+    """The --save FILE of a command, checked before any work starts (a bad path loses nothing)."""
+    if not arg:
+        return None
+    from perfconsole.core.paths import PathError, output_file
+
+    try:
+        return output_file(arg)
+    except PathError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def ctrl_c_calls(cancel: Callable[[], None]) -> Iterator[None]:
+    """While inside, Ctrl-C calls `cancel` (which stops the child and keeps what was measured)."""
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def default_size(device: str) -> str:

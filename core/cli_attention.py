@@ -6,7 +6,6 @@ goes to stdout, or `{"cells": [...]}` with --json.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from rich.console import Console
@@ -14,10 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from perfconsole.core.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
-from perfconsole.core.cli import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, default_device
+from perfconsole.core.cli import ctrl_c_calls, save_path, EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, default_device
 from perfconsole.core.cli_sweep import format_seconds, parse_list
 from perfconsole.core.launcher import install_exit_handlers
-from perfconsole.core.paths import PathError, output_file
 from perfconsole.core.report_attention import json_text
 from perfconsole.core.spec import DEVICES, PRECISIONS
 from perfconsole.core.sweep import SweepUpdate
@@ -74,12 +72,7 @@ def grid_table(a: AttentionRecord) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    save = None
-    if args.save:
-        try:
-            save = output_file(args.save)
-        except PathError as exc:
-            raise UsageError(str(exc)) from exc
+    save = save_path(args.save)
     install_exit_handlers()
     record = AttentionRecord.new(spec)
     runner = AttentionRunner(record, save_to=save)
@@ -100,11 +93,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 bar.update(task, description=f"{label} {c.stage}".rstrip(), eta=format_seconds(u.eta_s))
 
-        previous = signal.signal(signal.SIGINT, lambda *_: runner.cancel())
-        try:
+        with ctrl_c_calls(runner.cancel):
             runner.run(on_update)
-        finally:
-            signal.signal(signal.SIGINT, previous)
     if save:
         err.print(f"saved {save}")
     if args.json:

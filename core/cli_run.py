@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -12,9 +11,8 @@ from rich.table import Table
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, UsageError, add_spec_arguments, spec_from_args
+from perfconsole.core.cli import ctrl_c_calls, save_path, EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments, spec_from_args
 from perfconsole.core.launcher import Launch, install_exit_handlers
-from perfconsole.core.paths import PathError, output_file
 from perfconsole.core.record import RunRecord
 from perfconsole.core.report_run import run_document
 
@@ -34,14 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def execute(record: RunRecord, launch: Launch, progress: Console | None) -> RunRecord:
     """Stream the launch into the record; Ctrl-C cancels the run and keeps what was measured."""
-    previous = signal.signal(signal.SIGINT, lambda *_: launch.cancel())
-    try:
+    with ctrl_c_calls(launch.cancel):
         for event in launch.events():
             record.apply(event)
             if progress is not None:
                 _show(progress, record, event)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     return record
 
 
@@ -77,12 +72,7 @@ def summary_table(r: RunRecord) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    save = None
-    if args.save:
-        try:
-            save = output_file(args.save)
-        except PathError as exc:
-            raise UsageError(str(exc)) from exc
+    save = save_path(args.save)
     out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
     install_exit_handlers()
     record = RunRecord(spec)

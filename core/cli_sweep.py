@@ -7,7 +7,6 @@ Ctrl-C stops the running cell and keeps every finished one (saved with --save, p
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfconsole.core.cli import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, default_device
+from perfconsole.core.cli import ctrl_c_calls, save_path, EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, default_device
 from perfconsole.core.launcher import install_exit_handlers
-from perfconsole.core.paths import PathError, output_file
 from perfconsole.core.report_sweep import json_text
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
 from perfconsole.core.sweep import SweepRecord, SweepRunner, SweepSpec, SweepUpdate
@@ -106,12 +104,7 @@ def grid_table(sw: SweepRecord) -> Table:
 
 def run(args: argparse.Namespace) -> int:
     spec = sweep_spec_from_args(args)
-    save = None
-    if args.save:
-        try:
-            save = output_file(args.save)
-        except PathError as exc:
-            raise UsageError(str(exc)) from exc
+    save = save_path(args.save)
     install_exit_handlers()
     record = SweepRecord.new(spec)
     runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save)
@@ -131,11 +124,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 bar.update(task, description=f"{label} {u.run.stage}".rstrip(), eta=format_seconds(u.eta_s))
 
-        previous = signal.signal(signal.SIGINT, lambda *_: runner.cancel())
-        try:
+        with ctrl_c_calls(runner.cancel):
             runner.run(on_update)
-        finally:
-            signal.signal(signal.SIGINT, previous)
     if save:
         err.print(f"saved {save}")
     if args.json:

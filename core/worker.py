@@ -37,7 +37,7 @@ class EventWriter:
             self.stream.flush()
 
 
-def _private_stdout() -> TextIO:
+def private_stdout() -> TextIO:
     """Keep the real stdout for events and point fd 1 at stderr for everything else."""
     fd = os.dup(1)
     os.dup2(2, 1)
@@ -45,7 +45,7 @@ def _private_stdout() -> TextIO:
     return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="RunSpec as JSON")
     parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
     args = parser.parse_args(argv)
-    emit = EventWriter(_private_stdout())
-    _die_with_parent()
+    emit = EventWriter(private_stdout())
+    die_with_parent()
 
     try:
         spec = RunSpec.from_dict(json.loads(args.spec)).validate()
@@ -119,20 +119,28 @@ def main(argv: list[str] | None = None) -> int:
         emit(ev.Finished("error"))
         return 2
 
+    from perfconsole.core import bench
+
+    out_dir = Path(args.out_dir) if args.out_dir else None
+    hook = fault_hook(os.environ.get("PERFCONSOLE_FAULT"))
+    return serve(emit, spec.device, spec.to_dict(), lambda env: bench.run(spec, emit, env, out_dir, hook))
+
+
+def serve(emit: EventWriter, device: str, started: dict, body) -> int:
+    """A worker's life once its input is valid: check the device, announce the run, run `body(env)`,
+    and turn any failure into events. Returns the exit code: 0 ok or OOM, 1 other failures."""
     import torch
 
-    from perfconsole.core import bench
     from perfconsole.core.environment import collect
 
-    if spec.device == "cuda" and not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         emit(ev.Error("cuda", "CUDA is not available here; use --device cpu"))
         emit(ev.Finished("error"))
         return 1
-    env = collect(spec.device)
-    emit(ev.RunStarted(spec.to_dict(), env.to_dict(), os.getpid()))
-    out_dir = Path(args.out_dir) if args.out_dir else None
+    env = collect(device)
+    emit(ev.RunStarted(started, env.to_dict(), os.getpid()))
     try:
-        bench.run(spec, emit, env, out_dir, fault_hook(os.environ.get("PERFCONSOLE_FAULT")))
+        body(env)
     except Exception as exc:  # every failure becomes an event; the launcher keeps the steps so far
         kind = classify(exc)
         emit(ev.Error(kind, str(exc).splitlines()[0] if str(exc) else type(exc).__name__,

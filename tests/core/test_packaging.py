@@ -4,6 +4,7 @@ The venv sees the test environment's packages through a .pth file (torch, textua
 project itself is built and installed for real, and must land under one `perfconsole` namespace.
 """
 import pathlib
+import shutil
 import subprocess
 import sysconfig
 import venv
@@ -23,7 +24,11 @@ def test_fresh_install_has_the_command_and_no_bare_packages(tmp_path):
         capture_output=True, text=True, check=True).stdout.strip())
     # Dependencies come from the test environment (appended to sys.path, so the install wins).
     (site / "zz_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+    # Build from a copy: an in-tree build/ would outlive renamed files and could ship them later.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", ".device", "build", "*.egg-info",
+                                                             "__pycache__", ".pytest_cache", "docs"))
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(src)],
                    check=True, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     for bare in ("core", "model", "tui"):
         assert not (site / bare).exists(), f"installed a bare {bare!r} package"

@@ -1,4 +1,5 @@
-"""What the console does with runs: mark, view, compare, save, open, import, export, delete.
+"""What the console does with runs: mark, view, compare, save, open, import, export, delete; and with
+sweeps and attention grids: open, show as grids, save, export, delete.
 
 A mixin of the app, so every action is an `action_*` the keys, the footer and the command palette
 reach alike. Files go to the data directory unless the user types another path.
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 SNAPSHOTS = "snapshots"
 EXPORTS = "exports"
+GRID_KINDS = ("sweep", "attention")
 
 
 def snapshot_choices() -> list[Path]:
@@ -41,9 +43,22 @@ class SessionActions:
             return self._record(rid) if rid else None
         return self.current
 
+    def _grid(self: PerfConsole, gid: str | None) -> Any | None:
+        return next((g for g in self.grids if g.id == gid), None)
+
+    def _cursor_grid(self: PerfConsole) -> Any | None:
+        """The sweep or attention grid under the Runs cursor, if the cursor is on one."""
+        from perfconsole.tui.screens.runs import RunsPane
+
+        if self.main("#tabs").active != "runs":
+            return None
+        return self._grid(self.main(RunsPane).current_id())
+
     def action_toggle_mark(self: PerfConsole) -> None:
         r = self._cursor_run()
         if r is None:
+            if self._cursor_grid() is not None:
+                self.notify("grids are not compared with runs; Enter shows it in Grids", severity="warning")
             return
         if r.id in self.marked:
             self.marked.remove(r.id)
@@ -52,6 +67,10 @@ class SessionActions:
         self.refresh_runs()
 
     def action_view_run(self: PerfConsole) -> None:
+        g = self._cursor_grid()
+        if g is not None:
+            self.show_grid(g)
+            return
         r = self._cursor_run()
         if r is not None:
             self.current = r
@@ -75,6 +94,14 @@ class SessionActions:
         self.main(ComparePane).show(comparison)
         self.action_show_tab("compare")
 
+    def show_grid(self: PerfConsole, grid: Any, switch: bool = True) -> None:
+        from perfconsole.tui.screens.grids import GridsPane
+
+        self.grid = grid
+        self.main(GridsPane).show(grid)
+        if switch:
+            self.action_show_tab("grids")
+
     # --- files -----------------------------------------------------------------------------------
     def _save(self: PerfConsole, obj: Any, name: str) -> Path | None:
         path = data_dir() / SNAPSHOTS / f"{safe_name(name)}.json"
@@ -88,6 +115,10 @@ class SessionActions:
         return path
 
     def action_save_run(self: PerfConsole) -> None:
+        g = self._cursor_grid()
+        if g is not None:
+            self._save_grid(g)
+            return
         r = self._cursor_run()
         if r is None:
             self.notify("no run to save", severity="warning")
@@ -98,6 +129,18 @@ class SessionActions:
             if path is not None and r.id not in self.sources:
                 self.sources[r.id] = str(path)
                 self.refresh_runs()
+
+    def _save_grid(self: PerfConsole, g: Any) -> None:
+        path = self._save(g, f"{g.kind}-{g.id}")
+        if path is not None and g.id not in self.sources:
+            self.sources[g.id] = str(path)
+            self.refresh_runs()
+
+    def action_save_grid(self: PerfConsole) -> None:
+        if self.grid is None:
+            self.notify("no grid open: open a sweep or attention snapshot in Runs (o)", severity="warning")
+        else:
+            self._save_grid(self.grid)
 
     def action_save_comparison(self: PerfConsole) -> None:
         if self.comparison is None:
@@ -132,8 +175,41 @@ class SessionActions:
                 self._add_loaded(r, str(path))
             self.refresh_runs()
             self.show_comparison(obj)
+        elif obj.kind in GRID_KINDS:
+            g = self._grid(obj.id)
+            if g is None:
+                g = obj
+                self.grids.append(g)
+                self.sources[g.id] = str(path)
+            self.refresh_runs()
+            if switch or self.grid is None:
+                self.show_grid(g, switch=switch)
         else:
             self.notify(f"{path}: a {obj.kind} snapshot; open it with `perfconsole export`", severity="warning")
+
+    def _own_file(self: PerfConsole, item_id: str) -> str:
+        """The item's file if it lies in the data directory (deleting the item deletes it), else ""."""
+        source = self.sources.get(item_id, "")
+        own = bool(source) and Path(source).resolve().is_relative_to(data_dir().resolve())
+        return source if own else ""
+
+    def _delete_grid(self: PerfConsole, g: Any) -> None:
+        from perfconsole.tui.screens.dialogs import ConfirmScreen
+
+        own = self._own_file(g.id)
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                return
+            self.grids.remove(g)
+            if own:
+                Path(own).unlink(missing_ok=True)
+            if self.grid is g:
+                self.show_grid(None, switch=False)
+            self.refresh_runs()
+
+        self.push_screen(ConfirmScreen(f"Delete {g.name} from the list{' and its file ' + own if own else ''}? (y/n)"),
+                         answer)
 
     def _add_loaded(self: PerfConsole, r: RunRecord, source: str) -> None:
         if self._record(r.id) is None:
@@ -190,11 +266,21 @@ class SessionActions:
         self.push_screen(ExportScreen(name, data_dir() / EXPORTS / safe_name(name)), write)
 
     def action_export_run(self: PerfConsole) -> None:
+        g = self._cursor_grid()
+        if g is not None:
+            self._export(g, g.name)
+            return
         r = self._cursor_run()
         if r is None:
             self.notify("no run to export", severity="warning")
         else:
             self._export(r, r.name)
+
+    def action_export_grid(self: PerfConsole) -> None:
+        if self.grid is None:
+            self.notify("no grid open: open a sweep or attention snapshot in Runs (o)", severity="warning")
+        else:
+            self._export(self.grid, self.grid.name)
 
     def action_export_comparison(self: PerfConsole) -> None:
         if self.comparison is None:
@@ -205,6 +291,10 @@ class SessionActions:
     def action_delete_run(self: PerfConsole) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
 
+        g = self._cursor_grid()
+        if g is not None:
+            self._delete_grid(g)
+            return
         r = self._cursor_run()
         if r is None:
             return

@@ -1,4 +1,4 @@
-"""The console app: six panes in tabs, the run thread, the NVML thread and the session's runs.
+"""The console app: seven panes in tabs, the run thread, the NVML thread and the session's runs.
 
 Background work follows harlequin: each thread is an exclusive `@work(thread=True)` worker that only
 posts typed messages (messages.py); the UI folds them into RunRecords. Nothing here imports torch:
@@ -35,6 +35,7 @@ from perfconsole.tui.actions import SessionActions
 from perfconsole.tui.messages import GpuSampled, RunEnded, RunFeed, RunUpdated
 from perfconsole.tui.screens.compare import ComparePane
 from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
+from perfconsole.tui.screens.grids import GridsPane
 from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
 from perfconsole.tui.screens.live import LivePane
 from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
@@ -42,7 +43,7 @@ from perfconsole.tui.screens.runs import RunsPane
 from perfconsole.tui.widgets.sortable_table import SortableTable
 
 TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("nvtx", "4 NVTX"),
-        ("runs", "5 Runs"), ("compare", "6 Compare"))
+        ("runs", "5 Runs"), ("compare", "6 Compare"), ("grids", "7 Grids"))
 GPU_PERIOD_S = 0.25          # 4 Hz while a run streams or the live pane shows
 GPU_IDLE_PERIOD_S = 2.0      # otherwise, and where there is no GPU, poll rarely
 GPU_HISTORY = 60
@@ -86,6 +87,8 @@ class PerfConsole(SessionActions, App[int]):
         self.active: RunRecord | None = None     # the run streaming now
         self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
         self.comparison = None
+        self.grids: list = []                    # sweeps and attention grids opened from disk
+        self.grid = None                         # the one the grids pane shows
         self._stop = threading.Event()
         self._gpu_busy = False                   # sample fast only while it matters (dolphie)
         self.first_frame_at: float | None = None
@@ -108,6 +111,8 @@ class PerfConsole(SessionActions, App[int]):
                 yield RunsPane(g, id="runs-pane")
             with TabPane(TABS[5][1], id="compare"):
                 yield ComparePane(g, id="compare-pane")
+            with TabPane(TABS[6][1], id="grids"):
+                yield GridsPane(g, id="grids-pane")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -146,7 +151,7 @@ class PerfConsole(SessionActions, App[int]):
 
     # --- tabs and keys -------------------------------------------------------------------------
     FOCUS = {"launch": "#f-size", "live": "#steps", "kernels": "#kernel-table", "nvtx": "#nvtx-table", "runs": "#runs-table",
-             "compare": "#compare-pane"}
+             "compare": "#compare-pane", "grids": "#grids-pane"}
 
     def action_show_tab(self, tab: str) -> None:
         self.main(TabbedContent).active = tab
@@ -164,7 +169,7 @@ class PerfConsole(SessionActions, App[int]):
         sections = [("Everywhere", self.BINDINGS)]
         for title, cls in (("Launch form", LaunchPane), ("Live run", LivePane), ("Kernels", KernelsPane),
                            ("NVTX", NvtxPane), ("Kernel and NVTX tables", SortableTable), ("Runs", RunsPane),
-                           ("Compare", ComparePane)):
+                           ("Compare", ComparePane), ("Grids", GridsPane)):
             sections.append((title, cls.BINDINGS))
         rows = [(title, [(b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
                          for b in bindings if isinstance(b, Binding)]) for title, bindings in sections]
@@ -192,6 +197,10 @@ class PerfConsole(SessionActions, App[int]):
             ("Delete the run", "remove it from the list", self.action_delete_run),
             ("Export the comparison", "Markdown, CSV or JSON", self.action_export_comparison),
             ("Save the comparison", "write a snapshot to the data directory", self.action_save_comparison),
+            ("Switch grid values", "step time / tokens/s / peak memory; fwd/bwd ms / memory",
+             self.main(GridsPane).action_next_metric),
+            ("Export the grid", "the sweep or attention grid as Markdown, CSV or JSON", self.action_export_grid),
+            ("Save the grid", "write the sweep or attention grid to the data directory", self.action_save_grid),
             ("Show all keys", "every binding of every pane", self.action_help),
             ("Quit perfconsole", "ends any run first", self.action_quit_console),
         ]
@@ -359,7 +368,7 @@ class PerfConsole(SessionActions, App[int]):
         self.main(NvtxPane).show_record(r)
 
     def refresh_runs(self) -> None:
-        self.main(RunsPane).show_runs(self.runs, self.marked, self.sources)
+        self.main(RunsPane).show_runs(self.runs, self.marked, self.sources, self.grids)
 
     # --- quitting ------------------------------------------------------------------------------
     def action_quit_console(self) -> None:

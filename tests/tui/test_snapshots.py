@@ -4,11 +4,12 @@ Update with `pytest tests/tui/test_snapshots.py --snapshot-update` after checkin
 from __future__ import annotations
 
 import pytest
-from console_helpers import fixture_profile_record, make_app, shipped
+from console_helpers import ROOT, fixture_profile_record, make_app, shipped
 
 EXAMPLES = ["tiny-cpu-train-fp32.json", "tiny-cpu-train-bf16.json", "tiny-cpu-fwd-ctx64.json",
             "tiny-cpu-train-torch-profile.json"]
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 34), id="120x34")]
+GRIDS = ROOT / "tests" / "fixtures" / "grids"   # real H200 sweep and (partial) attention grid
 
 
 def _app(**kw):
@@ -85,3 +86,26 @@ def test_quit_confirmation_is_a_dialog(snap_compare):
         pilot.app.push_screen(ConfirmScreen("tiny ctx32 b2 fp32 train is running. Quit and end it? (y/n)"))
         await pilot.pause()
     assert snap_compare(_app(), terminal_size=(80, 24), run_before=before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_grid_sweep(snap_compare, size):
+    app = make_app(snapshots=[GRIDS / "sweep_train_fp32_bf16.json"])
+    assert snap_compare(app, terminal_size=size, press=["7"])
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_grid_attention(snap_compare, size):
+    app = make_app(snapshots=[GRIDS / "attention_grid.json"])
+    assert snap_compare(app, terminal_size=size, press=["7"])
+
+
+def test_grid_attention_memory_ascii(snap_compare):
+    app = make_app(snapshots=[GRIDS / "attention_grid.json"], ascii_only=True)
+    assert snap_compare(app, terminal_size=(80, 24), press=["7", "t"])
+
+
+def test_runs_with_grids(snap_compare):
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-sweep.json"),
+                              GRIDS / "sweep_train_fp32_bf16.json", GRIDS / "attention_grid.json"])
+    assert snap_compare(app, terminal_size=(120, 34), press=["5", "down", "down"])

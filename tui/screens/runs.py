@@ -1,7 +1,10 @@
-"""Every run of the session and every snapshot opened from disk, with marks for comparing."""
+"""Every run of the session and every snapshot opened from disk, with marks for comparing; sweeps and
+attention grids opened from disk are listed after the runs and open into the Grids pane."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,6 +13,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
+from perfconsole.core.report_sweep import grid_status
+from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.screens.live import STATUS_STYLE
 
@@ -17,7 +22,7 @@ from perfconsole.tui.screens.live import STATUS_STYLE
 class RunsPane(Vertical):
     BINDINGS = [
         Binding("space,m", "app.toggle_mark", "Mark", id="runs.mark"),
-        Binding("enter", "app.view_run", "View", id="runs.view"),
+        Binding("enter", "app.view_run", "View", id="runs.view"),  # a grid opens in Grids
         Binding("c", "app.compare", "Compare marked", id="runs.compare"),
         Binding("s", "app.save_run", "Save", id="runs.save"),
         Binding("o", "app.open_snapshot", "Open", id="runs.open"),
@@ -40,11 +45,12 @@ class RunsPane(Vertical):
         for col in ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source"):
             t.add_column(col, key=col or "mark")
 
-    def show_runs(self, runs: list[RunRecord], marked: list[str], sources: dict[str, str]) -> None:
+    def show_runs(self, runs: list[RunRecord], marked: list[str], sources: dict[str, str],
+                  grids: Sequence[Any] = ()) -> None:
         t = self.query_one("#runs-table", DataTable)
         row = t.cursor_row
         t.clear()
-        self.ids = [r.id for r in runs]
+        self.ids = [r.id for r in runs] + [g.id for g in grids]
         for i, r in enumerate(runs):
             mark = self.glyphs.mark if r.id in marked else " "
             order = str(marked.index(r.id) + 1) if r.id in marked else ""
@@ -54,11 +60,19 @@ class RunsPane(Vertical):
                       Text("-" if sm is None else f"{sm.total_ms.mean:,.3f}", justify="right"),
                       Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
                       Path(sources[r.id]).name if r.id in sources else "session", key=r.id)
-        if runs:
-            t.move_cursor(row=min(row, len(runs) - 1))
+        for g in grids:
+            cells = g.runs if g.kind == "sweep" else g.cells
+            done = sum(grid_status(c.status) != "not_run" for c in cells)
+            # Grid names list every axis value; shortened, the status and source stay in view at 80 columns.
+            t.add_row(" ", "", shorten(g.name, 40), Text(g.status, style=STATUS_STYLE.get(g.status, "")),
+                      Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),
+                      Text("-", justify="right"), Path(sources[g.id]).name if g.id in sources else "session",
+                      key=g.id)
+        if self.ids:
+            t.move_cursor(row=min(row, len(self.ids) - 1))
         n = len(marked)
         self.query_one("#runs-title", Static).update(
-            f"{len(runs)} runs, {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
+            f"{len(runs)} runs" + (f", {len(grids)} grids (Enter shows one)" if grids else "") + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -27,7 +27,11 @@ def _attention_fn(impl: str):
     import torch.nn.functional as F
 
     if impl == "sdpa":
-        return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # The cells are (batch, seq, d); SDPA's fused kernels (flash, memory-efficient) take only 4-D
+        # input and silently fall back to the math path, which materialises the scores like naive.
+        # A one-head view gives them 4-D.
+        return lambda q, k, v: F.scaled_dot_product_attention(
+            q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), is_causal=True).squeeze(1)
     from perfconsole.model.transformer import naive_attention
 
     return naive_attention

@@ -100,3 +100,20 @@ def test_cuda_cell_reads_memory_before_backward():
     # naive keeps the 4 x 1024 x 1024 fp32 probabilities (16 MiB) for the backward; SDPA does not
     assert naive.memory_before_backward_mib > sdpa.memory_before_backward_mib + 12
     assert naive.peak_allocated_mib >= naive.memory_before_backward_mib
+
+
+def test_sdpa_cells_reach_the_fused_kernels():
+    """The flash kernel takes only 4-D input; a 3-D call would silently run the math fallback (seen on
+    an H200 as equal memory before backward for naive and sdpa). Forcing flash proves the fused path."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from perfconsole.core.attention_worker import _attention_fn
+    from perfconsole.model.transformer import naive_attention
+
+    q, k, v = (torch.randn(2, 64, 16, requires_grad=True) for _ in range(3))
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        out = _attention_fn("sdpa")(q, k, v)
+        out.sum().backward()
+    assert out.shape == (2, 64, 16)
+    torch.testing.assert_close(out, naive_attention(q, k, v), rtol=1e-4, atol=1e-5)

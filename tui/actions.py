@@ -79,7 +79,6 @@ class SessionActions:
 
     def action_compare(self: PerfConsole) -> None:
         from perfconsole.core.compare import Comparison
-        from perfconsole.tui.screens.compare import ComparePane
 
         runs = [r for rid in self.marked if (r := self._record(rid)) is not None]
         if len(runs) < 2:

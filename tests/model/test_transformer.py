@@ -1,6 +1,5 @@
 import math
 
-import pytest
 import torch
 
 from perfconsole.model import annotate

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from console_helpers import make_app, plain, wait_for
-from textual.widgets import Static
 
 from perfconsole.core import nvml
 from perfconsole.core.spec import RunSpec

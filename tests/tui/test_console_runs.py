@@ -11,7 +11,6 @@ from textual.widgets import Button, Static
 from perfconsole.tui.messages import RunEnded, RunUpdated
 from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.tui.screens.launch import LaunchPane
-from perfconsole.tui.screens.live import LivePane
 
 
 def _text(app, selector: str) -> str:

@@ -1,7 +1,7 @@
 """Kernel and NVTX tables on real profiler output; marking and comparing; save, reopen and export."""
 from __future__ import annotations
 
-from console_helpers import fixture_profile_record, make_app, plain, shipped, wait_for
+from console_helpers import fixture_profile_record, make_app, plain, shipped
 from textual.widgets import Input, Static
 
 from perfconsole.core.paths import data_dir

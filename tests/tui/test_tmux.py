@@ -4,7 +4,6 @@ Skips where tmux is missing (CI installs it in .ci/run).
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys

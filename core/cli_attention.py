@@ -6,19 +6,16 @@ goes to stdout, or `{"cells": [...]}` with --json.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from perfconsole.core.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
-from perfconsole.core.cli import ctrl_c_calls, save_path, EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, default_device
-from perfconsole.core.cli_sweep import format_seconds, parse_list
+from perfconsole.core.cli import default_device, save_path
+from perfconsole.core.cli_cells import finish, run_cells
+from perfconsole.core.cli_sweep import parse_list
 from perfconsole.core.launcher import install_exit_handlers
 from perfconsole.core.report_attention import json_text
 from perfconsole.core.spec import DEVICES, PRECISIONS
-from perfconsole.core.sweep import SweepUpdate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,31 +73,11 @@ def run(args: argparse.Namespace) -> int:
     install_exit_handlers()
     record = AttentionRecord.new(spec)
     runner = AttentionRunner(record, save_to=save)
-    err = Console(stderr=True, highlight=False)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("· left {task.fields[eta]}"), console=err) as bar:
-        task = bar.add_task("starting", total=len(record.cells), eta="estimating")
+    err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome)
+    return finish(record, (c.status for c in record.cells), save, args.json, json_text, grid_table, err)
 
-        def on_update(u: SweepUpdate) -> None:
-            c = u.run
-            label = f"[{u.index + 1}/{u.total}] {c.cell.label()}"
-            if u.cell_finished:
-                fwd = f"fwd {c.forward_ms.mean:,.3f} ms" if c.forward_ms else "fwd -"
-                bwd = f"bwd {c.backward_ms.mean:,.3f} ms" if c.backward_ms else "bwd -"
-                bar.console.print(f"{label}: {c.status} {fwd} {bwd}"
-                                  + (f" ({c.error})" if c.error and c.status != "ok" else ""))
-                bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
-            else:
-                bar.update(task, description=f"{label} {c.stage}".rstrip(), eta=format_seconds(u.eta_s))
 
-        with ctrl_c_calls(runner.cancel):
-            runner.run(on_update)
-    if save:
-        err.print(f"saved {save}")
-    if args.json:
-        sys.stdout.write(json_text(record))
-    else:
-        Console().print(grid_table(record))
-    if record.status == "cancelled":
-        return EXIT_CANCELLED
-    return EXIT_ERROR if any(c.status == "error" for c in record.cells) else EXIT_OK
+def _cell_outcome(c) -> str:
+    fwd = f"fwd {c.forward_ms.mean:,.3f} ms" if c.forward_ms else "fwd -"
+    bwd = f"bwd {c.backward_ms.mean:,.3f} ms" if c.backward_ms else "bwd -"
+    return f"{c.status} {fwd} {bwd}" + (f" ({c.error})" if c.error and c.status != "ok" else "")

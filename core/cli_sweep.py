@@ -7,20 +7,19 @@ Ctrl-C stops the running cell and keeps every finished one (saved with --save, p
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfconsole.core.cli import ctrl_c_calls, save_path, EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, default_device
+from perfconsole.core.cli import default_device, save_path
+from perfconsole.core.cli_cells import finish, run_cells
 from perfconsole.core.launcher import install_exit_handlers
 from perfconsole.core.report_sweep import json_text
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
-from perfconsole.core.sweep import SweepRecord, SweepRunner, SweepSpec, SweepUpdate
+from perfconsole.core.record import RunRecord
+from perfconsole.core.sweep import SweepRecord, SweepRunner, SweepSpec
 
 T = TypeVar("T")
 
@@ -37,13 +36,6 @@ def parse_list(text: str, conv: Callable[[str], T], field: str) -> tuple[T, ...]
         except ValueError:
             raise SpecError(field, f"{x!r} is not a valid value") from None
     return tuple(out)
-
-
-def format_seconds(s: float | None) -> str:
-    if s is None:
-        return "estimating"
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -108,30 +100,11 @@ def run(args: argparse.Namespace) -> int:
     install_exit_handlers()
     record = SweepRecord.new(spec)
     runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save)
-    err = Console(stderr=True, highlight=False)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("· left {task.fields[eta]}"), console=err, transient=False) as bar:
-        task = bar.add_task("starting", total=len(record.runs), eta="estimating")
+    err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome)
+    return finish(record, (r.status for r in record.runs), save, args.json, json_text, grid_table, err)
 
-        def on_update(u: SweepUpdate) -> None:
-            label = f"[{u.index + 1}/{u.total}] {u.run.spec.label()}"
-            if u.cell_finished:
-                sm = u.run.summary
-                result = f"{sm.total_ms.mean:,.2f} ms" if u.run.status == "ok" and sm else u.run.status
-                bar.console.print(f"{label}: {result}" + (f" ({u.run.error.message})" if u.run.error
-                                                          and u.run.status != "ok" else ""))
-                bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
-            else:
-                bar.update(task, description=f"{label} {u.run.stage}".rstrip(), eta=format_seconds(u.eta_s))
 
-        with ctrl_c_calls(runner.cancel):
-            runner.run(on_update)
-    if save:
-        err.print(f"saved {save}")
-    if args.json:
-        sys.stdout.write(json_text(record))
-    else:
-        Console().print(grid_table(record))
-    if record.status == "cancelled":
-        return EXIT_CANCELLED
-    return EXIT_ERROR if any(r.status == "error" for r in record.runs) else EXIT_OK
+def _sweep_outcome(r: RunRecord) -> str:
+    if r.status == "ok" and r.summary:
+        return f"{r.summary.total_ms.mean:,.2f} ms"
+    return r.status + (f" ({r.error.message})" if r.error else "")

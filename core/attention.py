@@ -12,19 +12,17 @@ import itertools
 import json
 import os
 import sys
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core import export, store
+from perfconsole.core.cell_runner import CellRunner
 from perfconsole.core.launcher import Launch
 from perfconsole.core.record import new_id
 from perfconsole.core.spec import DEVICES, PRECISIONS, RunSpec, SpecError, _choice, _int_range
 from perfconsole.core.stats import Stat
-from perfconsole.core.sweep import SweepUpdate, estimate_seconds
 
 IMPLS = ("naive", "sdpa")
 
@@ -242,59 +240,25 @@ def cell_work(c: AttentionCell) -> float:
     return float(c.batch) * c.seq * c.seq * c.d * (3 * c.warmup + 4 * c.iters)
 
 
-class AttentionRunner:
-    """Runs the pending cells in order; `cancel()` stops the running cell and keeps the finished ones."""
+class AttentionRunner(CellRunner):
+    """Runs an AttentionRecord's pending cells in order (see CellRunner: held starts, cancel, saving)."""
 
     def __init__(self, record: AttentionRecord, cell_env: Callable[[AttentionCell], dict[str, str] | None] | None = None,
-                 save_to: os.PathLike[str] | None = None) -> None:
-        self.record = record
+                 save_to: os.PathLike[str] | None = None, start_ahead: int | None = None) -> None:
+        super().__init__(record, save_to, start_ahead)
         self.cell_env = cell_env
-        self.save_to = save_to
-        self._cancel = threading.Event()
-        self._launch: AttentionLaunch | None = None
 
-    def cancel(self) -> None:
-        self._cancel.set()
-        launch = self._launch
-        if launch is not None:
-            launch.cancel()
+    def cells(self) -> list[AttentionResult]:
+        return self.record.cells
 
-    def run(self, on_update: Callable[[SweepUpdate], None] | None = None) -> AttentionRecord:
-        rec = self.record
-        rec.status = "running"
-        total = len(rec.cells)
-        done = [(cell_work(c.cell), s, c.forward_ms is not None) for c, s in zip(rec.cells, rec.cell_seconds)
-                if c.finished and s is not None]
-        for i, res in enumerate(rec.cells):
-            if res.finished:
-                continue
-            if self._cancel.is_set():
-                break
-            launch = self._launch = AttentionLaunch(res.cell, self.cell_env(res.cell) if self.cell_env else None)
-            if self._cancel.is_set():
-                break
-            started = time.monotonic()
-            remaining = [cell_work(c.cell) for c in rec.cells[i:] if not c.finished]
-            for event in launch.events():
-                res.apply(event)
-                if on_update:
-                    eta = estimate_seconds(done, remaining)
-                    eta = None if eta is None else max(eta - (time.monotonic() - started), 0.0)
-                    on_update(SweepUpdate(i, total, res, len(done), eta, False))  # type: ignore[arg-type]
-            self._launch = None
-            rec.cell_seconds[i] = seconds = time.monotonic() - started
-            done.append((cell_work(res.cell), seconds, res.forward_ms is not None))
-            if res.status == "cancelled":
-                self._cancel.set()
-            if self.save_to is not None:
-                store.save(rec, self.save_to)
-            if on_update:
-                rest = [cell_work(c.cell) for c in rec.cells[i + 1:] if not c.finished]
-                on_update(SweepUpdate(i, total, res, len(done), estimate_seconds(done, rest), True))  # type: ignore[arg-type]
-        rec.status = "cancelled" if self._cancel.is_set() or not all(c.finished for c in rec.cells) else "ok"
-        if self.save_to is not None:
-            store.save(rec, self.save_to)
-        return rec
+    def new_launch(self, index: int, cell: AttentionResult) -> AttentionLaunch:
+        return AttentionLaunch(cell.cell, self.cell_env(cell.cell) if self.cell_env else None)
+
+    def work(self, cell: AttentionResult) -> float:
+        return cell_work(cell.cell)
+
+    def measured(self, cell: AttentionResult) -> bool:
+        return cell.forward_ms is not None
 
 
 def _register() -> None:

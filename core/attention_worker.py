@@ -10,6 +10,7 @@ forward and 1 at the backward measurement.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -18,7 +19,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.stats import summarize
-from perfconsole.core.worker import EventWriter, die_with_parent, fault_hook, private_stdout, serve
+from perfconsole.core.worker import EventWriter, die_with_parent, fault_hook, hold, private_stdout, serve
 
 MIB = float(2**20)
 
@@ -146,11 +147,20 @@ def _finite(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _preload() -> None:
+    """What a held worker imports before its turn: torch, torch.compile's front end (slow), the model."""
+    for name in ("torch", "torch._dynamo", "perfconsole.core.attention", "perfconsole.model.transformer"):
+        importlib.import_module(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfconsole-attention-worker")
     parser.add_argument("--cell", required=True, help="AttentionCell as JSON")
+    parser.add_argument("--hold", action="store_true", help="import, then wait for a line on stdin")
     args = parser.parse_args(argv)
     emit = EventWriter(private_stdout())
+    if args.hold and not hold(emit, _preload):
+        return 0
     die_with_parent()
     from perfconsole.core.attention import AttentionCell  # after the stdout swap: it imports torch
 

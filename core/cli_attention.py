@@ -11,7 +11,7 @@ from rich.table import Table
 
 from perfconsole.core.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
 from perfconsole.core.cli import default_device, save_path
-from perfconsole.core.cli_cells import finish, run_cells
+from perfconsole.core.cli_cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core.cli_sweep import parse_list
 from perfconsole.core.launcher import install_exit_handlers
 from perfconsole.core.report_attention import json_text
@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help='print {"cells": [...]} instead of a grid')
     p.add_argument("--save", default=None, metavar="FILE", help="save the grid snapshot here (after every cell)")
+    add_start_ahead_argument(p)
     p.set_defaults(func=run)
 
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     save = save_path(args.save)
     install_exit_handlers()
     record = AttentionRecord.new(spec)
-    runner = AttentionRunner(record, save_to=save)
+    runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead)
     err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome)
     return finish(record, (c.status for c in record.cells), save, args.json, json_text, grid_table, err)
 

@@ -6,6 +6,7 @@ running cell and keeps every finished one.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -15,7 +16,24 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perfconsole.core.cli import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, ctrl_c_calls
-from perfconsole.core.sweep import SweepUpdate
+from perfconsole.core.cell_runner import MAX_START_AHEAD, SweepUpdate, default_start_ahead
+
+
+def add_start_ahead_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--start-ahead", type=_start_ahead, default=None, metavar="N",
+                   help="start the next N cells' processes together, so torch is imported once per N cells and "
+                        "never while a cell is measured; 1 starts each cell's process in its turn (default: half "
+                        f"the CPU cores, 1 to {MAX_START_AHEAD}; {default_start_ahead()} here)")
+
+
+def _start_ahead(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= n <= MAX_START_AHEAD:
+        raise argparse.ArgumentTypeError(f"give 1 to {MAX_START_AHEAD}, not {n}")
+    return n
 
 
 def format_seconds(s: float | None) -> str:

@@ -14,7 +14,7 @@ from typing import TypeVar
 from rich.table import Table
 
 from perfconsole.core.cli import default_device, save_path
-from perfconsole.core.cli_cells import finish, run_cells
+from perfconsole.core.cli_cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core.launcher import install_exit_handlers
 from perfconsole.core.report_sweep import json_text
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
@@ -56,6 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help='print {"runs": [...]} instead of a grid')
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
     p.add_argument("--out-dir", default=None, help="where cells' files go")
+    add_start_ahead_argument(p)
     p.set_defaults(func=run)
 
 
@@ -99,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     save = save_path(args.save)
     install_exit_handlers()
     record = SweepRecord.new(spec)
-    runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save)
+    runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
+                         start_ahead=args.start_ahead)
     err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome)
     return finish(record, (r.status for r in record.runs), save, args.json, json_text, grid_table, err)
 

@@ -79,6 +79,10 @@ class ProfileReady(Event):
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
+# The progress stage of a worker started ahead of its turn once it is ready to run (worker.hold);
+# the launcher consumes it, so consumers of Launch.events() never see it.
+HELD = "held"
+
 ERROR_KINDS = ("oom", "cuda", "spec", "crash", "cancelled", "profiler")
 
 

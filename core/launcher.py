@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import itertools
 import json
 import os
 import signal
@@ -50,6 +51,8 @@ class Launch:
         self._nsys = None
         self._rep_base: Path | None = None
         self._refused = False
+        self._held = False
+        self._early: list[str] = []  # stdout lines read by wait_ready(), replayed by events()
 
     # --- lifecycle -----------------------------------------------------------------------------
     def command(self) -> list[str] | None:
@@ -80,11 +83,18 @@ class Launch:
             self._need_out_dir()
         return worker_argv(spec, self.out_dir)
 
-    def start(self) -> None:
+    def start(self, hold: bool = False) -> None:
+        """Start the child. With `hold` it imports what it needs and then waits (see `worker.hold`):
+        `wait_ready()` returns once it has, and `events()` lets it go."""
         argv = self.command()
         if argv is None:
             self._refused = True
             return
+        if hold:
+            if self._nsys is not None:
+                raise ValueError("a launch under nsys cannot be held: nsys would record the wait")
+            argv = [*argv, "--hold"]
+        self._held = hold
         env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -125,6 +135,26 @@ class Launch:
         self.cancelled.set()
         self._signal_group(signal.SIGKILL)
 
+    def wait_ready(self) -> None:
+        """Block until a held child is ready for its turn, or has ended (`events()` then says how)."""
+        if not self._held or self.proc is None or self.proc.stdout is None:
+            return
+        for line in self.proc.stdout:
+            self._early.append(line)
+            if _is_held(line):
+                return
+
+    def discard(self) -> None:
+        """Kill a child that will not be run (a held one, when its sweep is cancelled) and reap it."""
+        self.kill()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        with _live_lock:
+            _live.discard(self)
+
     def _signal_group(self, sig: int) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -141,9 +171,11 @@ class Launch:
         if self._refused:
             return
         assert self.proc and self.proc.stdout
+        if self._held:
+            self._go()
         finished: ev.Finished | None = None
         try:
-            for line in self.proc.stdout:
+            for line in itertools.chain(self._early, self.proc.stdout):
                 line = line.strip()
                 if not line:
                     continue
@@ -154,6 +186,8 @@ class Launch:
                     event = ev.decode(line)
                 except ev.EventError:
                     self.other_stdout.append(line)
+                    continue
+                if isinstance(event, ev.Progress) and event.stage == ev.HELD:
                     continue
                 if isinstance(event, ev.Finished):
                     finished = event  # held back: post-processing may still add events
@@ -169,6 +203,14 @@ class Launch:
         if self._nsys is not None and finished.status == "ok":
             yield from self._nsys_tables()
         yield finished
+
+    def _go(self) -> None:
+        assert self.proc and self.proc.stdin
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):  # it has died already; the stream will say how
+            pass
 
     def _unexpected_end(self, code: int) -> Iterator[ev.Event]:
         tail = "\n".join(self.stderr_tail)
@@ -199,6 +241,16 @@ class Launch:
         for w in warnings:
             yield ev.Progress("profiling", w)
         yield ev.ProfileReady("nsys", [str(rep), *files], tables)
+
+
+def _is_held(line: str) -> bool:
+    if not line.lstrip().startswith("{"):
+        return False
+    try:
+        event = ev.decode(line.strip())
+    except ev.EventError:
+        return False
+    return isinstance(event, ev.Progress) and event.stage == ev.HELD
 
 
 def kill_all() -> None:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from perfconsole.core import export, store
+from perfconsole.core.cell_runner import CellRunner
 from perfconsole.core.flops import step_flops
 from perfconsole.core.launcher import Launch
 from perfconsole.core.record import RunRecord, new_id
@@ -127,96 +126,30 @@ def cell_work(spec: RunSpec) -> float:
         spec.warmup + spec.steps)
 
 
-def estimate_seconds(done: list[tuple[float, float, bool]], remaining: list[float]) -> float | None:
-    """Seconds the `remaining` cells (given by work) will take, from `done` (work, seconds, ran_steps).
-
-    The fixed cost is the fastest done cell (start-up dominates it); the rate is fitted on the time
-    the cells that ran their steps spent beyond that. None until one cell is done.
-    """
-    if not done:
-        return None
-    fixed = min(s for _, s, _ in done)
-    worked = [(w, s - fixed) for w, s, ran in done if ran]
-    total_work = sum(w for w, _ in worked)
-    rate = sum(max(extra, 0.0) for _, extra in worked) / total_work if total_work > 0 else 0.0
-    return sum(fixed + rate * w for w in remaining)
-
-
-@dataclass(frozen=True)
-class SweepUpdate:
-    """What a progress display needs after every event of every cell."""
-    index: int                   # the cell being run (or just finished)
-    total: int
-    run: RunRecord
-    done: int                    # cells finished (any status)
-    eta_s: float | None
-    cell_finished: bool
-
-
 CellEnv = Callable[[RunSpec], dict[str, str] | None]
 
 
-class SweepRunner:
-    """Runs a SweepRecord's pending cells in order. `cancel()` is safe from any thread or a signal."""
+class SweepRunner(CellRunner):
+    """Runs a SweepRecord's pending cells in order (see CellRunner: held starts, cancel, saving)."""
 
     def __init__(self, record: SweepRecord, out_dir: Path | None = None, cell_env: CellEnv | None = None,
-                 save_to: Path | None = None) -> None:
-        self.record = record
+                 save_to: Path | None = None, start_ahead: int | None = None) -> None:
+        super().__init__(record, save_to, start_ahead)
         self.out_dir = out_dir
         self.cell_env = cell_env
-        self.save_to = save_to
-        self._cancel = threading.Event()
-        self._launch: Launch | None = None
 
-    def cancel(self) -> None:
-        self._cancel.set()
-        launch = self._launch
-        if launch is not None:
-            launch.cancel()
+    def cells(self) -> list[RunRecord]:
+        return self.record.runs
 
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
+    def new_launch(self, index: int, cell: RunRecord) -> Launch:
+        out = self.out_dir / f"cell-{index:03d}" if self.out_dir else None
+        return Launch(cell.spec, out_dir=out, env=self.cell_env(cell.spec) if self.cell_env else None)
 
-    def run(self, on_update: Callable[[SweepUpdate], None] | None = None) -> SweepRecord:
-        rec = self.record
-        rec.status = "running"
-        total = len(rec.runs)
-        done = [(cell_work(r.spec), s, bool(r.steps)) for r, s in zip(rec.runs, rec.cell_seconds)
-                if r.finished and s is not None]
-        for i, run in enumerate(rec.runs):
-            if run.finished:
-                continue
-            if self._cancel.is_set():
-                break
-            out = self.out_dir / f"cell-{i:03d}" if self.out_dir else None
-            env = self.cell_env(run.spec) if self.cell_env else None
-            launch = self._launch = Launch(run.spec, out_dir=out, env=env)
-            if self._cancel.is_set():  # a cancel between the check above and the launch
-                break
-            started = time.monotonic()
-            remaining = [cell_work(r.spec) for r in rec.runs[i:] if not r.finished]
-            for event in launch.events():
-                run.apply(event)
-                if on_update:
-                    eta = estimate_seconds(done, remaining)
-                    eta = None if eta is None else max(eta - (time.monotonic() - started), 0.0)
-                    on_update(SweepUpdate(i, total, run, len(done), eta, False))
-            self._launch = None
-            seconds = time.monotonic() - started
-            rec.cell_seconds[i] = seconds
-            done.append((cell_work(run.spec), seconds, bool(run.steps)))
-            if run.status == "cancelled":
-                self._cancel.set()
-            if self.save_to is not None:
-                store.save(rec, self.save_to)  # a kill between cells loses nothing finished
-            if on_update:
-                rest = [cell_work(r.spec) for r in rec.runs[i + 1:] if not r.finished]
-                on_update(SweepUpdate(i, total, run, len(done), estimate_seconds(done, rest), True))
-        rec.status = "cancelled" if self._cancel.is_set() or not all(r.finished for r in rec.runs) else "ok"
-        if self.save_to is not None:
-            store.save(rec, self.save_to)
-        return rec
+    def work(self, cell: RunRecord) -> float:
+        return cell_work(cell.spec)
+
+    def measured(self, cell: RunRecord) -> bool:
+        return bool(cell.steps)
 
 
 def _register() -> None:

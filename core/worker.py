@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -45,13 +47,34 @@ def private_stdout() -> TextIO:
     return os.fdopen(fd, "w", buffering=1, encoding="utf-8")
 
 
-def die_with_parent() -> None:
+def _kill_me_with_parent() -> None:
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except OSError:
             pass
+
+
+def hold(emit: EventWriter, preload: Callable[[], object]) -> bool:
+    """A worker started ahead of its turn (`--hold`): import what the measurement needs, announce
+    `held`, then block until the launcher writes a line to stdin. Nothing here touches a GPU, and
+    an idle read uses no CPU, so a held worker cannot disturb the cell being measured. Returns False
+    when stdin closes first: the launcher dropped this worker, or is gone."""
+    _kill_me_with_parent()
+    preload()
+    emit(ev.Progress(ev.HELD, "imported; waiting for its turn"))
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)  # one byte at a time: what follows the line is the parent watch's
+        if not chunk:
+            return False
+        line += chunk
+    return True
+
+
+def die_with_parent() -> None:
+    _kill_me_with_parent()
 
     def watch_stdin() -> None:
         # The launcher holds our stdin open; EOF means it is gone (even through nsys). The raw fd,
@@ -108,8 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfconsole-worker")
     parser.add_argument("--spec", required=True, help="RunSpec as JSON")
     parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
+    parser.add_argument("--hold", action="store_true", help="import, then wait for a line on stdin (see `hold`)")
     args = parser.parse_args(argv)
     emit = EventWriter(private_stdout())
+    if args.hold and not hold(emit, lambda: importlib.import_module("perfconsole.core.bench")):
+        return 0
     die_with_parent()
 
     try:

@@ -39,7 +39,7 @@ def test_grid_on_cpu_with_an_oom_in_the_backward(tmp_path):
     save = tmp_path / "a.json"
     # index 1 is the backward measurement: the worker's real OOM path, in one cell only
     env = lambda c: {"PERFCONSOLE_FAULT": "oom:1"} if (c.impl, c.seq) == ("naive", 32) else None  # noqa: E731
-    AttentionRunner(rec, cell_env=env, save_to=save).run()
+    AttentionRunner(rec, cell_env=env, save_to=save, start_ahead=2).run()  # held cells, batches of 2
     status = {(c.cell.impl, c.cell.seq): c.status for c in rec.cells}
     assert status == {("naive", 16): "ok", ("naive", 32): "oom", ("sdpa", 16): "ok", ("sdpa", 32): "ok"}
     oom = next(c for c in rec.cells if c.status == "oom")
@@ -117,3 +117,30 @@ def test_sdpa_cells_reach_the_fused_kernels():
         out.sum().backward()
     assert out.shape == (2, 64, 16)
     torch.testing.assert_close(out, naive_attention(q, k, v), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["naive", "sdpa"])
+def test_cuda_cell_times_agree_with_torch_benchmark(impl):
+    """The cell's CUDA-event times against torch.utils.benchmark in this process (synchronised
+    wall-clock over many runs): forward, and forward + backward, within 10%."""
+    import torch
+    from torch.utils import benchmark
+
+    from perfconsole.core.attention_worker import _attention_fn
+
+    spec = AttentionSpec((64,), (4096,), batch=8, impls=(impl,), warmup=5, iters=50, device="cuda").validate()
+    rec = AttentionRecord.new(spec)
+    AttentionRunner(rec, start_ahead=1).run()
+    (cell,) = rec.cells
+    assert cell.status == "ok"
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    q, k, v = (torch.randn(8, 4096, 64, device="cuda", requires_grad=True) for _ in range(3))
+    grad = torch.randn(8, 4096, 64, device="cuda")
+    fn = _attention_fn(impl)
+    env = {"fn": fn, "q": q, "k": k, "v": v, "grad": grad}
+    fwd = benchmark.Timer("fn(q, k, v)", globals=env).blocked_autorange(min_run_time=1.0).median * 1e3
+    both = benchmark.Timer("fn(q, k, v).backward(grad)", globals=env).blocked_autorange(min_run_time=1.0).median * 1e3
+    assert cell.forward_ms.mean == pytest.approx(fwd, rel=0.10)
+    assert cell.forward_ms.mean + cell.backward_ms.mean == pytest.approx(both, rel=0.10)

@@ -8,11 +8,13 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from perfconsole.core import export, store
 from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.core.sweep import SweepRecord, SweepRunner, SweepSpec, estimate_seconds
+from perfconsole.core.cell_runner import estimate_seconds
+from perfconsole.core.sweep import SweepRecord, SweepRunner, SweepSpec
 
 BASE = RunSpec(size="tiny", batch=2, steps=2, device="cpu")
 
@@ -53,14 +55,15 @@ def test_estimate_uses_fixed_cost_plus_work_rate():
     assert estimate_seconds(done, []) == 0
 
 
-def test_sweep_runs_each_cell_in_a_child_and_an_oom_cell_does_not_stop_it(tmp_path):
+@pytest.mark.parametrize("start_ahead", [1, 3])
+def test_sweep_runs_each_cell_in_a_child_and_an_oom_cell_does_not_stop_it(tmp_path, start_ahead):
     spec = _spec(ctxs=(16, 24, 32)).validate()
     rec = SweepRecord.new(spec)
     save = tmp_path / "sweep.json"
     updates = []
     # A real OOM path in the worker (its fault hook), only in the middle cell.
     runner = SweepRunner(rec, cell_env=lambda s: {"PERFCONSOLE_FAULT": "oom:1"} if s.ctx == 24 else None,
-                         save_to=save)
+                         save_to=save, start_ahead=start_ahead)
     runner.run(updates.append)
     assert [r.status for r in rec.runs] == ["ok", "oom", "ok"]
     assert rec.status == "ok"
@@ -99,11 +102,25 @@ def test_warmup_study_json_and_markdown(tmp_path):
     assert "## Warm-up study" in md and "measured-step variability by warm-up steps: 0 warm-up" in md
 
 
-def test_ctrl_c_keeps_finished_cells(tmp_path):
+def _marked(mark: str) -> list[psutil.Process]:
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("PERFCONSOLE_TEST_MARK") == mark:
+                out.append(proc)
+        except (psutil.Error, OSError):
+            pass
+    return out
+
+
+def test_ctrl_c_keeps_finished_cells_and_leaves_no_process(tmp_path):
     save = tmp_path / "s.json"
+    mark = f"ctrl-c-{os.getpid()}-{time.monotonic_ns()}"
     # slow:300 makes every step take 0.3 s, so the second cell is surely running when SIGINT lands.
+    # --start-ahead 3: the third cell's process is alive (held) then too, and must go with the rest.
     p = _cli("sweep", "--sizes", "tiny", "--ctx", "16,24,32", "--mode", "fwd", "--warmup", "1", "--steps", "5",
-             "--batch", "2", "--device", "cpu", "--save", str(save), env={"PERFCONSOLE_FAULT": "slow:300"})
+             "--batch", "2", "--device", "cpu", "--save", str(save), "--start-ahead", "3",
+             env={"PERFCONSOLE_FAULT": "slow:300", "PERFCONSOLE_TEST_MARK": mark})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if save.exists() and sum(r["status"] == "ok" for r in json.loads(save.read_text())["data"]["runs"]) >= 1:
@@ -121,3 +138,4 @@ def test_ctrl_c_keeps_finished_cells(tmp_path):
     assert [r.status for r in rec.runs] == ["ok", "cancelled", "pending"]
     assert len(rec.runs[0].steps) == 5
     assert "not run" in out  # the grid is still printed, with the cell that never started
+    assert not _marked(mark), "a cell's process outlived the sweep"

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Issue 5 on one GPU (sized for an H100 80 GB, under 8 minutes in all): a memory run of xl at ctx 512,
-# a 5-size x ctx 128..1024 train sweep in fp32 and bf16, and the attention grid with its OOM cells.
-# Snapshots and Markdown exports go to docs/results/, full logs to $OUT.
+# Issue 5 on one GPU: a memory run of xl at ctx 512, a 5-size x ctx 128..1024 train sweep in fp32
+# and bf16, the attention grid with its OOM cells, eager vs compiled vs SDPA, a check that starting
+# cells ahead changes no figure, and the gpu-marked tests of issue 5. Snapshots and Markdown
+# exports go to docs/results/, full logs to $OUT (results.tgz holds docs/results/ at the end).
 #
 # Run from the repository root with perfconsole importable (PYTHONPATH=...); the `perfconsole`
 # command need not be on PATH. Every section runs under `timeout -s INT`: Ctrl-C semantics, so a
 # section that overruns keeps its finished cells and still exports (unfinished cells say "not run").
 #
-# Settings, chosen for time (start-up of a child per cell, 2-4 s, dominates the small cells):
-#   memory:    xl, ctx 512, batch 4, train, fp32, 2 warm-up + 3 measured steps        (~40 s, cap 60 s)
-#   sweep:     small..2.7B x ctx 128,256,512,1024 x fp32,bf16, train, batch 4,
-#              2 warm-up + 3 measured steps, 40 cells                                   (~190 s, cap 300 s)
-#   attention: d 16,32,64,128 x seq 256,1024,4096,8192,16384 and 32768, batch 8, naive and sdpa,
-#              fp32, 3 warm-up passes, 10 timed forward + 10 timed backward, 48 cells.
-#              32768 is added because 80 GB holds naive attention at 16384; at 32768 it does not.
-#                                                                                       (~150 s, cap 170 s)
-#   WITH_COMPILE=1 adds eager vs torch.compile vs SDPA on d 64,128 x seq 1024,4096,16384 (~2.5 min more).
-#   WITH_TESTS=1 runs the gpu-marked tests of issue 5 at the end (~30 s more).
+# SECTIONS picks what runs, in this order (default: memory sweep attention):
+#   memory:     xl, ctx 512, batch 4, train, fp32, 2 warm-up + 3 measured steps
+#   sweep:      small..2.7B x ctx 128,256,512,1024 x fp32,bf16, train, batch 4, 2 warm-up + 3 steps (40 cells)
+#   attention:  d 16,32,64,128 x seq 256,1024,4096,8192,16384 and 32768, batch 8, naive and sdpa, fp32,
+#               3 warm-up passes, 10 timed forward + 10 timed backward (48 cells). 32768 is added because
+#               the card holds naive attention at 16384; at 32768 it does not.
+#   startahead: d 64 x seq 256,1024,4096,16384, naive and sdpa, once with --start-ahead 1 and once with
+#               the default: the same figures, and the wall time each took
+#   compile:    eager vs torch.compile vs SDPA on d 64,128 x seq 1024,4096,16384
+#   tests:      the gpu-marked tests of tests/core/test_attention.py and test_memory_profile.py
+# Caps (seconds) per section: MEMORY_CAP, SWEEP_CAP, ATTENTION_CAP, COMPILE_CAP.
 set -uo pipefail
 
 OUT=${OUT:-"$PWD/out-issue5"}
@@ -38,13 +40,12 @@ export_md() {  # snapshot, markdown name
 { nvidia-smi || true; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
     > "$OUT/environment.txt" 2>&1
 
-# SECTIONS picks what runs (default all three): e.g. SECTIONS="sweep attention".
 SECTIONS=${SECTIONS:-"memory sweep attention"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 if want memory; then
 section "memory: xl ctx 512 train fp32"
-timeout -s INT -k 10 60 "${PC[@]}" run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
+timeout -s INT -k 10 ${MEMORY_CAP:-60} "${PC[@]}" run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
     --warmup 2 --steps 3 --device cuda --memory --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory" \
     > "$OUT/memory.txt" 2> "$OUT/memory.log"
 echo "memory exit $?" >> "$OUT/timeline.log"
@@ -69,20 +70,35 @@ echo "attention exit $?" >> "$OUT/timeline.log"
 export_md "$RES/attention_grid.json" attention_grid.md
 fi
 
-if [[ "${WITH_COMPILE:-0}" == 1 ]]; then
+if want startahead; then
+    section "attention: --start-ahead 1 against the default"
+    for n in 1 default; do
+        arg=(); [[ $n != default ]] && arg=(--start-ahead "$n")
+        t0=$EPOCHREALTIME
+        timeout -s INT -k 20 150 "${PC[@]}" attention --d 64 --seq 256,1024,4096,16384 --batch 8 --impl naive,sdpa \
+            --precision fp32 --warmup 3 --iters 10 --device cuda "${arg[@]}" \
+            --save "$OUT/start_ahead_$n.json" > "$OUT/start_ahead_$n.txt" 2> "$OUT/start_ahead_$n.log"
+        echo "start-ahead $n exit $? wall $(python3 -c "print(round($EPOCHREALTIME - $t0, 1))") s" | tee -a "$OUT/timeline.log"
+    done
+    python3 scripts/compare_grids.py "$OUT/start_ahead_1.json" "$OUT/start_ahead_default.json" \
+        --timeline "$OUT/timeline.log" > "$RES/attention_start_ahead.md" 2>> "$OUT/export.log"
+fi
+
+if want compile; then
     section "attention: eager vs compiled vs sdpa"
-    timeout -s INT -k 20 180 "${PC[@]}" attention --d 64,128 --seq 1024,4096,16384 --batch 8 \
+    timeout -s INT -k 20 ${COMPILE_CAP:-240} "${PC[@]}" attention --d 64,128 --seq 1024,4096,16384 --batch 8 \
         --impl naive,sdpa --compile --precision fp32 --warmup 3 --iters 10 --device cuda \
         --save "$RES/attention_compile.json" > "$OUT/attention_compile.txt" 2> "$OUT/attention_compile.log"
     echo "attention compile exit $?" >> "$OUT/timeline.log"
     export_md "$RES/attention_compile.json" attention_compile.md
 fi
 
-if [[ "${WITH_TESTS:-0}" == 1 ]]; then
+if want tests; then
     section "gpu tests"
-    timeout -k 10 120 python3 -m pytest -q -m gpu tests/core/test_memory_profile.py tests/core/test_attention.py \
+    timeout -k 10 ${TESTS_CAP:-150} python3 -m pytest -q -m gpu tests/core/test_memory_profile.py tests/core/test_attention.py \
         > "$OUT/gpu_tests.log" 2>&1
     echo "gpu tests exit $?" >> "$OUT/timeline.log"
+    tail -5 "$OUT/gpu_tests.log"
 fi
 
 section "done"

@@ -1,0 +1,55 @@
+"""Two attention grid snapshots of the same cells side by side, as Markdown: forward and backward mean
+(ms) of each and their ratio, so a change in how cells are run (e.g. --start-ahead) can be shown to
+change no figure. Usage: python3 scripts/compare_grids.py A.json B.json [--timeline FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from perfconsole.core import store
+from perfconsole.core.attention import AttentionRecord
+
+
+def _ms(stat) -> str:
+    return "-" if stat is None else f"{stat.mean:.3f}"
+
+
+def _ratio(a, b) -> str:
+    return "-" if a is None or b is None else f"{b.mean / a.mean:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--timeline", help="a log whose lines give each grid's wall time")
+    args = p.parse_args(argv)
+    a, b = store.load(args.a), store.load(args.b)
+    if not (isinstance(a, AttentionRecord) and isinstance(b, AttentionRecord)):
+        print("both files must be attention grid snapshots", file=sys.stderr)
+        return 2
+    env = a.environment
+    print(f"# {a.name}: A = {args.a.rsplit('/', 1)[-1]}, B = {args.b.rsplit('/', 1)[-1]}\n")
+    print(f"- device: {env.get('gpu_name') or env.get('device')}; torch {env.get('torch')}, CUDA {env.get('cuda')}")
+    print(f"- A status {a.status}, B status {b.status}")
+    if args.timeline:
+        with open(args.timeline, encoding="utf-8") as f:
+            for line in f:
+                if "wall" in line:
+                    print(f"- {line.strip()}")
+    print("\n| impl | d | seq | fwd A (ms) | fwd B (ms) | B/A | bwd A (ms) | bwd B (ms) | B/A | status A | status B |")
+    print("| :-- | --: | --: | --: | --: | --: | --: | --: | --: | :-- | :-- |")
+    by_b = {c.cell.label(): c for c in b.cells}
+    for ca in a.cells:
+        cb = by_b.get(ca.cell.label())
+        if cb is None:
+            continue
+        print(f"| {ca.cell.variant} | {ca.cell.d} | {ca.cell.seq} | {_ms(ca.forward_ms)} | {_ms(cb.forward_ms)} | "
+              f"{_ratio(ca.forward_ms, cb.forward_ms)} | {_ms(ca.backward_ms)} | {_ms(cb.backward_ms)} | "
+              f"{_ratio(ca.backward_ms, cb.backward_ms)} | {ca.status} | {cb.status} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

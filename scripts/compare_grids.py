@@ -1,6 +1,7 @@
-"""Two attention grid snapshots of the same cells side by side, as Markdown: forward and backward mean
-(ms) of each and their ratio, so a change in how cells are run (e.g. --start-ahead) can be shown to
-change no figure. Usage: python3 scripts/compare_grids.py A.json B.json [--timeline FILE]
+"""Two grid snapshots of the same cells side by side, as Markdown, so a change in how cells are run
+(e.g. --start-ahead) can be shown to change no figure: for attention grids the forward and backward
+means (ms) and their ratios, for sweeps the step mean (ms) and its ratio.
+Usage: python3 scripts/compare_grids.py A.json B.json [--timeline FILE]
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 from perfconsole.core import store
 from perfconsole.core.attention import AttentionRecord
+from perfconsole.core.sweep import SweepRecord
 
 
 def _ms(stat) -> str:
@@ -26,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeline", help="a log whose lines give each grid's wall time")
     args = p.parse_args(argv)
     a, b = store.load(args.a), store.load(args.b)
-    if not (isinstance(a, AttentionRecord) and isinstance(b, AttentionRecord)):
-        print("both files must be attention grid snapshots", file=sys.stderr)
+    if not (type(a) is type(b) and isinstance(a, (AttentionRecord, SweepRecord))):
+        print("both files must be attention grid snapshots, or both sweep snapshots", file=sys.stderr)
         return 2
     env = a.environment
     print(f"# {a.name}: A = {args.a.rsplit('/', 1)[-1]}, B = {args.b.rsplit('/', 1)[-1]}\n")
@@ -38,6 +40,14 @@ def main(argv: list[str] | None = None) -> int:
             for line in f:
                 if "wall" in line:
                     print(f"- {line.strip()}")
+    if isinstance(a, SweepRecord):
+        _sweep_rows(a, b)
+    else:
+        _attention_rows(a, b)
+    return 0
+
+
+def _attention_rows(a: AttentionRecord, b: AttentionRecord) -> None:
     print("\n| impl | d | seq | fwd A (ms) | fwd B (ms) | B/A | bwd A (ms) | bwd B (ms) | B/A | status A | status B |")
     print("| :-- | --: | --: | --: | --: | --: | --: | --: | --: | :-- | :-- |")
     by_b = {c.cell.label(): c for c in b.cells}
@@ -48,7 +58,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {ca.cell.variant} | {ca.cell.d} | {ca.cell.seq} | {_ms(ca.forward_ms)} | {_ms(cb.forward_ms)} | "
               f"{_ratio(ca.forward_ms, cb.forward_ms)} | {_ms(ca.backward_ms)} | {_ms(cb.backward_ms)} | "
               f"{_ratio(ca.backward_ms, cb.backward_ms)} | {ca.status} | {cb.status} |")
-    return 0
+
+
+def _sweep_rows(a: SweepRecord, b: SweepRecord) -> None:
+    print("\n| cell | step A (ms) | step B (ms) | B/A | status A | status B |")
+    print("| :-- | --: | --: | --: | :-- | :-- |")
+    by_b = {r.spec.label(): r for r in b.runs}
+    for ra in a.runs:
+        rb = by_b.get(ra.spec.label())
+        if rb is None:
+            continue
+        sa = ra.summary.total_ms if ra.summary and ra.steps else None
+        sb = rb.summary.total_ms if rb.summary and rb.steps else None
+        print(f"| {ra.spec.label()} | {_ms(sa)} | {_ms(sb)} | {_ratio(sa, sb)} | {ra.status} | {rb.status} |")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@
 #   startahead: d 64 x seq 256,1024,4096,16384, naive and sdpa, once with --start-ahead 1 and once with
 #               the default: the same figures, and the wall time each took
 #   compile:    eager vs torch.compile vs SDPA on d 64,128 x seq 1024,4096,16384
+#   sweepagain: the sweep above once more with the default --start-ahead, against the committed
+#               sweep_train_fp32_bf16.json (run one process at a time): its wall time, same figures
 #   tests:      the gpu-marked tests of tests/core/test_attention.py and test_memory_profile.py
 # Caps (seconds) per section: MEMORY_CAP, SWEEP_CAP, ATTENTION_CAP, COMPILE_CAP.
 set -uo pipefail
@@ -91,6 +93,17 @@ if want compile; then
         --save "$RES/attention_compile.json" > "$OUT/attention_compile.txt" 2> "$OUT/attention_compile.log"
     echo "attention compile exit $?" >> "$OUT/timeline.log"
     export_md "$RES/attention_compile.json" attention_compile.md
+fi
+
+if want sweepagain; then
+    section "sweep again with the default --start-ahead"
+    t0=$EPOCHREALTIME
+    timeout -s INT -k 20 ${SWEEP_CAP:-290} "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
+        --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
+        --save "$OUT/sweep_start_ahead.json" --out-dir "$OUT/sweep_again" > "$OUT/sweep_again.txt" 2> "$OUT/sweep_again.log"
+    echo "sweep again exit $? wall $(python3 -c "print(round($EPOCHREALTIME - $t0, 1))") s" | tee -a "$OUT/timeline.log"
+    python3 scripts/compare_grids.py "$RES/sweep_train_fp32_bf16.json" "$OUT/sweep_start_ahead.json" \
+        --timeline "$OUT/timeline.log" > "$RES/sweep_start_ahead.md" 2>> "$OUT/export.log"
 fi
 
 if want tests; then

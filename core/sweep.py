@@ -1,9 +1,10 @@
 """Sweeps: a grid of RunSpecs (size x ctx x precision x mode x warm-up), one child process per cell.
 
-Each cell is a separate `Launch`, so an OOM marks that cell `oom`, the child's exit gives the GPU its
-memory back and the sweep goes on. Cancelling stops the running cell and leaves the cells not yet
-run `pending`; every finished cell is kept. The time left is estimated from the cells done so far
-with a fixed cost per cell (process start, model build) plus a cost proportional to its FLOPs.
+Each cell is a separate `Launch` (run by core.cell_runner, which starts processes ahead of their
+turn), so an OOM marks that cell `oom`, the child's exit gives the GPU its memory back and the sweep
+goes on. Cancelling stops the running cell and leaves the cells not yet run `pending`; every
+finished cell is kept. The time left is estimated from the cells done so far with a fixed cost per
+cell (process start, model build) plus a cost proportional to its FLOPs.
 """
 from __future__ import annotations
 

@@ -31,12 +31,19 @@ PC=(python3 -m perfconsole.tui.main)
 T0=$(date +%s)
 
 section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
-export_md() {  # snapshot, markdown name
+export_md() {  # snapshot, markdown name; the command goes under the report's title
     if [[ -f "$1" ]]; then
         "${PC[@]}" export "$1" --format md -o "$RES/$2" 2>>"$OUT/export.log" || echo "export of $1 failed" | tee -a "$OUT/timeline.log"
+        python3 scripts/note_command.py "$RES/$2" "$LAST_COMMAND" "SECTIONS=$SECTION bash scripts/gpu_issue5.sh"
     else
         echo "no snapshot $1 (see the logs in $OUT)" | tee -a "$OUT/timeline.log"
     fi
+}
+measure() {  # SECTION cap out-name perfconsole-args...: runs it with Ctrl-C semantics at the cap
+    SECTION=$1; local cap=$2 name=$3; shift 3
+    LAST_COMMAND="perfconsole $*"
+    timeout -s INT -k 20 "$cap" "${PC[@]}" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.log"
+    echo "$name exit $?" >> "$OUT/timeline.log"
 }
 
 { nvidia-smi || true; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
@@ -47,28 +54,23 @@ want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 if want memory; then
 section "memory: xl ctx 512 train fp32"
-timeout -s INT -k 10 ${MEMORY_CAP:-60} "${PC[@]}" run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
-    --warmup 2 --steps 3 --device cuda --memory --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory" \
-    > "$OUT/memory.txt" 2> "$OUT/memory.log"
-echo "memory exit $?" >> "$OUT/timeline.log"
+measure memory ${MEMORY_CAP:-60} memory run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
+    --warmup 2 --steps 3 --device cuda --memory --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory"
 export_md "$RES/memory_xl_ctx512.json" memory_xl_ctx512.md
 fi
 
 if want sweep; then
 section "sweep: 5 sizes x ctx 128..1024 x fp32,bf16 train"
-timeout -s INT -k 20 ${SWEEP_CAP:-290} "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
+measure sweep ${SWEEP_CAP:-290} sweep sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
     --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
-    --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep" > "$OUT/sweep.txt" 2> "$OUT/sweep.log"
-echo "sweep exit $?" >> "$OUT/timeline.log"
+    --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep"
 export_md "$RES/sweep_train_fp32_bf16.json" sweep_train_fp32_bf16.md
 fi
 
 if want attention; then
 section "attention: d x seq grid, naive and sdpa"
-timeout -s INT -k 20 ${ATTENTION_CAP:-170} "${PC[@]}" attention --d 16,32,64,128 --seq 256,1024,4096,8192,16384,32768 \
-    --batch 8 --impl naive,sdpa --precision fp32 --warmup 3 --iters 10 --device cuda \
-    --save "$RES/attention_grid.json" > "$OUT/attention.txt" 2> "$OUT/attention.log"
-echo "attention exit $?" >> "$OUT/timeline.log"
+measure attention ${ATTENTION_CAP:-170} attention attention --d 16,32,64,128 --seq 256,1024,4096,8192,16384,32768 \
+    --batch 8 --impl naive,sdpa --precision fp32 --warmup 3 --iters 10 --device cuda --save "$RES/attention_grid.json"
 export_md "$RES/attention_grid.json" attention_grid.md
 fi
 
@@ -88,10 +90,8 @@ fi
 
 if want compile; then
     section "attention: eager vs compiled vs sdpa"
-    timeout -s INT -k 20 ${COMPILE_CAP:-240} "${PC[@]}" attention --d 64,128 --seq 1024,4096,16384 --batch 8 \
-        --impl naive,sdpa --compile --precision fp32 --warmup 3 --iters 10 --device cuda \
-        --save "$RES/attention_compile.json" > "$OUT/attention_compile.txt" 2> "$OUT/attention_compile.log"
-    echo "attention compile exit $?" >> "$OUT/timeline.log"
+    measure compile ${COMPILE_CAP:-240} attention_compile attention --d 64,128 --seq 1024,4096,16384 --batch 8 \
+        --impl naive,sdpa --compile --precision fp32 --warmup 3 --iters 10 --device cuda --save "$RES/attention_compile.json"
     export_md "$RES/attention_compile.json" attention_compile.md
 fi
 

@@ -47,14 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _pairs(a_cells, b_cells, key):
+    """The cells of A with their counterpart in B (same key), in A's order."""
+    by_b = {key(c): c for c in b_cells}
+    return [(c, by_b[key(c)]) for c in a_cells if key(c) in by_b]
+
+
 def _attention_rows(a: AttentionRecord, b: AttentionRecord) -> None:
     print("\n| impl | d | seq | fwd A (ms) | fwd B (ms) | B/A | bwd A (ms) | bwd B (ms) | B/A | status A | status B |")
     print("| :-- | --: | --: | --: | --: | --: | --: | --: | --: | :-- | :-- |")
-    by_b = {c.cell.label(): c for c in b.cells}
-    for ca in a.cells:
-        cb = by_b.get(ca.cell.label())
-        if cb is None:
-            continue
+    for ca, cb in _pairs(a.cells, b.cells, lambda c: c.cell.label()):
         print(f"| {ca.cell.variant} | {ca.cell.d} | {ca.cell.seq} | {_ms(ca.forward_ms)} | {_ms(cb.forward_ms)} | "
               f"{_ratio(ca.forward_ms, cb.forward_ms)} | {_ms(ca.backward_ms)} | {_ms(cb.backward_ms)} | "
               f"{_ratio(ca.backward_ms, cb.backward_ms)} | {ca.status} | {cb.status} |")
@@ -63,11 +65,7 @@ def _attention_rows(a: AttentionRecord, b: AttentionRecord) -> None:
 def _sweep_rows(a: SweepRecord, b: SweepRecord) -> None:
     print("\n| cell | step A (ms) | step B (ms) | B/A | status A | status B |")
     print("| :-- | --: | --: | --: | :-- | :-- |")
-    by_b = {r.spec.label(): r for r in b.runs}
-    for ra in a.runs:
-        rb = by_b.get(ra.spec.label())
-        if rb is None:
-            continue
+    for ra, rb in _pairs(a.runs, b.runs, lambda r: r.spec.label()):
         sa = ra.summary.total_ms if ra.summary and ra.steps else None
         sb = rb.summary.total_ms if rb.summary and rb.steps else None
         print(f"| {ra.spec.label()} | {_ms(sa)} | {_ms(sb)} | {_ratio(sa, sb)} | {ra.status} | {rb.status} |")

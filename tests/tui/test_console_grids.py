@@ -1,6 +1,7 @@
 """Sweeps and attention grids in the console: listed in Runs, shown as grids, toggled, exported, saved.
 
-On the real H200 snapshots in tests/fixtures/grids/ (a full fp32/bf16 train sweep, and a partial
+On the real H200 snapshots in tests/fixtures/grids/ (a full fp32/bf16 train sweep, the eager vs
+compiled vs SDPA comparison, and a partial
 attention grid with OOM, cancelled and not-run cells) and on the shipped tiny CPU sweep."""
 from __future__ import annotations
 
@@ -199,3 +200,20 @@ async def test_grid_commands_in_the_palette_and_keys_in_help():
         await pilot.pause()
         help_text = plain(app.screen.query_one(Static).content)
         assert "Grids" in help_text and "Values" in help_text
+
+
+async def test_eager_compiled_and_sdpa_side_by_side():
+    """The H200 compile comparison (docs/results/attention_compile.md): three variants, one grid each."""
+    app = make_app(snapshots=[GRIDS / "attention_compile.json"])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("5", "enter")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "grids"
+        head, body = _text(app, "#grids-head"), _text(app, "#grids-body")
+        assert "18/18 cells finished: 18 ok" in head
+        assert all(f"{v} · fp32" in body for v in ("naive", "naive+compile", "sdpa"))
+        assert _row(body, "64", 1) == ["0.20/0.35", "1.32/2.03", "20.5/34.4"]  # naive+compile, d 64
+        findings = _text(app, "#grids-findings")
+        assert "naive+compile against naive: speedup 1.47x" in findings
+        assert "sdpa against naive: speedup 2.09x" in findings

@@ -4,6 +4,8 @@
 child does (exit cleanly, OOM, crash, get killed, print junk), the caller sees a well-formed stream:
 a crash or kill becomes an `error` event with the exit code or signal and the tail of stderr. Every
 live launch is killed (whole process group) at interpreter exit, so nothing outlives the console.
+A launch can be started ahead of its turn with `start(hold=True)`: the child imports, says it is
+ready (`wait_ready()`), and touches no GPU until `events()` lets it go (core.cell_runner uses this).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.stats import summarize
-from perfconsole.core.worker import EventWriter, die_with_parent, fault_hook, hold, private_stdout, serve
+from perfconsole.core.worker import HOLD_HELP, begin, fault_hook, refuse, serve
 
 MIB = float(2**20)
 
@@ -159,20 +159,17 @@ def _preload() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfconsole-attention-worker")
     parser.add_argument("--cell", required=True, help="AttentionCell as JSON")
-    parser.add_argument("--hold", action="store_true", help="import, then wait for a line on stdin")
+    parser.add_argument("--hold", action="store_true", help=HOLD_HELP)
     args = parser.parse_args(argv)
-    emit = EventWriter(private_stdout())
-    if args.hold and not hold(emit, _preload):
+    emit = begin(args.hold, _preload)
+    if emit is None:
         return 0
-    die_with_parent()
     from perfconsole.core.attention import AttentionCell  # after the stdout swap: it imports torch
 
     try:
         cell = AttentionCell.from_dict(json.loads(args.cell)).validate()
     except (ValueError, TypeError, KeyError) as exc:
-        emit(ev.Error("spec", str(exc)))
-        emit(ev.Finished("error"))
-        return 2
+        return refuse(emit, str(exc))
     hook = fault_hook(os.environ.get("PERFCONSOLE_FAULT"))
     return serve(emit, cell.device, cell.to_dict(), lambda _env: measure(cell.to_dict(), emit, hook))
 

@@ -73,6 +73,26 @@ def hold(emit: EventWriter, preload: Callable[[], object]) -> bool:
     return True
 
 
+HOLD_HELP = "import, then wait for a line on stdin before using the device (a cell started ahead)"
+
+
+def begin(held: bool, preload: Callable[[], object]) -> EventWriter | None:
+    """The opening both workers share: events on a private stdout, the hold of a cell started ahead
+    (`--hold`), and death with the parent. None when a held worker was dropped before its turn."""
+    emit = EventWriter(private_stdout())
+    if held and not hold(emit, preload):
+        return None
+    die_with_parent()
+    return emit
+
+
+def refuse(emit: EventWriter, message: str) -> int:
+    """An input the worker cannot run: a `spec` error, then `finished`; exit code 2."""
+    emit(ev.Error("spec", message))
+    emit(ev.Finished("error"))
+    return 2
+
+
 def die_with_parent() -> None:
     _kill_me_with_parent()
 
@@ -131,19 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfconsole-worker")
     parser.add_argument("--spec", required=True, help="RunSpec as JSON")
     parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
-    parser.add_argument("--hold", action="store_true", help="import, then wait for a line on stdin (see `hold`)")
+    parser.add_argument("--hold", action="store_true", help=HOLD_HELP)
     args = parser.parse_args(argv)
-    emit = EventWriter(private_stdout())
-    if args.hold and not hold(emit, lambda: importlib.import_module("perfconsole.core.bench")):
+    emit = begin(args.hold, lambda: importlib.import_module("perfconsole.core.bench"))
+    if emit is None:
         return 0
-    die_with_parent()
 
     try:
         spec = RunSpec.from_dict(json.loads(args.spec)).validate()
     except (SpecError, ValueError, TypeError) as exc:
-        emit(ev.Error("spec", str(exc)))
-        emit(ev.Finished("error"))
-        return 2
+        return refuse(emit, str(exc))
 
     from perfconsole.core import bench
 

@@ -1,8 +1,9 @@
 """Snapshots: JSON files with a schema version and a kind, written atomically.
 
-A snapshot is `{"schema": 1, "kind": <kind>, "data": {...}}`. Kinds register a class with `to_dict`
-and `from_dict` (runs here; sweeps, attention grids and comparisons in their own modules). Nothing
-here unpickles: snapshots are plain JSON, safe to open from anyone.
+A snapshot is `{"schema": 1, "kind": <kind>, "data": {...}}`. Each kind is a class with `to_dict`
+and `from_dict`; `KINDS` names where each lives, and a kind's module is imported only when a snapshot
+of that kind is read (so the shared vocabulary here never imports the grids or reports packages).
+Nothing here unpickles: snapshots are plain JSON, safe to open from anyone.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perfconsole.core.paths import PathError, output_file
-from perfconsole.core.record import RunRecord
 
 SCHEMA_VERSION = 1
 
@@ -28,23 +28,20 @@ class SnapshotError(ValueError):
     pass
 
 
-_KINDS: dict[str, Any] = {"run": RunRecord}
+# kind -> "module:Class". Adding a snapshot kind means adding a line here.
+KINDS: dict[str, str] = {
+    "run": "perfconsole.core.record:RunRecord",
+    "sweep": "perfconsole.core.grids.sweep:SweepRecord",
+    "attention": "perfconsole.core.grids.attention:AttentionRecord",
+    "comparison": "perfconsole.core.reports.compare:Comparison",
+}
 
 
-def register_kind(kind: str, cls: Any) -> None:
-    _KINDS[kind] = cls
-
-
-def _ensure_kinds() -> None:
-    # The other kinds live in modules that register themselves on import.
+def kind_class(kind: str) -> Any:
     import importlib
 
-    for mod in ("perfconsole.core.sweep", "perfconsole.core.attention", "perfconsole.core.compare"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            if exc.name != mod:
-                raise
+    module, _, name = KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def dumps(obj: Snapshot) -> str:
@@ -91,10 +88,9 @@ def loads(text: str, source: str = "<string>") -> Any:
         raise SnapshotError(f"{source}: not a perfconsole snapshot (no kind/data)")
     if doc.get("schema") != SCHEMA_VERSION:
         raise SnapshotError(f"{source}: snapshot schema {doc.get('schema')!r}, this perfconsole reads {SCHEMA_VERSION}")
-    _ensure_kinds()
-    cls = _KINDS.get(doc["kind"])
-    if cls is None:
-        raise SnapshotError(f"{source}: unknown snapshot kind {doc['kind']!r}; known: {', '.join(sorted(_KINDS))}")
+    if doc["kind"] not in KINDS:
+        raise SnapshotError(f"{source}: unknown snapshot kind {doc['kind']!r}; known: {', '.join(sorted(KINDS))}")
+    cls = kind_class(doc["kind"])
     try:
         return cls.from_dict(doc["data"])
     except (KeyError, TypeError, ValueError) as exc:

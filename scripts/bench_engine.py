@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from perfconsole.core.launcher import Launch
+from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 from perfconsole.model.config import SIZES

@@ -49,8 +49,8 @@ def first_frame_s() -> float:
 
 
 def gpu_sampler():
-    from perfconsole.core import nvml
-    from perfconsole.core.nvml import GpuSample
+    from perfconsole.core.telemetry import nvml
+    from perfconsole.core.telemetry.nvml import GpuSample
 
     if nvml.gpu_count() > 0:
         return nvml.sample, "NVML"

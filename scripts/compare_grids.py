@@ -9,8 +9,8 @@ import argparse
 import sys
 
 from perfconsole.core import store
-from perfconsole.core.attention import AttentionRecord
-from perfconsole.core.sweep import SweepRecord
+from perfconsole.core.grids.attention import AttentionRecord
+from perfconsole.core.grids.sweep import SweepRecord
 
 
 def _ms(stat) -> str:

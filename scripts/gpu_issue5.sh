@@ -19,7 +19,7 @@
 #   compile:    eager vs torch.compile vs SDPA on d 64,128 x seq 1024,4096,16384
 #   sweepagain: the sweep above once more with the default --start-ahead, against the committed
 #               sweep_train_fp32_bf16.json (run one process at a time): its wall time, same figures
-#   tests:      the gpu-marked tests of tests/core/test_attention.py and test_memory_profile.py
+#   tests:      the gpu-marked tests of tests/core/grids/test_attention.py and test_memory_profile.py
 # Caps (seconds) per section: MEMORY_CAP, SWEEP_CAP, ATTENTION_CAP, COMPILE_CAP.
 set -uo pipefail
 
@@ -108,7 +108,7 @@ fi
 
 if want tests; then
     section "gpu tests"
-    timeout -k 10 ${TESTS_CAP:-150} python3 -m pytest -q -m gpu tests/core/test_memory_profile.py tests/core/test_attention.py \
+    timeout -k 10 ${TESTS_CAP:-150} python3 -m pytest -q -m gpu tests/core/measure/test_memory_profile.py tests/core/grids/test_attention.py \
         > "$OUT/gpu_tests.log" 2>&1
     echo "gpu tests exit $?" >> "$OUT/timeline.log"
     tail -5 "$OUT/gpu_tests.log"

@@ -7,17 +7,15 @@ reach alike. Files go to the data directory unless the user types another path.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 
-from perfconsole.core import export, store
+from perfconsole.core import store
 from perfconsole.core.paths import data_dir, safe_name, shipped_snapshots_dir
 from perfconsole.core.record import Profile, RunRecord
+from perfconsole.core.reports import export
 from perfconsole.core.spec import RunSpec
-
-if TYPE_CHECKING:
-    from perfconsole.tui.app import PerfConsole
 
 SNAPSHOTS = "snapshots"
 EXPORTS = "exports"
@@ -34,8 +32,10 @@ def snapshot_choices() -> list[Path]:
 
 
 class SessionActions:
+    """Mixed into the console's App: uses its runs, marks, grids, comparison, panes and notify()."""
+
     # --- the run under the cursor ----------------------------------------------------------------
-    def _cursor_run(self: PerfConsole) -> RunRecord | None:
+    def _cursor_run(self) -> RunRecord | None:
         from perfconsole.tui.screens.runs import RunsPane
 
         if self.main("#tabs").active == "runs":
@@ -43,10 +43,10 @@ class SessionActions:
             return self._record(rid) if rid else None
         return self.current
 
-    def _grid(self: PerfConsole, gid: str | None) -> Any | None:
+    def _grid(self, gid: str | None) -> Any | None:
         return next((g for g in self.grids if g.id == gid), None)
 
-    def _cursor_grid(self: PerfConsole) -> Any | None:
+    def _cursor_grid(self) -> Any | None:
         """The sweep or attention grid under the Runs cursor, if the cursor is on one."""
         from perfconsole.tui.screens.runs import RunsPane
 
@@ -54,7 +54,7 @@ class SessionActions:
             return None
         return self._grid(self.main(RunsPane).current_id())
 
-    def action_toggle_mark(self: PerfConsole) -> None:
+    def action_toggle_mark(self) -> None:
         r = self._cursor_run()
         if r is None:
             if self._cursor_grid() is not None:
@@ -66,7 +66,7 @@ class SessionActions:
             self.marked.append(r.id)
         self.refresh_runs()
 
-    def action_view_run(self: PerfConsole) -> None:
+    def action_view_run(self) -> None:
         g = self._cursor_grid()
         if g is not None:
             self.show_grid(g)
@@ -77,8 +77,8 @@ class SessionActions:
             self.show_current()
             self.action_show_tab("live")
 
-    def action_compare(self: PerfConsole) -> None:
-        from perfconsole.core.compare import Comparison
+    def action_compare(self) -> None:
+        from perfconsole.core.reports.compare import Comparison
 
         runs = [r for rid in self.marked if (r := self._record(rid)) is not None]
         if len(runs) < 2:
@@ -86,14 +86,14 @@ class SessionActions:
             return
         self.show_comparison(Comparison(runs))
 
-    def show_comparison(self: PerfConsole, comparison: Any) -> None:
+    def show_comparison(self, comparison: Any) -> None:
         from perfconsole.tui.screens.compare import ComparePane
 
         self.comparison = comparison
         self.main(ComparePane).show(comparison)
         self.action_show_tab("compare")
 
-    def show_grid(self: PerfConsole, grid: Any, switch: bool = True) -> None:
+    def show_grid(self, grid: Any, switch: bool = True) -> None:
         from perfconsole.tui.screens.grids import GridsPane
 
         self.grid = grid
@@ -102,7 +102,7 @@ class SessionActions:
             self.action_show_tab("grids")
 
     # --- files -----------------------------------------------------------------------------------
-    def _save(self: PerfConsole, obj: Any, name: str) -> Path | None:
+    def _save(self, obj: Any, name: str) -> Path | None:
         path = data_dir() / SNAPSHOTS / f"{safe_name(name)}.json"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ class SessionActions:
         self.notify(f"saved {path}")
         return path
 
-    def action_save_run(self: PerfConsole) -> None:
+    def action_save_run(self) -> None:
         g = self._cursor_grid()
         if g is not None:
             self._save_grid(g)
@@ -129,25 +129,25 @@ class SessionActions:
                 self.sources[r.id] = str(path)
                 self.refresh_runs()
 
-    def _save_grid(self: PerfConsole, g: Any) -> None:
+    def _save_grid(self, g: Any) -> None:
         path = self._save(g, f"{g.kind}-{g.id}")
         if path is not None and g.id not in self.sources:
             self.sources[g.id] = str(path)
             self.refresh_runs()
 
-    def action_save_grid(self: PerfConsole) -> None:
+    def action_save_grid(self) -> None:
         if self.grid is None:
             self.notify("no grid open: open a sweep or attention snapshot in Runs (o)", severity="warning")
         else:
             self._save_grid(self.grid)
 
-    def action_save_comparison(self: PerfConsole) -> None:
+    def action_save_comparison(self) -> None:
         if self.comparison is None:
             self.notify("nothing compared yet", severity="warning")
         else:
             self._save(self.comparison, f"compare-{self.comparison.name}"[:70])
 
-    def action_open_snapshot(self: PerfConsole) -> None:
+    def action_open_snapshot(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen
 
         def opened(path: Path | None) -> None:
@@ -156,8 +156,8 @@ class SessionActions:
 
         self.push_screen(OpenScreen("Open a snapshot", snapshot_choices()), opened)
 
-    def open_path(self: PerfConsole, path: Path, switch: bool = True) -> None:
-        from perfconsole.core.compare import Comparison
+    def open_path(self, path: Path, switch: bool = True) -> None:
+        from perfconsole.core.reports.compare import Comparison
 
         try:
             obj = store.load(path)
@@ -186,13 +186,13 @@ class SessionActions:
         else:
             self.notify(f"{path}: a {obj.kind} snapshot; open it with `perfconsole export`", severity="warning")
 
-    def _own_file(self: PerfConsole, item_id: str) -> str:
+    def _own_file(self, item_id: str) -> str:
         """The item's file if it lies in the data directory (deleting the item deletes it), else ""."""
         source = self.sources.get(item_id, "")
         own = bool(source) and Path(source).resolve().is_relative_to(data_dir().resolve())
         return source if own else ""
 
-    def _delete_grid(self: PerfConsole, g: Any) -> None:
+    def _delete_grid(self, g: Any) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
 
         own = self._own_file(g.id)
@@ -210,12 +210,12 @@ class SessionActions:
         self.push_screen(ConfirmScreen(f"Delete {g.name} from the list{' and its file ' + own if own else ''}? (y/n)"),
                          answer)
 
-    def _add_loaded(self: PerfConsole, r: RunRecord, source: str) -> None:
+    def _add_loaded(self, r: RunRecord, source: str) -> None:
         if self._record(r.id) is None:
             self.runs.append(r)
             self.sources[r.id] = source
 
-    def action_import_profile(self: PerfConsole) -> None:
+    def action_import_profile(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen
 
         def chosen(path: Path | None) -> None:
@@ -226,7 +226,7 @@ class SessionActions:
                                     "a directory of nsys stats CSVs, or one file"), chosen)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="import")
-    def import_profile(self: PerfConsole, path: Path) -> None:
+    def import_profile(self, path: Path) -> None:
         from perfconsole.core.profiling.errors import ProfileError
         from perfconsole.core.profiling.load import load_profile
 
@@ -239,14 +239,14 @@ class SessionActions:
                            profile=Profile("import", [str(path)], tables, warnings))
         self.call_from_thread(self._imported, record, str(path))
 
-    def _imported(self: PerfConsole, record: RunRecord, source: str) -> None:
+    def _imported(self, record: RunRecord, source: str) -> None:
         self._add_loaded(record, source)
         self.current = record
         self.show_current()
         self.refresh_runs()
         self.action_show_tab("kernels")
 
-    def _export(self: PerfConsole, obj: Any, name: str) -> None:
+    def _export(self, obj: Any, name: str) -> None:
         from perfconsole.tui.screens.dialogs import ExportScreen
 
         def write(choice: tuple[str, Path] | None) -> None:
@@ -264,7 +264,7 @@ class SessionActions:
 
         self.push_screen(ExportScreen(name, data_dir() / EXPORTS / safe_name(name)), write)
 
-    def action_export_run(self: PerfConsole) -> None:
+    def action_export_run(self) -> None:
         g = self._cursor_grid()
         if g is not None:
             self._export(g, g.name)
@@ -275,19 +275,19 @@ class SessionActions:
         else:
             self._export(r, r.name)
 
-    def action_export_grid(self: PerfConsole) -> None:
+    def action_export_grid(self) -> None:
         if self.grid is None:
             self.notify("no grid open: open a sweep or attention snapshot in Runs (o)", severity="warning")
         else:
             self._export(self.grid, self.grid.name)
 
-    def action_export_comparison(self: PerfConsole) -> None:
+    def action_export_comparison(self) -> None:
         if self.comparison is None:
             self.notify("nothing compared yet", severity="warning")
         else:
             self._export(self.comparison, f"compare {self.comparison.name}"[:70])
 
-    def action_delete_run(self: PerfConsole) -> None:
+    def action_delete_run(self) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
 
         g = self._cursor_grid()

@@ -1,38 +1,37 @@
-"""The console app: seven panes in tabs, the run thread, the NVML thread and the session's runs.
+"""The console app: seven panes in tabs, keys, help, the command palette and the session's runs.
 
 Background work follows harlequin: each thread is an exclusive `@work(thread=True)` worker that only
-posts typed messages (messages.py); the UI folds them into RunRecords. Nothing here imports torch:
-the model runs in the worker process that core.launcher starts.
+posts typed messages (messages.py); the UI folds them into RunRecords. The run thread lives in
+run_driver.py, the NVML thread in gpu_sampling.py, the session's actions (save, open, export,
+compare) in actions.py. Nothing here imports torch: the model runs in the worker process that
+core.launch.launcher starts.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
-import collections
-import contextlib
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState, get_current_worker
 
-from perfconsole.core import events as ev
-from perfconsole.core import launcher, nvml
-from perfconsole.core.nvml import GpuSample
-from perfconsole.core.queue import RunQueue
+from perfconsole.core.launch import launcher, processes
+from perfconsole.core.launch.queue import RunQueue
+from perfconsole.core.telemetry import nvml
+from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 from perfconsole.tui import glyphs as gl
 from perfconsole.tui.actions import SessionActions
-from perfconsole.tui.messages import GpuSampled, RunEnded, RunFeed, RunUpdated
+from perfconsole.tui.gpu_sampling import GpuSampling
+from perfconsole.tui.messages import RunFeed
+from perfconsole.tui.run_driver import RunDriver
 from perfconsole.tui.screens.compare import ComparePane
 from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
 from perfconsole.tui.screens.grids import GridsPane
@@ -44,13 +43,9 @@ from perfconsole.tui.widgets.sortable_table import SortableTable
 
 TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("nvtx", "4 NVTX"),
         ("runs", "5 Runs"), ("compare", "6 Compare"), ("grids", "7 Grids"))
-GPU_PERIOD_S = 0.25          # 4 Hz while a run streams or the live pane shows
-GPU_IDLE_PERIOD_S = 2.0      # otherwise, and where there is no GPU, poll rarely
-GPU_HISTORY = 60
-REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come
 
 
-class PerfConsole(SessionActions, App[int]):
+class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
     TITLE = "perfconsole"
     CSS_PATH = Path(__file__).with_name("console.tcss")  # absolute: subclasses may live anywhere
     ENABLE_COMMAND_PALETTE = True
@@ -143,7 +138,7 @@ class PerfConsole(SessionActions, App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        launcher.kill_all()
+        processes.kill_all()
 
     def main(self, selector):
         """A widget of the main screen, also while a dialog is on top (App.query_one searches the top screen)."""
@@ -212,153 +207,6 @@ class PerfConsole(SessionActions, App[int]):
     def _launch_requested(self, event: LaunchRequested) -> None:
         self.enqueue(event.specs, event.queue)
 
-    def enqueue(self, specs: list[RunSpec], queue: bool) -> None:
-        if not queue and self.active is not None:
-            self.notify("a run is in progress: ctrl+e queues this one, x cancels the other", severity="warning")
-            return
-        self.queue.extend(specs)
-        self._show_queue()
-        if self.active is None:
-            self._start_next()
-        else:
-            self.notify(f"queued {len(specs)} run(s); {len(self.queue)} waiting")
-
-    def _show_queue(self) -> None:
-        pending = self.queue.pending()
-        self.main(LaunchPane).set_queue_info(
-            ("queue: " + ", ".join(s.label() for s in pending)) if pending else "")
-
-    def action_clear_queue(self) -> None:
-        n = self.queue.clear()
-        self._show_queue()
-        self.notify(f"dropped {n} queued run(s)")
-
-    def _start_next(self) -> None:
-        spec = self.queue.pop()
-        self._show_queue()
-        if spec is None:
-            return
-        record = RunRecord(spec)
-        self.runs.append(record)
-        self.active = self.current = record
-        self._gpu_busy = True
-        self.times[record.id] = [time.monotonic(), None]
-        feed = self.feeds[record.id] = RunFeed()
-        self.launch = launcher.Launch(spec, env=self.launch_env)
-        self.show_current()
-        self.action_show_tab("live")
-        self.refresh_runs()
-        self.drive_run(record.id, self.launch, feed)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="run")
-    def drive_run(self, run_id: str, launch: launcher.Launch, feed: RunFeed) -> None:
-        try:
-            for event in launch.events():
-                feed.push(event)
-                self.post_message(RunUpdated(run_id))
-        finally:
-            self.post_message(RunEnded(run_id))
-
-    def _record(self, run_id: str) -> RunRecord | None:
-        return next((r for r in self.runs if r.id == run_id), None)
-
-    def _fold(self, run_id: str) -> RunRecord | None:
-        record, feed = self._record(run_id), self.feeds.get(run_id)
-        if record is None or feed is None:
-            return None
-        events = feed.drain()
-        status = record.status
-        for event in events:
-            record.apply(event)
-        if not events:
-            return None
-        if record is self.current:
-            self._schedule_redraw()
-            if any(isinstance(e, ev.ProfileReady) for e in events):
-                self.main(KernelsPane).show_record(record)
-                self.main(NvtxPane).show_record(record)
-        if record.status != status:
-            self.refresh_runs()
-        return record
-
-    def _schedule_redraw(self) -> None:
-        if not self._redraw_pending:
-            self._redraw_pending = True
-            self.set_timer(REDRAW_S, self._redraw)
-
-    def _redraw(self) -> None:
-        self._redraw_pending = False
-        with contextlib.suppress(NoMatches, IndexError):  # a timer may fire while the app shuts down
-            self.main(LivePane).refresh_record()
-
-    def on_run_updated(self, message: RunUpdated) -> None:
-        self._fold(message.run_id)
-
-    def on_run_ended(self, message: RunEnded) -> None:
-        self._fold(message.run_id)
-        record = self._record(message.run_id)
-        if record is not None and not record.finished:
-            # The thread stopped without a Finished event (it raised): keep the steps, say so.
-            record.apply(ev.Error("crash", "the run stopped unexpectedly; see the notification"))
-            record.apply(ev.Finished("error"))
-        self.feeds.pop(message.run_id, None)
-        now = time.monotonic()
-        if message.run_id in self.times:
-            self.times[message.run_id][1] = now
-        if record is self.current:
-            live = self.main(LivePane)
-            live.mark_ended(now)
-            live.refresh_record()
-            self.main(KernelsPane).show_record(record)
-            self.main(NvtxPane).show_record(record)
-        self.active, self.launch = None, None
-        self._gpu_busy = self.main(TabbedContent).active == "live"
-        self.refresh_runs()
-        if record is not None:
-            sev = "information" if record.status == "ok" else "error"
-            self.notify(f"{record.name}: {record.status}" + (f" ({record.error.message})" if record.error and
-                                                              record.status != "ok" else ""), severity=sev)
-        self._start_next()
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            self.notify(f"{event.worker.name}: {event.worker.error}", severity="error", timeout=15)
-
-    def action_cancel_run(self) -> None:
-        if self.launch is None:
-            self.notify("no run in progress")
-            return
-        self.launch.cancel()
-        if self.active is not None:
-            self.active.stage = "cancelling"
-            self.main(LivePane).refresh_status()
-
-    def _tick(self) -> None:
-        if self.active is not None and self.active is self.current:
-            with contextlib.suppress(NoMatches, IndexError):
-                self.main(LivePane).refresh_status()
-
-    # --- GPU sampling --------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, exit_on_error=False, group="nvml")
-    def sample_gpu(self) -> None:
-        """One sample, then the next only after it returned: polls never overlap (dolphie)."""
-        worker = get_current_worker()
-        history: collections.deque[GpuSample] = collections.deque(maxlen=GPU_HISTORY)
-        last: object = object()
-        while not worker.is_cancelled and not self._stop.is_set():
-            sample = self.sampler(0)
-            if sample is not None:
-                history.append(sample)
-            if sample is not None or last is not None:  # "no GPU" is sent once, not four times a second
-                self.post_message(GpuSampled(sample, tuple(history)))
-            last = sample
-            period = GPU_PERIOD_S if self._gpu_busy and sample is not None else GPU_IDLE_PERIOD_S
-            self._stop.wait(period)
-
-    def on_gpu_sampled(self, message: GpuSampled) -> None:
-        with contextlib.suppress(NoMatches, IndexError):
-            self.main(LivePane).show_gpu(message.sample, message.history)
-
     # --- showing runs --------------------------------------------------------------------------
     def show_current(self) -> None:
         r = self.current
@@ -379,7 +227,7 @@ class PerfConsole(SessionActions, App[int]):
         def answer(yes: bool | None) -> None:
             if yes:
                 self.queue.clear()
-                launcher.kill_all()
+                processes.kill_all()
                 self.exit(0)
 
         self.push_screen(ConfirmScreen(f"{self.active.name} is running. Quit and end it? (y/n)"), answer)
@@ -387,35 +235,7 @@ class PerfConsole(SessionActions, App[int]):
     def hang_up(self) -> None:
         """SIGHUP / SIGTERM: the terminal or SSH session is gone; end every run and leave."""
         self.queue.clear()
-        launcher.kill_all()
+        processes.kill_all()
         self.exit(129)
 
 
-def run_console(args: argparse.Namespace) -> int:
-    """The `perfconsole` entry with no sub-command: pre-fill the form from the flags, then run."""
-    from perfconsole.core import cli
-    from perfconsole.core.spec import SpecError
-
-    errors: list[str] = []
-    try:
-        spec = cli.spec_from_args(args)
-    except SpecError as exc:
-        if args.start:
-            raise  # scripts get the one-line error and exit 2
-        errors.append(str(exc))
-        spec = _raw_spec(args)
-    app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
-
-    app.install_signals = True
-    try:
-        code = app.run()
-    finally:
-        launcher.kill_all()
-    return int(code or 0)
-
-
-def _raw_spec(args: argparse.Namespace) -> RunSpec:
-    """The flags as given, unvalidated, so the form can show what is wrong with them in place."""
-    from perfconsole.core.cli import spec_from_args
-
-    return spec_from_args(args, validate=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from perfconsole.core import cli
+from perfconsole.core.cli import main as cli
 
 
 def console_options(parser: argparse.ArgumentParser) -> None:
@@ -18,9 +18,26 @@ def console_options(parser: argparse.ArgumentParser) -> None:
 
 
 def open_console(args: argparse.Namespace) -> int:
-    from perfconsole.tui.app import run_console
+    """Pre-fill the form from the flags, then run the console (textual is imported only now)."""
+    from perfconsole.core.launch import processes
+    from perfconsole.core.spec import SpecError
+    from perfconsole.tui.app import PerfConsole
 
-    return run_console(args)
+    errors: list[str] = []
+    try:
+        spec = cli.spec_from_args(args)
+    except SpecError as exc:
+        if args.start:
+            raise  # scripts get the one-line error and exit 2
+        errors.append(str(exc))
+        spec = cli.spec_from_args(args, validate=False)  # the form shows what is wrong in place
+    app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
+    app.install_signals = True
+    try:
+        code = app.run()
+    finally:
+        processes.kill_all()
+    return int(code or 0)
 
 
 def main(argv: list[str] | None = None) -> int:

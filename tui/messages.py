@@ -12,7 +12,7 @@ import threading
 from textual.message import Message
 
 from perfconsole.core import events as ev
-from perfconsole.core.nvml import GpuSample
+from perfconsole.core.telemetry.nvml import GpuSample
 
 
 class RunFeed:

@@ -5,7 +5,7 @@ import pytest
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.export import export
+from perfconsole.core.reports.export import export
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from console_helpers import make_app, plain, wait_for
 
-from perfconsole.core import nvml
+from perfconsole.core.telemetry import nvml
 from perfconsole.core.spec import RunSpec
 from perfconsole.tui.messages import GpuSampled
 from perfconsole.tui.widgets.sortable_table import SortableTable

@@ -12,9 +12,10 @@ import json
 from console_helpers import ROOT, make_app, plain, shipped
 from textual.widgets import Static
 
-from perfconsole.core import export, store
+from perfconsole.core import store
+from perfconsole.core.reports import export
 from perfconsole.core.paths import data_dir
-from perfconsole.core.report_sweep import GridCell
+from perfconsole.core.reports.sweep import GridCell
 from perfconsole.tui.actions import snapshot_choices
 from perfconsole.tui.screens.dialogs import ConfirmScreen, ExportScreen, OpenScreen
 from perfconsole.tui.screens.grids import cell_text

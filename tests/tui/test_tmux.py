@@ -97,7 +97,7 @@ def test_hanging_up_mid_run_leaves_no_process_behind(tmux, tmp_path):
     tmux.wait_for("x cancels")  # measuring: the status line offers the cancel key
     console = psutil.Process(tmux.pane_pid())
     procs = [console, *console.children(recursive=True)]
-    assert any("perfconsole.core.worker" in " ".join(p.cmdline()) for p in procs[1:])
+    assert any("perfconsole.core.measure.worker" in " ".join(p.cmdline()) for p in procs[1:])
     tmux("kill-session", "-t", tmux.session)  # the terminal goes away: SIGHUP, as when SSH drops
     gone, alive = psutil.wait_procs(procs, timeout=10)
     assert not alive, [p.cmdline() for p in alive]

@@ -1,4 +1,4 @@
-"""Two or more marked runs side by side, from core.compare.Comparison: spec differences highlighted,
+"""Two or more marked runs side by side, from core.reports.compare.Comparison: spec differences highlighted,
 phase statistics, speedup with its interval, tokens/s, peak memory, category shares, kernel moves."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from perfconsole.core.compare import PHASE_NAMES, Comparison, speedup_text
+from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, speedup_text
 from perfconsole.tui.format import num, shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
 

@@ -14,8 +14,9 @@ from textual.binding import Binding
 from textual.containers import ScrollableContainer
 from textual.widgets import Static
 
-from perfconsole.core import report_attention, report_sweep
-from perfconsole.core.report_sweep import GRID_STATUSES, GridCell, GridTable, grid_status
+from perfconsole.core.reports import attention as report_attention
+from perfconsole.core.reports import sweep as report_sweep
+from perfconsole.core.reports.sweep import GRID_STATUSES, GridCell, GridTable, grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 
 STATUS_WORD = {"ok": "ok", "oom": "OOM", "error": "error", "cancelled": "cancelled", "not_run": "not run"}

@@ -148,7 +148,7 @@ class LaunchPane(VerticalScroll):
     def action_enqueue_ladder(self) -> None:
         if self.spec is None:
             return
-        from perfconsole.core.queue import precision_ladder
+        from perfconsole.core.launch.queue import precision_ladder
 
         try:
             specs = precision_ladder(self.spec)

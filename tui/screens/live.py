@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.events import Step
-from perfconsole.core.nvml import GpuSample
+from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
 from perfconsole.tui.format import duration
 from perfconsole.tui.glyphs import UNICODE, Glyphs

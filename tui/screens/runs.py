@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
-from perfconsole.core.report_sweep import grid_status
+from perfconsole.core.reports.sweep import grid_status
 from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.screens.live import STATUS_STYLE

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.table import Table
 from textual.widgets import Static
 
-from perfconsole.core.nvml import GpuSample
+from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.tui.format import num
 from perfconsole.tui.glyphs import UNICODE, Glyphs, sparkline
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfconsole.core import store
-from perfconsole.core.cli import main
+from perfconsole.core.cli.main import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
 

@@ -34,7 +34,7 @@ def test_nsys_run_small_ctx256_train(tmp_path: Path) -> None:
     if nsys is None:
         pytest.skip("nsys not found (--nsys, PERFCONSOLE_NSYS, PATH, /opt/nvidia, /usr/local/cuda*)")
     snap = tmp_path / "run.json"
-    cmd = [sys.executable, "-m", "perfconsole.core.cli", "run", "--size", "small", "--ctx", "256",
+    cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "run", "--size", "small", "--ctx", "256",
            "--mode", "train", "--device", "cuda", "--warmup", "3", "--steps", "10", "--profile", "nsys",
            "--nsys", nsys.path, "--json", "--save", str(snap), "--out-dir", str(tmp_path / "prof")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)

@@ -1,0 +1,5 @@
+import sys
+
+from perfconsole.core.cli.main import main
+
+sys.exit(main())

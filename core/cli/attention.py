@@ -1,0 +1,84 @@
+"""`perfconsole attention`: a d x seq grid of causal attention, eager against compiled against SDPA.
+
+Like `sweep`: a progress bar on stderr, one process per cell, Ctrl-C keeps finished cells; the grid
+goes to stdout, or `{"cells": [...]}` with --json.
+"""
+from __future__ import annotations
+
+import argparse
+
+from rich.table import Table
+
+from perfconsole.core.grids.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
+from perfconsole.core.cli.main import default_device, save_path
+from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.cli.sweep import parse_list
+from perfconsole.core.launch.processes import install_exit_handlers
+from perfconsole.core.reports.attention import json_text
+from perfconsole.core.spec import DEVICES, PRECISIONS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("attention", help="benchmark causal attention over a d x seq grid, one process per cell")
+    p.add_argument("--d", default="16,32,64,128", help="comma list of head dimensions")
+    p.add_argument("--seq", default="256,1024,4096,8192,16384", help="comma list of sequence lengths")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--impl", default="naive,sdpa", help=f"comma list of {', '.join(IMPLS)}")
+    p.add_argument("--compile", action="store_true", help="add a torch.compile'd naive variant")
+    p.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
+    p.add_argument("--warmup", type=int, default=10, help="untimed forward+backward passes per cell")
+    p.add_argument("--iters", type=int, default=100, help="timed forward and timed backward passes per cell")
+    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help='print {"cells": [...]} instead of a grid')
+    p.add_argument("--save", default=None, metavar="FILE", help="save the grid snapshot here (after every cell)")
+    add_start_ahead_argument(p)
+    p.set_defaults(func=run)
+
+
+def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
+    return AttentionSpec(parse_list(args.d, int, "d"), parse_list(args.seq, int, "seq"), args.batch,
+                         parse_list(args.impl, str, "impl"), args.compile, parse_list(args.precision, str, "precision"),
+                         args.warmup, args.iters, args.device or default_device(), args.seed).validate()
+
+
+def grid_table(a: AttentionRecord) -> Table:
+    """Rows d x seq; per variant and precision, forward / backward ms or the cell's status."""
+    t = Table(title=f"{a.name} — {a.status}", title_justify="left")
+    keys = [(impl + ("+compile" if comp else ""), p) for p in a.spec.precisions for impl, comp in a.spec.variants()]
+    t.add_column("d", justify="right")
+    t.add_column("seq", justify="right")
+    for v, p in keys:
+        t.add_column(f"{v} {p}\nfwd / bwd ms", justify="right")
+    by = {(c.cell.variant, c.cell.precision, c.cell.d, c.cell.seq): c for c in a.cells}
+    for d in sorted(a.spec.ds):
+        for s in sorted(a.spec.seqs):
+            row = [str(d), str(s)]
+            for v, p in keys:
+                c = by[(v, p, d, s)]
+                fwd = f"{c.forward_ms.mean:,.3f}" if c.forward_ms else "-"
+                bwd = f"{c.backward_ms.mean:,.3f}" if c.backward_ms else "-"
+                if c.status == "ok":
+                    row.append(f"{fwd} / {bwd}")
+                elif c.status == "oom":
+                    row.append(f"{fwd} / [bold red]OOM[/]")
+                else:
+                    row.append({"pending": "[dim]not run[/]"}.get(c.status, c.status))
+            t.add_row(*row)
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    save = save_path(args.save)
+    install_exit_handlers()
+    record = AttentionRecord.new(spec)
+    runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead)
+    err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome)
+    return finish(record, (c.status for c in record.cells), save, args.json, json_text, grid_table, err)
+
+
+def _cell_outcome(c) -> str:
+    fwd = f"fwd {c.forward_ms.mean:,.3f} ms" if c.forward_ms else "fwd -"
+    bwd = f"bwd {c.backward_ms.mean:,.3f} ms" if c.backward_ms else "bwd -"
+    return f"{c.status} {fwd} {bwd}" + (f" ({c.error})" if c.error and c.status != "ok" else "")

@@ -1,0 +1,144 @@
+"""The headless CLI: `perfconsole run | sweep | attention | import | export`.
+
+Each sub-command lives in its own module with `add_parser(subparsers)`; the parser it adds sets
+`func(args) -> int`. Bad input exits 2 with one line on stderr and no traceback. With no sub-command
+the console starts; that dispatch lives in perfconsole.tui.main, since core never imports the tui.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from perfconsole.core.spec import (ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES,
+                                   RunSpec, SpecError)
+
+COMMANDS = [
+    "perfconsole.core.cli.run",
+    "perfconsole.core.cli.export",
+    "perfconsole.core.cli.profile_import",
+    "perfconsole.core.cli.sweep",
+    "perfconsole.core.cli.attention",
+]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = None) -> None:
+    """The flags that make a RunSpec; shared by `run`, the console's launch form and sweeps."""
+    d = defaults or RunSpec()
+    p.add_argument("--size", default=None if defaults is None else d.size,
+                   help=f"model size: {', '.join(SIZE_NAMES)} (default: small on cuda, tiny on cpu)")
+    p.add_argument("--ctx", type=int, default=d.ctx, help="context length (tokens)")
+    p.add_argument("--batch", type=int, default=d.batch, help="batch size")
+    p.add_argument("--precision", default=d.precision, help=f"{', '.join(PRECISIONS)} (bf16/fp16 via autocast)")
+    p.add_argument("--mode", default=d.mode, help=f"{', '.join(MODES)}: inference, forward+backward, full train step")
+    p.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps, timed and reported apart (0 allowed)")
+    p.add_argument("--steps", type=int, default=d.steps, help="measured steps")
+    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available, else cpu)")
+    p.add_argument("--attention", default=d.attention, help=f"{', '.join(ATTENTIONS)}")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--vocab-size", type=int, default=d.vocab_size)
+    p.add_argument("--profile", default=d.profile, help=f"{', '.join(PROFILERS)}")
+    p.add_argument("--memory", action="store_true", help="record CUDA memory history (memory_viz snapshot)")
+    p.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak, for MFU")
+    for dim in ("d-model", "d-ff", "n-layers", "n-heads"):
+        p.add_argument(f"--{dim}", type=int, default=None, help="custom size only")
+
+
+def default_device() -> str:
+    """cuda where a GPU is visible to NVML, else cpu; decided without importing torch."""
+    from perfconsole.core.telemetry.nvml import gpu_count
+
+    return "cuda" if gpu_count() > 0 else "cpu"
+
+
+def save_path(arg: str | None) -> Path | None:
+    """The --save FILE of a command, checked before any work starts (a bad path loses nothing)."""
+    if not arg:
+        return None
+    from perfconsole.core.paths import PathError, output_file
+
+    try:
+        return output_file(arg)
+    except PathError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def ctrl_c_calls(cancel: Callable[[], None]) -> Iterator[None]:
+    """While inside, Ctrl-C calls `cancel` (which stops the child and keeps what was measured)."""
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def default_size(device: str) -> str:
+    """small on a GPU; tiny on the CPU, where small takes seconds a step."""
+    return "small" if device == "cuda" else "tiny"
+
+
+def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
+    """The RunSpec the flags describe; with validate=False the console shows what is wrong in place."""
+    device = args.device or default_device()
+    spec = RunSpec(
+        size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
+        warmup=args.warmup, steps=args.steps, device=device,
+        attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
+        vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
+        peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
+        n_layers=args.n_layers, n_heads=args.n_heads,
+    )
+    return spec.validate() if validate else spec
+
+
+def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:
+    # No abbreviations: the console's flags would swallow sub-command flags (`attention --d` as --device).
+    parser = _Parser(prog="perfconsole", allow_abbrev=False,
+                     description="Benchmark and profile Transformer LMs on NVIDIA GPUs. "
+                                 "With no command, opens the console.")
+    if console_options:
+        console_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None,
+         console: tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]] | None = None) -> int:
+    parser = build_parser(console[0] if console else None)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.command is None:
+            if console is None:
+                parser.print_help()
+                return EXIT_USAGE
+            return console[1](args)
+        return args.func(args)
+    except (SpecError, UsageError) as exc:
+        print(f"perfconsole: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""`perfconsole import PATH [--json] [--save FILE] [--nsys PATH]`: nsys/nvprof output as a run record.
+
+The record holds the profile tables and no timings (status `imported`), so it opens in the console
+and exports like any run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from perfconsole.core import store
+from perfconsole.core.cli.main import UsageError
+from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares
+from perfconsole.core.profiling.columns import Tables
+from perfconsole.core.profiling.errors import ProfileError
+from perfconsole.core.profiling.load import load_profile
+from perfconsole.core.record import Profile, RunRecord
+from perfconsole.core.spec import RunSpec
+
+TOP_ROWS = 20
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import", help="read nsys stats CSVs/logs, an .nsys-rep or an nvprof log into a run record")
+    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, or an .nsys-rep")
+    p.add_argument("--json", action="store_true", help="print {tables, categories, warnings} as JSON")
+    p.add_argument("--save", default=None, metavar="FILE", help="save the run record snapshot here")
+    p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys to export an .nsys-rep with")
+    p.set_defaults(func=run)
+
+
+def build_record(path: Path, tables: Tables, warnings: list[str]) -> RunRecord:
+    record = RunRecord(spec=RunSpec(), name=f"import {path.name}", status="imported")
+    record.profile = Profile(profiler="import", files=[str(path)], tables=tables, warnings=list(warnings))
+    return record
+
+
+def json_document(tables: Tables, warnings: list[str]) -> dict[str, Any]:
+    return {"tables": tables, "categories": [c.to_dict() for c in category_shares(tables)], "warnings": warnings}
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.path).expanduser()
+    try:
+        tables, warnings = load_profile(path, args.nsys)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    if args.save:
+        try:
+            saved = store.save(build_record(path, tables, warnings), args.save)
+        except store.SnapshotError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"saved {saved}", file=sys.stderr)
+    if args.json:
+        try:
+            sys.stdout.write(json.dumps(json_document(tables, warnings), indent=1) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `| head`: the reader has what it wanted
+            sys.stderr.close()
+    else:
+        _print_tables(tables, warnings)
+    return 0
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def _print_tables(tables: Tables, warnings: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    kernels = tables.get("cuda_gpu_kern_sum")
+    if kernels is not None:
+        t = Table(title=f"GPU kernels (top {min(TOP_ROWS, len(kernels))} of {len(kernels)})")
+        for col, just in (("Time %", "right"), ("Total ms", "right"), ("Instances", "right"),
+                          ("Avg µs", "right"), ("Category", "left"), ("Name", "left")):
+            t.add_column(col, justify=just, no_wrap=True,  # type: ignore[arg-type]
+                         overflow="ellipsis", max_width=90 if col == "Name" else None)
+        for r in kernels[:TOP_ROWS]:
+            t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
+                      f"{r.get('avg_ns', 0) / 1e3:,.1f}", categorize(r["name"]), r["name"][:120])
+        console.print(t)
+        shares = Table(title="Kernel time by category")
+        for col in ("Category", "Total ms", "Share"):
+            shares.add_column(col, justify="left" if col == "Category" else "right")
+        for c in category_shares(tables):
+            shares.add_row(c.category, _ms(c.total_ns), f"{100 * c.share:.1f}%")
+        console.print(shares)
+    nvtx = tables.get("nvtx_sum") or tables.get("nvtx_pushpop_sum")
+    if nvtx:
+        t = Table(title=f"NVTX ranges (top {min(TOP_ROWS, len(nvtx))} of {len(nvtx)})")
+        for col in ("Time %", "Total ms", "Instances", "Avg ms", "Domain", "Range"):
+            t.add_column(col, justify="right" if col not in ("Domain", "Range") else "left", no_wrap=True,
+                         overflow="ellipsis", max_width=70 if col == "Range" else None)
+        for r in nvtx[:TOP_ROWS]:
+            t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
+                      _ms(r.get("avg_ns", 0)), r["domain"], r["range"])
+        console.print(t)
+    for phase in phase_shares(tables):
+        line = ", ".join(f"{c.category} {100 * c.share:.1f}%" for c in phase.categories)
+        console.print(f"[bold]{phase.phase}[/] ({_ms(phase.total_ns)} ms of kernels): {line}")
+    others = sorted(set(tables) - {"cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum"})
+    if others:
+        console.print("also loaded: " + ", ".join(f"{k} ({len(tables[k])} rows)" for k in others))
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)

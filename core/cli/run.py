@@ -1,0 +1,90 @@
+"""`perfconsole run`: one benchmark in a child process, shown as a table or one JSON document."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from perfconsole.core import events as ev
+from perfconsole.core import store
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments,
+                                        ctrl_c_calls, save_path, spec_from_args)
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.launch.processes import install_exit_handlers
+from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.run import run_document
+
+EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="benchmark one configuration in a child process")
+    add_spec_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--save", default=None, metavar="FILE", help="save the run snapshot (JSON) here")
+    p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
+    p.add_argument("--out-dir", default=None, help="where profiler files go (default: beside --save, "
+                                                  "else the data directory)")
+    p.set_defaults(func=run)
+
+
+def execute(record: RunRecord, launch: Launch, progress: Console | None) -> RunRecord:
+    """Stream the launch into the record; Ctrl-C cancels the run and keeps what was measured."""
+    with ctrl_c_calls(launch.cancel):
+        for event in launch.events():
+            record.apply(event)
+            if progress is not None:
+                _show(progress, record, event)
+    return record
+
+
+def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
+    s = r.spec
+    if isinstance(e, ev.Progress):
+        c.print(f"[dim]{e.stage}[/] {e.detail}")
+    elif isinstance(e, ev.Step):
+        n = f"warm-up {e.index + 1}/{s.warmup}" if e.warmup else f"step {e.index - s.warmup + 1}/{s.steps}"
+        c.print(f"  {n}: {e.total_ms:.3f} ms")
+    elif isinstance(e, ev.Error):
+        c.print(f"[bold red]{e.kind}[/]: {e.message}")
+
+
+def summary_table(r: RunRecord) -> Table:
+    t = Table(title=f"{r.name} — {r.status}", title_justify="left")
+    for col in ("phase", "mean ms", "std ms", "median ms", "min ms", "max ms", "95% CI ms"):
+        t.add_column(col, justify="left" if col == "phase" else "right")
+    sm = r.summary
+    if sm is None:
+        return t
+    for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
+        st = getattr(sm, name)
+        if st is not None:
+            ci = f"{st.ci95_low:.3f}–{st.ci95_high:.3f}" if st.n > 1 else "-"
+            t.add_row(name[:-3], *(f"{getattr(st, k):.3f}" for k in ("mean", "std", "median", "min", "max")), ci)
+    t.caption = (f"{sm.tokens_per_s:,.0f} tokens/s · {sm.achieved_tflops:.2f} TFLOP/s"
+                 + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
+                 + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
+                 + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    save = save_path(args.save)
+    out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
+    install_exit_handlers()
+    record = RunRecord(spec)
+    err = Console(stderr=True, highlight=False)
+    execute(record, Launch(spec, out_dir=out_dir, nsys=args.nsys), err)
+    if save:
+        store.save(record, save)
+        err.print(f"saved {save}")
+    if args.json:
+        sys.stdout.write(json.dumps(run_document(record), indent=2) + "\n")
+    else:
+        Console().print(summary_table(record))
+    return EXIT_BY_STATUS.get(record.status, EXIT_ERROR)

@@ -1,0 +1,112 @@
+"""`perfconsole sweep`: a size x ctx x precision x mode (x warm-up) grid, one child process per cell.
+
+Progress goes to stderr (a rich progress bar with the cell being run and the time left, plus one line
+per finished cell, so logs show it too); the grid goes to stdout, or `{"runs": [...]}` with --json.
+Ctrl-C stops the running cell and keeps every finished one (saved with --save, printed as usual).
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from rich.table import Table
+
+from perfconsole.core.cli.main import default_device, save_path
+from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.launch.processes import install_exit_handlers
+from perfconsole.core.reports.sweep import json_text
+from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
+from perfconsole.core.record import RunRecord
+from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
+
+T = TypeVar("T")
+
+
+def parse_list(text: str, conv: Callable[[str], T], field: str) -> tuple[T, ...]:
+    """`a,b,c` -> a tuple; a bad item is a SpecError naming the field."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise SpecError(field, "give a comma-separated list")
+    out = []
+    for x in items:
+        try:
+            out.append(conv(x))
+        except ValueError:
+            raise SpecError(field, f"{x!r} is not a valid value") from None
+    return tuple(out)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a grid of sizes x contexts x precisions x modes, one process per cell")
+    p.add_argument("--sizes", default="small", help=f"comma list of {', '.join(n for n in SIZE_NAMES if n != 'custom')}")
+    p.add_argument("--ctx", default="128,256,512", help="comma list of context lengths")
+    p.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
+    p.add_argument("--mode", default="fwd_bwd", help=f"comma list of {', '.join(MODES)}")
+    p.add_argument("--warmup", default="5", help="comma list of warm-up steps; several make a warm-up study")
+    p.add_argument("--steps", type=int, default=10, help="measured steps per cell (at least 2)")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
+    p.add_argument("--attention", default="naive", help=f"{', '.join(ATTENTIONS)}")
+    p.add_argument("--compile", action="store_true", help="torch.compile every cell's model")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab-size", type=int, default=10_000)
+    p.add_argument("--json", action="store_true", help='print {"runs": [...]} instead of a grid')
+    p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
+    p.add_argument("--out-dir", default=None, help="where cells' files go")
+    add_start_ahead_argument(p)
+    p.set_defaults(func=run)
+
+
+def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
+    base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, device=args.device or default_device(),
+                   attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
+                   vocab_size=args.vocab_size)
+    return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
+                     parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
+                     parse_list(args.warmup, int, "warmup")).validate()
+
+
+def grid_table(sw: SweepRecord) -> Table:
+    """Rows: size x ctx (x warm-up); one column per precision x mode with the mean step time."""
+    sp = sw.spec
+    t = Table(title=f"{sw.name} — {sw.status}", title_justify="left")
+    keys = [(p, m) for p in sp.precisions for m in sp.modes]
+    t.add_column("size")
+    t.add_column("ctx", justify="right")
+    if sp.is_warmup_study:
+        t.add_column("warm-up", justify="right")
+    for p, m in keys:
+        t.add_column(f"{m} {p} ms", justify="right")
+    by = {(r.spec.size, r.spec.ctx, r.spec.warmup, r.spec.precision, r.spec.mode): r for r in sw.runs}
+    for size in sp.sizes:
+        for ctx in sorted(sp.ctxs):
+            for w in sp.warmups:
+                row = [size, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
+                for p, m in keys:
+                    r = by[(size, ctx, w, p, m)]
+                    if r.status == "ok" and r.summary:
+                        row.append(f"{r.summary.total_ms.mean:,.2f} ± {r.summary.total_ms.std:,.2f}")
+                    else:
+                        row.append({"oom": "[bold red]OOM[/]", "pending": "[dim]not run[/]"}.get(r.status, r.status))
+                t.add_row(*row)
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = sweep_spec_from_args(args)
+    save = save_path(args.save)
+    install_exit_handlers()
+    record = SweepRecord.new(spec)
+    runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
+                         start_ahead=args.start_ahead)
+    err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome)
+    return finish(record, (r.status for r in record.runs), save, args.json, json_text, grid_table, err)
+
+
+def _sweep_outcome(r: RunRecord) -> str:
+    if r.status == "ok" and r.summary:
+        return f"{r.summary.total_ms.mean:,.2f} ms"
+    return r.status + (f" ({r.error.message})" if r.error else "")

@@ -1,0 +1,164 @@
+"""Running a grid's cells (a sweep's runs, an attention grid's cells), one child process per cell.
+
+Every cell has a process of its own, so an OOM or crash ends that cell alone and gives the GPU all
+its memory back. Most of a child's start-up is importing torch (4-5 s on a cloud VM, measured in
+docs/results/startup_h200.md), none of it on the GPU. So the runner starts the next `start_ahead`
+cells' processes together, held (see `worker.hold`): they import side by side, say they are ready,
+and wait on stdin using no CPU. Only then is the first let go, and the rest follow one at a time.
+No import ever runs while a cell is measured, and the import cost is paid once per batch.
+
+`cancel()` is safe from any thread or a signal: it stops the running cell, kills the held ones and
+keeps every finished cell.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from perfconsole.core import events as ev
+from perfconsole.core import store
+from perfconsole.core.launch.launcher import Launch
+
+MAX_START_AHEAD = 8
+
+
+def default_start_ahead() -> int:
+    """Half the CPU cores, 1 to 8: the imports run side by side, one core each."""
+    return max(1, min(MAX_START_AHEAD, (os.cpu_count() or 2) // 2))
+
+
+def estimate_seconds(done: list[tuple[float, float, bool]], remaining: list[float]) -> float | None:
+    """Seconds the `remaining` cells (given by work) will take, from `done` (work, seconds, ran_steps).
+
+    The fixed cost is the fastest done cell (start-up dominates it); the rate is fitted on the time
+    the cells that ran their steps spent beyond that. None until one cell is done.
+    """
+    if not done:
+        return None
+    fixed = min(s for _, s, _ in done)
+    worked = [(w, s - fixed) for w, s, ran in done if ran]
+    total_work = sum(w for w, _ in worked)
+    rate = sum(max(extra, 0.0) for _, extra in worked) / total_work if total_work > 0 else 0.0
+    return sum(fixed + rate * w for w in remaining)
+
+
+@dataclass(frozen=True)
+class SweepUpdate:
+    """What a progress display needs after every event of every cell."""
+    index: int                   # the cell being run (or just finished)
+    total: int
+    run: Any                     # the cell: a RunRecord or an AttentionResult
+    done: int                    # cells finished (any status)
+    eta_s: float | None
+    cell_finished: bool
+
+
+class CellRunner:
+    """Runs a record's pending cells in order. Subclasses say what a cell is through four methods."""
+
+    def __init__(self, record: Any, save_to: os.PathLike[str] | None = None, start_ahead: int | None = None) -> None:
+        self.record = record
+        self.save_to = save_to
+        self.start_ahead = default_start_ahead() if start_ahead is None else start_ahead
+        if self.start_ahead < 1:
+            raise ValueError(f"start_ahead must be at least 1, not {self.start_ahead}")
+        self._cancel = threading.Event()
+        self._launch: Launch | None = None
+        self._held: dict[int, Launch] = {}
+
+    # --- what a cell is ------------------------------------------------------------------------
+    def cells(self) -> list[Any]:
+        raise NotImplementedError
+
+    def new_launch(self, index: int, cell: Any) -> Launch:
+        raise NotImplementedError
+
+    def work(self, cell: Any) -> float:
+        """A cell's relative cost, for the time-left estimate."""
+        raise NotImplementedError
+
+    def measured(self, cell: Any) -> bool:
+        """Whether a finished cell measured anything (an OOM at start-up did not)."""
+        raise NotImplementedError
+
+    # --- running -------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        self._cancel.set()
+        launch = self._launch
+        if launch is not None:
+            launch.cancel()
+        for held in list(self._held.values()):
+            held.kill()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def _start_batch(self, indices: list[int], cells: list[Any]) -> float:
+        """Start these cells' processes held and wait until all are ready; returns the seconds it took."""
+        started = time.monotonic()
+        for j in indices:
+            launch = self.new_launch(j, cells[j])
+            self._held[j] = launch
+            if self._cancel.is_set():
+                break
+            launch.start(hold=True)
+        for launch in list(self._held.values()):
+            launch.wait_ready()
+        return time.monotonic() - started
+
+    def run(self, on_update: Callable[[SweepUpdate], None] | None = None) -> Any:
+        rec, cells = self.record, self.cells()
+        rec.status = "running"
+        total = len(cells)
+        done = [(self.work(c), s, self.measured(c)) for c, s in zip(cells, rec.cell_seconds)
+                if c.finished and s is not None]
+        pending = [i for i, c in enumerate(cells) if not c.finished]
+        startup_share: dict[int, float] = {}  # a batch's start-up, spread over its cells
+
+        def update(i: int, finished: bool, eta: float | None) -> None:
+            if on_update:
+                on_update(SweepUpdate(i, total, cells[i], len(done), eta, finished))
+
+        try:
+            for n, i in enumerate(pending):
+                cell = cells[i]
+                if self._cancel.is_set():
+                    break
+                if self.start_ahead > 1 and i not in self._held:
+                    batch = pending[n:n + self.start_ahead]
+                    cell.apply(ev.Progress("starting", f"{len(batch)} processes"))
+                    update(i, False, estimate_seconds(done, [self.work(cells[j]) for j in pending[n:]]))
+                    seconds = self._start_batch(batch, cells)
+                    startup_share.update({j: seconds / len(batch) for j in batch})
+                    if self._cancel.is_set():
+                        break
+                launch = self._launch = self._held.pop(i, None) or self.new_launch(i, cell)
+                if self._cancel.is_set():  # a cancel between the check above and the launch
+                    break
+                started = time.monotonic() - startup_share.get(i, 0.0)
+                remaining = [self.work(cells[j]) for j in pending[n:]]
+                for event in launch.events():
+                    cell.apply(event)
+                    eta = estimate_seconds(done, remaining)
+                    update(i, False, None if eta is None else max(eta - (time.monotonic() - started), 0.0))
+                self._launch = None
+                rec.cell_seconds[i] = seconds = time.monotonic() - started
+                done.append((self.work(cell), seconds, self.measured(cell)))
+                if cell.status == "cancelled":
+                    self._cancel.set()
+                if self.save_to is not None:
+                    store.save(rec, self.save_to)  # a kill between cells loses nothing finished
+                update(i, True, estimate_seconds(done, [self.work(cells[j]) for j in pending[n + 1:]]))
+        finally:
+            for held in list(self._held.values()):
+                held.discard()
+            self._held.clear()
+        rec.status = "cancelled" if self._cancel.is_set() or not all(c.finished for c in cells) else "ok"
+        if self.save_to is not None:
+            store.save(rec, self.save_to)
+        return rec

@@ -1,0 +1,153 @@
+"""Sweeps: a grid of RunSpecs (size x ctx x precision x mode x warm-up), one child process per cell.
+
+Each cell is a separate `Launch` (run by core.grids.cell_runner, which starts processes ahead of their
+turn), so an OOM marks that cell `oom`, the child's exit gives the GPU its memory back and the sweep
+goes on. Cancelling stops the running cell and leaves the cells not yet run `pending`; every
+finished cell is kept. The time left is estimated from the cells done so far with a fixed cost per
+cell (process start, model build) plus a cost proportional to its FLOPs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from perfconsole.core.grids.cell_runner import CellRunner
+from perfconsole.core.flops import step_flops
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.record import RunRecord, new_id
+from perfconsole.core.spec import RunSpec, SpecError
+
+MAX_CELLS = 2000
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The grid: `base` gives every field the axes do not vary."""
+    base: RunSpec
+    sizes: tuple[str, ...]
+    ctxs: tuple[int, ...]
+    precisions: tuple[str, ...]
+    modes: tuple[str, ...]
+    warmups: tuple[int, ...]
+
+    def cells(self) -> list[RunSpec]:
+        """Precision, mode, size, ctx, warm-up: a size's contexts run in a row, smallest first."""
+        return [replace(self.base, precision=p, mode=m, size=s, ctx=c, warmup=w)
+                for p, m, s, c, w in itertools.product(self.precisions, self.modes, self.sizes,
+                                                       sorted(self.ctxs), self.warmups)]
+
+    def validate(self) -> SweepSpec:
+        for name in ("sizes", "ctxs", "precisions", "modes", "warmups"):
+            values = getattr(self, name)
+            if not values:
+                raise SpecError(name, "give at least one value")
+            if len(set(values)) != len(values):
+                raise SpecError(name, f"repeated value in {', '.join(map(str, values))}")
+        if self.base.steps < 2:
+            raise SpecError("steps", f"a sweep needs at least 2 measured steps for a std, not {self.base.steps}")
+        if "custom" in self.sizes:
+            raise SpecError("sizes", "custom sizes cannot be swept; name sizes")
+        cells = self.cells()
+        if len(cells) > MAX_CELLS:
+            raise SpecError("sweep", f"{len(cells)} cells is more than {MAX_CELLS}")
+        for cell in cells:
+            cell.validate()
+        return self
+
+    @property
+    def is_warmup_study(self) -> bool:
+        return len(self.warmups) > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base.to_dict(), "sizes": list(self.sizes), "ctxs": list(self.ctxs),
+                "precisions": list(self.precisions), "modes": list(self.modes), "warmups": list(self.warmups)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        return cls(RunSpec.from_dict(d["base"]), tuple(d["sizes"]), tuple(d["ctxs"]),
+                   tuple(d["precisions"]), tuple(d["modes"]), tuple(d["warmups"]))
+
+
+@dataclass
+class SweepRecord:
+    spec: SweepSpec
+    runs: list[RunRecord]
+    id: str = field(default_factory=new_id)
+    name: str = ""
+    created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    status: str = "pending"                 # pending | running | ok | cancelled
+    cell_seconds: list[float | None] = field(default_factory=list)
+
+    kind = "sweep"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            s = self.spec
+            self.name = (f"sweep {','.join(s.sizes)} ctx {','.join(map(str, sorted(s.ctxs)))} "
+                         f"{','.join(s.precisions)} {','.join(s.modes)}"
+                         + (f" warm-up {','.join(map(str, s.warmups))}" if s.is_warmup_study else ""))
+        if len(self.cell_seconds) < len(self.runs):
+            self.cell_seconds += [None] * (len(self.runs) - len(self.cell_seconds))
+
+    @classmethod
+    def new(cls, spec: SweepSpec) -> SweepRecord:
+        return cls(spec, [RunRecord(cell) for cell in spec.cells()])
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return next((r.environment for r in self.runs if r.environment), {})
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.runs:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
+                "spec": self.spec.to_dict(), "runs": [r.to_dict() for r in self.runs],
+                "cell_seconds": self.cell_seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepRecord:
+        return cls(SweepSpec.from_dict(d["spec"]), [RunRecord.from_dict(r) for r in d["runs"]],
+                   id=d["id"], name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
+                   cell_seconds=list(d.get("cell_seconds", [])))
+
+
+def cell_work(spec: RunSpec) -> float:
+    """FLOPs of all the cell's steps: what its run time grows with, beyond the fixed start-up cost."""
+    d_model, d_ff, n_layers, _ = spec.dims()
+    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx) * (
+        spec.warmup + spec.steps)
+
+
+CellEnv = Callable[[RunSpec], dict[str, str] | None]
+
+
+class SweepRunner(CellRunner):
+    """Runs a SweepRecord's pending cells in order (see CellRunner: held starts, cancel, saving)."""
+
+    def __init__(self, record: SweepRecord, out_dir: Path | None = None, cell_env: CellEnv | None = None,
+                 save_to: Path | None = None, start_ahead: int | None = None) -> None:
+        super().__init__(record, save_to, start_ahead)
+        self.out_dir = out_dir
+        self.cell_env = cell_env
+
+    def cells(self) -> list[RunRecord]:
+        return self.record.runs
+
+    def new_launch(self, index: int, cell: RunRecord) -> Launch:
+        out = self.out_dir / f"cell-{index:03d}" if self.out_dir else None
+        return Launch(cell.spec, out_dir=out, env=self.cell_env(cell.spec) if self.cell_env else None)
+
+    def work(self, cell: RunRecord) -> float:
+        return cell_work(cell.spec)
+
+    def measured(self, cell: RunRecord) -> bool:
+        return bool(cell.steps)
+

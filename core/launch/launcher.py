@@ -1,0 +1,185 @@
+"""Start the worker for a RunSpec in its own process group, stream its events, cancel it, clean up.
+
+`Launch.events()` yields decoded events and always ends with exactly one `Finished`. Whatever the
+child does (exit cleanly, OOM, crash, get killed, print junk), the caller sees a well-formed stream:
+a crash or kill becomes an `error` event with the exit code or signal and the tail of stderr. Every
+live launch is killed (whole process group) at interpreter exit, so nothing outlives the console
+(core.launch.processes owns the process itself; core.launch.nsys the nsys wrapping and its tables).
+A launch can be started ahead of its turn with `start(hold=True)`: the child imports, says it is
+ready (`wait_ready()`), and touches no GPU until `events()` lets it go (core.grids.cell_runner uses this).
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from perfconsole.core import events as ev
+from perfconsole.core.launch.processes import STDERR_TAIL, ChildProcess
+from perfconsole.core.spec import RunSpec
+
+
+def worker_argv(spec: RunSpec, out_dir: Path | None) -> list[str]:
+    argv = [sys.executable, "-m", "perfconsole.core.measure.worker", "--spec", json.dumps(spec.to_dict())]
+    if out_dir is not None:
+        argv += ["--out-dir", str(out_dir)]
+    return argv
+
+
+class Launch(ChildProcess):
+    def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        super().__init__(env)
+        self.spec = spec
+        self.out_dir = out_dir
+        self.nsys_explicit = nsys
+        self.other_stdout: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self._pending: list[ev.Event] = []
+        self._nsys = None
+        self._rep_base: Path | None = None
+        self._refused = False
+        self._held = False
+        self._early: list[str] = []  # stdout lines read by wait_ready(), replayed by events()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def command(self) -> list[str] | None:
+        """The argv to run, or None when the launch is refused (the reason is already pending).
+
+        Subclasses run another worker through the same stream, cancel and clean-up by overriding this.
+        """
+        spec = self.spec
+        if spec.profile == "nsys":
+            from perfconsole.core.launch.nsys import NsysError, find_nsys, profile_command
+
+            try:
+                self._nsys = find_nsys(self.nsys_explicit)
+            except NsysError as exc:  # an nsys the user named that does not work: say so, run nothing
+                self._pending += [ev.Error("profiler", str(exc)), ev.Finished("error")]
+                return None
+            if self._nsys is None:
+                self._pending.append(ev.Error("profiler", "nsys not found; using the PyTorch profiler instead"))
+                spec = self.spec = spec.with_(profile="torch")
+            else:
+                out = self._need_out_dir()
+                self._rep_base = out / "profile"
+                self._pending.append(ev.Progress("profiling", f"under nsys {self._nsys.version}"))
+                return profile_command(self._nsys, worker_argv(spec, out), self._rep_base)
+        if spec.profile == "torch" or spec.memory:
+            self._need_out_dir()
+        return worker_argv(spec, self.out_dir)
+
+    def start(self, hold: bool = False) -> None:
+        """Start the child. With `hold` it imports what it needs and then waits (see `worker.hold`):
+        `wait_ready()` returns once it has, and `events()` lets it go."""
+        argv = self.command()
+        if argv is None:
+            self._refused = True
+            return
+        if hold:
+            if self._nsys is not None:
+                raise ValueError("a launch under nsys cannot be held: nsys would record the wait")
+            argv = [*argv, "--hold"]
+        self._held = hold
+        self.spawn(argv)
+
+    def _need_out_dir(self) -> Path:
+        if self.out_dir is None:
+            from perfconsole.core.paths import runs_dir
+            from perfconsole.core.record import new_id
+
+            self.out_dir = runs_dir() / new_id()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        return self.out_dir
+
+    def wait_ready(self) -> None:
+        """Block until a held child is ready for its turn, or has ended (`events()` then says how)."""
+        if not self._held or self.proc is None or self.proc.stdout is None:
+            return
+        for line in self.proc.stdout:
+            self._early.append(line)
+            if _is_held(line):
+                return
+
+    # --- the stream ----------------------------------------------------------------------------
+    def events(self) -> Iterator[ev.Event]:
+        if self.proc is None and not self._refused:
+            self.start()
+        yield from self._pending
+        if self._refused:
+            return
+        assert self.proc and self.proc.stdout
+        if self._held:
+            self._go()
+        finished: ev.Finished | None = None
+        try:
+            for line in itertools.chain(self._early, self.proc.stdout):
+                line = line.strip()
+                if not line:
+                    continue
+                if not line.startswith("{"):
+                    self.other_stdout.append(line)  # nsys's own messages share the pipe
+                    continue
+                try:
+                    event = ev.decode(line)
+                except ev.EventError:
+                    self.other_stdout.append(line)
+                    continue
+                if isinstance(event, ev.Progress) and event.stage == ev.HELD:
+                    continue
+                if isinstance(event, ev.Finished):
+                    finished = event  # held back: post-processing may still add events
+                else:
+                    yield event
+            code = self.proc.wait()
+        finally:
+            self.forget()
+        if finished is None:
+            yield from self._unexpected_end(code)
+            return
+        if self._nsys is not None and finished.status == "ok":
+            yield from self._nsys_tables()
+        yield finished
+
+    def _go(self) -> None:
+        assert self.proc and self.proc.stdin
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):  # it has died already; the stream will say how
+            pass
+
+    def _unexpected_end(self, code: int) -> Iterator[ev.Event]:
+        tail = "\n".join(self.stderr_tail)
+        if self.cancelled.is_set():
+            yield ev.Error("cancelled", "cancelled by the user", tail)
+            yield ev.Finished("cancelled")
+            return
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            msg = f"worker killed by signal {name}"
+        else:
+            msg = f"worker exited with code {code} before finishing"
+        last = next((ln for ln in reversed(self.stderr_tail) if ln.strip()), "")
+        yield ev.Error("crash", f"{msg}{': ' + last if last else ''}", tail)
+        yield ev.Finished("error")
+
+    def _nsys_tables(self) -> Iterator[ev.Event]:
+        from perfconsole.core.launch.nsys import stats_events
+
+        assert self._rep_base is not None and self.out_dir is not None and self._nsys is not None
+        yield from stats_events(self._nsys, self._rep_base, self.out_dir, self.other_stdout)
+
+
+def _is_held(line: str) -> bool:
+    if not line.lstrip().startswith("{"):
+        return False
+    try:
+        event = ev.decode(line.strip())
+    except ev.EventError:
+        return False
+    return isinstance(event, ev.Progress) and event.stage == ev.HELD
+

@@ -1,0 +1,27 @@
+"""The nsys side of a launch: wrap the worker's command in `nsys profile`, and once the child has
+finished, export the capture's tables with `nsys stats` as events."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from perfconsole.core import events as ev
+from perfconsole.core.profiling.errors import NsysError
+from perfconsole.core.profiling.locate import NsysInfo, find_nsys
+from perfconsole.core.profiling.nsys_run import export_stats, profile_command
+
+__all__ = ["NsysError", "find_nsys", "profile_command", "stats_events"]
+
+
+def stats_events(nsys: NsysInfo, rep_base: Path, out_dir: Path, other_stdout: Iterable[str]) -> Iterator[ev.Event]:
+    """`nsys stats` over the finished capture: progress, then the tables (or the error, with nsys's output)."""
+    rep = rep_base.with_suffix(".nsys-rep")
+    yield ev.Progress("profiling", "nsys stats: exporting tables")
+    try:
+        tables, files, warnings = export_stats(nsys, rep, out_dir)
+    except NsysError as exc:
+        yield ev.Error("profiler", f"nsys stats failed: {exc}", "\n".join(other_stdout))
+        return
+    for w in warnings:
+        yield ev.Progress("profiling", w)
+    yield ev.ProfileReady("nsys", [str(rep), *files], tables)

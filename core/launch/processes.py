@@ -1,0 +1,106 @@
+"""Child processes that never outlive their parent: each runs in its own process group, every live one
+is known here, and all of them are killed at interpreter exit, on SIGTERM and on SIGHUP.
+
+`ChildProcess` owns the process: starting it, draining its stderr, cancelling (SIGTERM to the group,
+SIGKILL after a grace period), killing and reaping. What the child says on stdout is its subclass's
+business (core.launch.launcher.Launch reads the worker's event stream).
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import signal
+import subprocess
+import threading
+
+STDERR_TAIL = 40
+KILL_GRACE_S = 3.0
+
+_live: set[ChildProcess] = set()
+_live_lock = threading.Lock()
+
+
+class ChildProcess:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.cancelled = threading.Event()
+
+    def spawn(self, argv: list[str]) -> None:
+        env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, encoding="utf-8", errors="replace", bufsize=1, env=env,
+            start_new_session=True,  # its own process group: cancel kills the worker and nsys alike
+        )
+        with _live_lock:
+            _live.add(self)
+        threading.Thread(target=self._drain_stderr, daemon=True, name="worker-stderr").start()
+
+    def forget(self) -> None:
+        """The child has been reaped: exit handlers need not kill it any more."""
+        with _live_lock:
+            _live.discard(self)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc and self.proc.stderr
+        for line in self.proc.stderr:
+            self.stderr_tail.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def cancel(self) -> None:
+        """Stop the run: SIGTERM to the whole group, SIGKILL after a grace period."""
+        self.cancelled.set()
+        self._signal_group(signal.SIGTERM)
+        timer = threading.Timer(KILL_GRACE_S, self._signal_group, (signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def kill(self) -> None:
+        self.cancelled.set()
+        self._signal_group(signal.SIGKILL)
+
+    def discard(self) -> None:
+        """Kill a child that will not be run (a held one, when its sweep is cancelled) and reap it."""
+        self.kill()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        self.forget()
+
+    def _signal_group(self, sig: int) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_all() -> None:
+    """Kill every live child's process group (used at exit, on SIGHUP and SIGTERM)."""
+    with _live_lock:
+        live = list(_live)
+    for child in live:
+        child.kill()
+
+
+atexit.register(kill_all)
+
+
+def install_exit_handlers() -> None:
+    """SIGTERM and SIGHUP (a dropped SSH session) kill every live run, then exit the process."""
+
+    def handler(signum: int, _frame) -> None:
+        kill_all()
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)

@@ -1,0 +1,7 @@
+"""Measuring one run, inside the child process: build the model, warm up, time each phase with CUDA
+events (a wall clock on the CPU), capture memory or a torch profile, and write the event stream.
+
+`worker` is the child's entry point (`python -m perfconsole.core.measure.worker`); `bench` is the timed
+loop; `environment` describes the machine; `memory_profile` the memory capture.
+May import: the shared vocabulary at core/'s top, core.profiling, core.telemetry, and perfconsole.model.
+"""

@@ -1,0 +1,258 @@
+"""The timed loop: build the model a RunSpec describes, run warm-up and measured steps, emit events.
+
+Timing: on CUDA, events are recorded before the forward and after each phase of every step and the
+step ends with a synchronisation, so each phase's time is GPU time between its events; on the CPU a
+monotonic wall clock is read around each phase. Warm-up steps are timed the same way and flagged,
+so the cost of few (or zero) warm-up steps is visible. The forward phase includes the loss.
+Gradients are cleared outside the timed region.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from perfconsole.core import events as ev
+from perfconsole.core.measure.environment import Environment
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.summary import compute_summary
+from perfconsole.model import annotate
+from perfconsole.model.config import ModelConfig
+from perfconsole.model.transformer import TransformerLM
+
+Emit = Callable[[ev.Event], None]
+StepHook = Callable[[int], None]
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def build_model(spec: RunSpec, device: torch.device) -> TransformerLM:
+    d_model, d_ff, n_layers, n_heads = spec.dims()
+    cfg = ModelConfig(d_model, d_ff, n_layers, n_heads, spec.vocab_size, spec.ctx)
+    with torch.device(device):  # build on the device: no host copy of a multi-GB model
+        model = TransformerLM(cfg, spec.attention)
+    return model
+
+
+def configure_backends(spec: RunSpec) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = spec.tf32
+    torch.backends.cudnn.allow_tf32 = spec.tf32
+    torch.set_float32_matmul_precision("high" if spec.tf32 else "highest")
+
+
+class Stepper:
+    """One training/inference step of the spec's mode, split into phases for timing."""
+
+    def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device) -> None:
+        self.spec = spec
+        self.model = model
+        self.device = device
+        gen = torch.Generator(device="cpu").manual_seed(spec.seed)
+        ids = torch.randint(0, spec.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
+        self.inputs = ids[:, :-1].to(device)
+        self.targets = ids[:, 1:].to(device)
+        dtype = _DTYPES.get(spec.precision)
+        self.autocast = (torch.autocast(device.type, dtype=dtype) if dtype is not None
+                         else contextlib.nullcontext())
+        self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and spec.mode != "fwd" else None
+        self.optimizer = None
+        if spec.mode == "train":
+            fused = device.type == "cuda"
+            self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+
+    def zero_grad(self) -> None:
+        if self.spec.mode == "fwd":
+            return
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+        else:
+            self.model.zero_grad(set_to_none=True)
+
+    def forward(self) -> torch.Tensor:
+        grad = contextlib.nullcontext() if self.spec.mode != "fwd" else torch.no_grad()
+        with grad, annotate.annotate("forward"), self.autocast:
+            logits = self.model(self.inputs)
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), self.targets.reshape(-1))
+        return loss
+
+    def backward(self, loss: torch.Tensor) -> None:
+        with annotate.annotate("backward"):
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+
+    def optimizer_step(self) -> None:
+        with annotate.annotate("optimizer_step"):
+            if self.scaler:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+
+
+class PhaseClock:
+    """Marks between phases: CUDA events on a GPU, perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.marks.append(e)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def intervals_ms(self) -> list[float]:
+        if self.cuda:
+            self.marks[-1].synchronize()
+            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
+
+
+def timed_step(stepper: Stepper, index: int, warmup: bool,
+               after_phase: Callable[[str], None] | None = None) -> ev.Step:
+    """`after_phase(name)` runs after each phase's end mark (memory profiling reads peaks there)."""
+    after = after_phase or (lambda _name: None)
+    stepper.zero_grad()
+    clock = PhaseClock(stepper.device)
+    clock.mark()
+    loss = stepper.forward()
+    clock.mark()
+    after("forward")
+    if stepper.spec.mode != "fwd":
+        stepper.backward(loss)
+        clock.mark()
+        after("backward")
+    if stepper.optimizer is not None:
+        stepper.optimizer_step()
+        clock.mark()
+        after("optimizer_step")
+    phases = clock.intervals_ms() + [None, None]
+    return ev.Step(index=index, warmup=warmup, total_ms=sum(p for p in phases if p is not None),
+                   forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2])
+
+
+def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None,
+        before_step: StepHook | None = None) -> None:
+    """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure."""
+    device = torch.device(spec.device)
+    torch.manual_seed(spec.seed)
+    configure_backends(spec)
+    emit(ev.Progress("building", f"{spec.size} {spec.dims()}"))
+    model = build_model(spec, device)
+    if spec.mode == "fwd":
+        model.eval()
+    if spec.compile:
+        emit(ev.Progress("compiling", "torch.compile: the first step compiles"))
+        model = torch.compile(model)
+    stepper = Stepper(spec, model, device)
+    cuda = device.type == "cuda"
+
+    emit(ev.Progress("warmup", f"{spec.warmup} steps"))
+    index = 0
+    warmup_steps: list[ev.Step] = []
+    for _ in range(spec.warmup):
+        if before_step:
+            before_step(index)
+        step = timed_step(stepper, index, warmup=True)
+        warmup_steps.append(step)
+        emit(step)
+        index += 1
+
+    capture = _profiler(spec, out_dir)
+    memory = _memory_capture(spec, out_dir)
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    emit(ev.Progress("measuring", f"{spec.steps} steps"))
+    steps: list[ev.Step] = []
+    with capture.active(), memory:
+        for _ in range(spec.steps):
+            if before_step:
+                before_step(index)
+            step = timed_step(stepper, index, warmup=False, after_phase=memory.after_phase)
+            steps.append(step)
+            emit(step)
+            index += 1
+
+    peak_alloc = peak_reserved = None
+    if cuda:
+        peak_alloc = torch.cuda.max_memory_allocated() / 2**20
+        peak_reserved = torch.cuda.max_memory_reserved() / 2**20
+        mem_event = memory.event(peak_alloc, peak_reserved)
+        # A memory capture resets the peak counters per phase, so its event holds the run's peak.
+        peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
+        emit(mem_event)
+    capture.finish(emit)
+    summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
+                              peak_alloc, peak_reserved)
+    emit(ev.SummaryReady(summary.to_dict()))
+
+
+class _NoCapture:
+    def active(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def finish(self, emit: Emit) -> None:
+        pass
+
+
+class _NsysCapture(_NoCapture):
+    """Under `nsys profile --capture-range=cudaProfilerApi`: NVTX ranges, capture only measured steps."""
+
+    def __init__(self) -> None:
+        annotate.set_range_factory(torch.cuda.nvtx.range)
+
+    @contextlib.contextmanager
+    def active(self):
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        try:
+            yield
+        finally:
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+
+
+class _TorchCapture(_NoCapture):
+    def __init__(self, spec: RunSpec, out_dir: Path) -> None:
+        from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
+
+        annotate.set_range_factory(range_factory())
+        self.capture = TorchCapture(out_dir, spec.device)
+
+    def active(self) -> contextlib.AbstractContextManager:
+        return self.capture
+
+    def finish(self, emit: Emit) -> None:
+        emit(ev.Progress("profiling", "building tables from the torch profiler"))
+        emit(ev.ProfileReady("torch", [str(f) for f in self.capture.files], self.capture.tables()))
+
+
+def _profiler(spec: RunSpec, out_dir: Path | None) -> _NoCapture:
+    if spec.profile == "nsys":
+        return _NsysCapture()
+    if spec.profile == "torch":
+        return _TorchCapture(spec, out_dir or Path.cwd())
+    return _NoCapture()
+
+
+class _NoMemory(contextlib.nullcontext):
+    after_phase = None
+
+    def event(self, peak_alloc: float, peak_reserved: float) -> ev.Memory:
+        return ev.Memory(peak_alloc, peak_reserved)
+
+
+def _memory_capture(spec: RunSpec, out_dir: Path | None) -> Any:
+    if not spec.memory:
+        return _NoMemory()
+    from perfconsole.core.measure.memory_profile import MemoryCapture
+
+    return MemoryCapture(out_dir or Path.cwd(), spec)

@@ -1,0 +1,248 @@
+"""A comparison of two or more runs: what differs in their specs and what that did to the numbers.
+
+The first run is the baseline. Speedups are baseline time / run time with a 95% interval; an interval
+that holds 1.0 reads "no significant difference". Category shares and the kernels whose time moved
+most come from the runs' profiles where they have one. Saved as snapshot kind "comparison" (the runs
+themselves are stored inside, so a comparison reopens without the run files) and exported as
+Markdown, CSV or JSON.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+from perfconsole.core.profiling.categories import categorize, category_shares
+from perfconsole.core.record import RunRecord
+from perfconsole.core.stats import Speedup, Stat, speedup
+
+PHASE_NAMES = ("forward_ms", "backward_ms", "optimizer_ms", "total_ms")
+KERNEL_TABLE = "cuda_gpu_kern_sum"
+
+
+class CompareError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class KernelMove:
+    """One kernel's total time (ns) in each run (None where the run lacks it), and its largest move."""
+    name: str
+    category: str
+    times_ns: list[int | None]
+    delta_ns: int          # largest |run - baseline| among the runs, signed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "category": self.category, "times_ns": self.times_ns,
+                "delta_ns": self.delta_ns}
+
+
+@dataclass
+class Comparison:
+    runs: list[RunRecord]
+    name: str = ""
+    kind: str = field(default="comparison", init=False)
+
+    def __post_init__(self) -> None:
+        if len(self.runs) < 2:
+            raise CompareError("compare: mark at least two runs")
+        if not self.name:
+            self.name = " vs ".join(r.name for r in self.runs)
+
+    @property
+    def baseline(self) -> RunRecord:
+        return self.runs[0]
+
+    # --- what differs ------------------------------------------------------------------------
+    def spec_differences(self) -> dict[str, list[Any]]:
+        """Spec fields whose value is not the same in every run, in RunSpec field order."""
+        dicts = [r.spec.to_dict() for r in self.runs]
+        return {k: [d[k] for d in dicts] for k in dicts[0] if len({json.dumps(d[k]) for d in dicts}) > 1}
+
+    def phase_stats(self, phase: str) -> list[Stat | None]:
+        return [getattr(r.summary, phase) if r.summary else None for r in self.runs]
+
+    def speedups(self, phase: str = "total_ms") -> list[Speedup | None]:
+        """Speedup of each run against the baseline (None for the baseline and where a side is missing)."""
+        stats = self.phase_stats(phase)
+        base = stats[0]
+        out: list[Speedup | None] = [None]
+        for st in stats[1:]:
+            out.append(speedup(base, st) if base is not None and st is not None and st.mean > 0 else None)
+        return out
+
+    def tokens_per_s(self) -> list[float | None]:
+        return [r.summary.tokens_per_s if r.summary else None for r in self.runs]
+
+    def peak_memory_mib(self) -> list[float | None]:
+        out: list[float | None] = []
+        for r in self.runs:
+            v = r.summary.peak_allocated_mib if r.summary else None
+            out.append(v if v is not None else (r.memory.peak_allocated_mib if r.memory else None))
+        return out
+
+    # --- profiles ----------------------------------------------------------------------------
+    def category_shares(self) -> list[dict[str, float] | None]:
+        """Per run, category -> share of kernel time (None where the run has no kernel table)."""
+        out: list[dict[str, float] | None] = []
+        for r in self.runs:
+            tables = r.profile.tables if r.profile else {}
+            out.append({c.category: c.share for c in category_shares(tables)} if tables.get(KERNEL_TABLE) else None)
+        return out
+
+    def kernel_moves(self, top: int = 10) -> list[KernelMove]:
+        """Kernels whose total time changed most against the baseline; empty without two kernel tables."""
+        per_run: list[dict[str, int] | None] = []
+        for r in self.runs:
+            rows = (r.profile.tables.get(KERNEL_TABLE) if r.profile else None) or None
+            if rows is None:
+                per_run.append(None)
+                continue
+            totals: dict[str, int] = {}
+            for row in rows:
+                totals[row["name"]] = totals.get(row["name"], 0) + int(row["total_time_ns"])
+            per_run.append(totals)
+        base = per_run[0]
+        if base is None or all(t is None for t in per_run[1:]):
+            return []
+        names = set(base).union(*(t for t in per_run[1:] if t is not None))
+        moves = []
+        for name in names:
+            times = [None if t is None else t.get(name, 0) for t in per_run]
+            deltas = [(t - times[0]) for t in times[1:] if t is not None]
+            delta = max(deltas, key=abs)
+            if delta:
+                moves.append(KernelMove(name, categorize(name), times, delta))
+        moves.sort(key=lambda m: (-abs(m.delta_ns), m.name))
+        return moves[:top]
+
+    # --- snapshot form -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "runs": [r.to_dict() for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Comparison:
+        return cls([RunRecord.from_dict(r) for r in d["runs"]], name=d.get("name", ""))
+
+
+def speedup_text(s: Speedup | None) -> str:
+    """"1.85x faster (95% CI 1.70-2.01)", or "no significant difference" when the interval holds 1."""
+    if s is None:
+        return "baseline"
+    if math.isnan(s.ci95_low):
+        return f"{s.ratio:.2f}x (too few steps for an interval)"
+    ci = f"95% CI {s.ci95_low:.2f}-{s.ci95_high:.2f}"
+    if not s.significant:
+        return f"no significant difference ({s.ratio:.2f}x, {ci})"
+    word = "faster" if s.ratio > 1 else "slower"
+    return f"{s.ratio:.2f}x {word} ({ci})"
+
+
+# --- exports -------------------------------------------------------------------------------------
+
+def document(c: Comparison) -> dict[str, Any]:
+    """The JSON form of a comparison: derived numbers, with run ids to tie them to the runs."""
+    def stat(s: Stat | None) -> dict[str, float] | None:
+        return None if s is None else {k: getattr(s, k) for k in ("n", "mean", "std", "median", "min", "max",
+                                                                   "ci95_low", "ci95_high")}
+
+    def sp(s: Speedup | None) -> dict[str, Any] | None:
+        return None if s is None else {"ratio": s.ratio, "ci95_low": _num(s.ci95_low),
+                                       "ci95_high": _num(s.ci95_high), "significant": s.significant,
+                                       "text": speedup_text(s)}
+
+    return {
+        "name": c.name,
+        "runs": [{"id": r.id, "name": r.name, "status": r.status, "spec": r.spec.to_dict()} for r in c.runs],
+        "baseline": c.baseline.id,
+        "spec_differences": c.spec_differences(),
+        "phases": {p: [stat(s) for s in c.phase_stats(p)] for p in PHASE_NAMES},
+        "speedup": {p: [sp(s) for s in c.speedups(p)] for p in PHASE_NAMES},
+        "tokens_per_s": c.tokens_per_s(),
+        "peak_allocated_mib": c.peak_memory_mib(),
+        "category_shares": c.category_shares(),
+        "kernel_moves": [m.to_dict() for m in c.kernel_moves()],
+    }
+
+
+def _num(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+def _f(v: float | None, fmt: str = ",.3f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def markdown(c: Comparison) -> str:
+    runs = c.runs
+    head = "| | " + " | ".join(f"{i}: {r.name}" for i, r in enumerate(runs)) + " |"
+    sep = "| --- |" + " --: |" * len(runs)
+    lines = [f"# Comparison: {c.name}", "", "Baseline: run 0. Speedup = baseline time / run time.", ""]
+    diffs = c.spec_differences()
+    lines += ["## Spec differences", ""]
+    if diffs:
+        lines += [head, sep] + [f"| {k} | " + " | ".join(str(v) for v in vals) + " |" for k, vals in diffs.items()]
+    else:
+        lines.append("The specs are identical.")
+    lines += ["", "## Step and phase times (ms, mean ± std)", "", head, sep]
+    for p in PHASE_NAMES:
+        stats = c.phase_stats(p)
+        if any(s is not None for s in stats):
+            lines.append(f"| {p[:-3]} | " + " | ".join("-" if s is None else f"{s.mean:.3f} ± {s.std:.3f}"
+                                                       for s in stats) + " |")
+    lines.append("| speedup (step) | " + " | ".join(speedup_text(s) for s in c.speedups()) + " |")
+    lines.append("| tokens/s | " + " | ".join(_f(v, ",.0f") for v in c.tokens_per_s()) + " |")
+    lines.append("| peak allocated (MiB) | " + " | ".join(_f(v, ",.0f") for v in c.peak_memory_mib()) + " |")
+    shares = c.category_shares()
+    if any(s is not None for s in shares):
+        cats = sorted({k for s in shares if s for k in s}, key=lambda k: -max((s or {}).get(k, 0) for s in shares))
+        lines += ["", "## Kernel time by category", "", head, sep]
+        lines += [f"| {k} | " + " | ".join("-" if s is None else f"{s.get(k, 0):.1%}" for s in shares) + " |"
+                  for k in cats]
+    moves = c.kernel_moves()
+    if moves:
+        lines += ["", "## Kernels whose time moved most (total ms)", "",
+                  "| kernel | category | " + " | ".join(f"run {i}" for i in range(len(runs))) + " | change |",
+                  "| --- | --- |" + " --: |" * (len(runs) + 1)]
+        for m in moves:
+            name = m.name if len(m.name) <= 80 else m.name[:77] + "..."
+            lines.append(f"| `{name}` | {m.category} | "
+                         + " | ".join(_f(None if t is None else t / 1e6) for t in m.times_ns)
+                         + f" | {m.delta_ns / 1e6:+,.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(c: Comparison) -> str:
+    """Long form, one value per row: section, metric, run index, run name, value."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["section", "metric", "run", "run_name", "value"])
+
+    def rows(section: str, metric: str, values: list[Any]) -> None:
+        for i, (r, v) in enumerate(zip(c.runs, values)):
+            w.writerow([section, metric, i, r.name, "" if v is None else v])
+
+    for k, vals in c.spec_differences().items():
+        rows("spec", k, vals)
+    for p in PHASE_NAMES:
+        stats = c.phase_stats(p)
+        if any(s is not None for s in stats):
+            for stat_name in ("mean", "std", "median"):
+                rows("phase", f"{p}.{stat_name}", [None if s is None else getattr(s, stat_name) for s in stats])
+    sps = c.speedups()
+    rows("speedup", "total_ms.ratio", [None if s is None else s.ratio for s in sps])
+    rows("speedup", "total_ms.ci95_low", [None if s is None else _num(s.ci95_low) for s in sps])
+    rows("speedup", "total_ms.ci95_high", [None if s is None else _num(s.ci95_high) for s in sps])
+    rows("throughput", "tokens_per_s", c.tokens_per_s())
+    rows("memory", "peak_allocated_mib", c.peak_memory_mib())
+    shares = c.category_shares()
+    for k in sorted({k for s in shares if s for k in s}):
+        rows("category_share", k, [None if s is None else s.get(k, 0.0) for s in shares])
+    for m in c.kernel_moves():
+        rows("kernel_total_ns", m.name, m.times_ns)
+    return out.getvalue()
+

@@ -1,0 +1,124 @@
+"""A run as a report: the JSON document of `run --json`, and Markdown / CSV like users write by hand."""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.memory import markdown_lines as memory_lines
+from perfconsole.core.reports.profile import markdown_lines as profile_lines
+from perfconsole.core.stats import Stat
+
+STAT_KEYS = ("mean", "std", "median", "min", "max")
+
+
+def _stat(s: Stat | None) -> dict[str, float] | None:
+    if s is None:
+        return None
+    return {k: getattr(s, k) for k in STAT_KEYS} | {"n": s.n, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high}
+
+
+def _step(s) -> dict[str, Any]:
+    d = {"index": s.index, "total_ms": s.total_ms, "forward_ms": s.forward_ms}
+    if s.backward_ms is not None:
+        d["backward_ms"] = s.backward_ms
+    if s.optimizer_ms is not None:
+        d["optimizer_ms"] = s.optimizer_ms
+    return d
+
+
+def run_document(r: RunRecord) -> dict[str, Any]:
+    """The one JSON document of `perfconsole run --json` (and of `export --format json`)."""
+    sm = r.summary
+    summary = None
+    if sm is not None:
+        summary = {
+            "total_ms": _stat(sm.total_ms), "forward_ms": _stat(sm.forward_ms),
+            "backward_ms": _stat(sm.backward_ms), "optimizer_ms": _stat(sm.optimizer_ms),
+            "warmup_ms": sm.warmup_ms, "tokens_per_s": sm.tokens_per_s,
+            "flops_per_step": sm.flops_per_step, "achieved_tflops": sm.achieved_tflops,
+            "peak_tflops": sm.peak_tflops, "mfu": sm.mfu,
+            "peak_allocated_mib": sm.peak_allocated_mib, "peak_reserved_mib": sm.peak_reserved_mib,
+        }
+    status = {"ok": "ok", "oom": "oom", "imported": "ok"}.get(r.status, "error")
+    doc: dict[str, Any] = {
+        "status": status, "run_status": r.status, "id": r.id, "name": r.name, "created": r.created,
+        "spec": None if r.status == "imported" else r.spec.to_dict(), "environment": r.environment,
+        "warmup_steps": [_step(s) for s in r.warmup_steps], "steps": [_step(s) for s in r.steps],
+        "summary": summary,
+        "memory": r.memory.to_dict() if r.memory else None,
+        "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
+    }
+    if r.profile is not None:
+        doc["profile"] = {"profiler": r.profile.profiler, "files": r.profile.files,
+                          "warnings": r.profile.warnings, "reports": sorted(r.profile.tables)}
+    return doc
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def markdown(r: RunRecord) -> str:
+    if r.status == "imported":  # profiler tables only: there is no model or timing to describe
+        lines = [f"# {r.name}", "", "- imported profile, no timings"]
+        if r.profile is not None:
+            lines += profile_lines(r.profile, None, None)
+        return "\n".join(lines) + "\n"
+    s, sm = r.spec, r.summary
+    d_model, d_ff, n_layers, n_heads = s.dims()
+    env = r.environment
+    lines = [f"# {r.name}", "",
+             f"- status: **{r.status}**" + (f" ({r.error.kind}: {r.error.message})" if r.error else ""),
+             f"- device: {env.get('gpu_name') or env.get('cpu') or s.device}; torch {env.get('torch', '?')}, "
+             f"CUDA {env.get('cuda') or '-'}, driver {env.get('driver') or '-'}",
+             f"- model: {s.size} (d_model {d_model}, d_ff {d_ff}, layers {n_layers}, heads {n_heads}), "
+             f"attention {s.attention}{', compiled' if s.compile else ''}{', TF32' if s.tf32 else ''}",
+             f"- {s.warmup} warm-up + {s.steps} measured steps, batch {s.batch}, seed {s.seed}", ""]
+    lines += ["| size | ctx | mode | precision | avg_ms | std_ms | median_ms | tokens/s | TFLOP/s | MFU | peak_alloc (MiB) |",
+              "| --- | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |"]
+    if sm:
+        t = sm.total_ms
+        lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {_f(t.mean)} | {_f(t.std)} | "
+                     f"{_f(t.median)} | {sm.tokens_per_s:,.0f} | {sm.achieved_tflops:.1f} | "
+                     f"{'-' if sm.mfu is None else f'{sm.mfu:.1%}'} | {_f(sm.peak_allocated_mib, 0)} |")
+        lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | min (ms) | max (ms) | 95% CI of mean (ms) |",
+                  "| --- | --: | --: | --: | --: | --: | --- |"]
+        for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
+            st = getattr(sm, name)
+            if st is not None:
+                ci = f"{st.ci95_low:.3f} – {st.ci95_high:.3f}" if st.n > 1 else "-"
+                lines.append(f"| {name[:-3]} | {_f(st.mean)} | {_f(st.std)} | {_f(st.median)} | "
+                             f"{_f(st.min)} | {_f(st.max)} | {ci} |")
+        if sm.warmup_ms:
+            lines += ["", "Warm-up steps (ms): " + ", ".join(f"{w:.3f}" for w in sm.warmup_ms)
+                      + f" — first step {sm.warmup_ms[0] / t.median:.1f}x the measured median."]
+        findings = []
+        if sm.forward_ms and sm.backward_ms:
+            findings.append(f"backward / forward = {sm.backward_ms.mean / sm.forward_ms.mean:.2f}")
+        if sm.optimizer_ms:
+            findings.append(f"optimizer = {sm.optimizer_ms.mean / t.mean:.1%} of the step")
+        if findings:
+            lines += ["", "Findings: " + "; ".join(findings) + "."]
+    else:
+        lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
+    if r.memory is not None and (r.memory.per_phase or r.memory.details):
+        lines += memory_lines(r.memory)
+    if r.profile is not None:
+        lines += profile_lines(r.profile, sm, len(r.steps) or None)
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(r: RunRecord) -> str:
+    """One row per step (warm-up flagged), with the spec's key fields repeated for pivoting."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["run", "size", "ctx", "batch", "precision", "mode", "step", "warmup",
+                "total_ms", "forward_ms", "backward_ms", "optimizer_ms", "status"])
+    s = r.spec
+    for st in [*r.warmup_steps, *r.steps]:
+        w.writerow([r.id, s.size, s.ctx, s.batch, s.precision, s.mode, st.index, int(st.warmup),
+                    st.total_ms, st.forward_ms, st.backward_ms if st.backward_ms is not None else "",
+                    st.optimizer_ms if st.optimizer_ms is not None else "", r.status])
+    return out.getvalue()

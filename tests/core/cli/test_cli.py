@@ -1,0 +1,90 @@
+"""The headless CLI through the real `perfconsole` entry point, as a user runs it."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+PC = [sys.executable, "-m", "perfconsole.tui.main"]
+TINY = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--warmup", "1", "--steps", "3"]
+
+
+def pc(*args, **kw):
+    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_run_json_document(tmp_path):
+    out = pc("run", *TINY, "--mode", "train", "--json", "--save", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "ok" and doc["spec"]["size"] == "tiny"
+    assert len(doc["warmup_steps"]) == 1 and len(doc["steps"]) == 3
+    assert set(doc["steps"][0]) == {"index", "total_ms", "forward_ms", "backward_ms", "optimizer_ms"}
+    assert set(doc["summary"]["total_ms"]) >= {"mean", "std", "median", "min", "max"}
+    for key in ("tokens_per_s", "flops_per_step", "achieved_tflops", "mfu", "peak_allocated_mib"):
+        assert key in doc["summary"]
+    assert (tmp_path / "r.json").exists()
+    md = pc("export", str(tmp_path / "r.json"), "--format", "md")
+    assert md.returncode == 0 and "| tiny | 32 | train | fp32 |" in md.stdout
+
+
+def test_fwd_mode_has_no_backward_keys():
+    doc = json.loads(pc("run", *TINY, "--mode", "fwd", "--json").stdout)
+    assert set(doc["steps"][0]) == {"index", "total_ms", "forward_ms"}
+
+
+def test_table_output():
+    out = pc("run", *TINY, "--mode", "fwd_bwd")
+    assert out.returncode == 0
+    assert "forward" in out.stdout and "backward" in out.stdout and "tokens/s" in out.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "--size", "huge", "--device", "cpu"], "size: must be one of tiny, small"),
+    (["run", "--precision", "fp8", "--device", "cpu"], "precision: must be one of fp32, bf16, fp16"),
+    (["run", "--ctx", "abc"], "invalid int value"),
+    (["run", "--size", "tiny", "--device", "cpu", "--steps", "0"], "steps: must be from 1"),
+    (["run", *TINY, "--save", "/nonexistent/dir/x.json"], "no such directory"),
+    (["export", "/nonexistent.json"], "No such file"),
+    (["export", "x.json", "--format", "xlsx"], ""),
+])
+def test_bad_input_is_one_line_exit_2(args, words):
+    out = pc(*args)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert words in out.stderr
+
+
+def test_oom_exit_code_and_json_status():
+    out = pc("run", *TINY, "--json", env={**__import__("os").environ, "PERFCONSOLE_FAULT": "oom:2"})
+    assert out.returncode == 3
+    doc = json.loads(out.stdout)
+    assert doc["status"] == "oom" and doc["error"]["kind"] == "oom" and len(doc["steps"]) == 1
+
+
+def test_help_lists_commands():
+    out = pc("--help")
+    assert out.returncode == 0
+    for cmd in ("run", "export"):
+        assert cmd in out.stdout
+
+
+def test_a_single_step_run_is_valid_json():
+    out = pc("run", "--size", "tiny", "--ctx", "32", "--device", "cpu", "--warmup", "0", "--steps", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["summary"]["total_ms"]["ci95_low"] is None
+
+
+def test_size_defaults_to_tiny_on_the_cpu_and_small_on_cuda():
+    import argparse
+
+    from perfconsole.core.cli.main import add_spec_arguments, spec_from_args
+
+    p = argparse.ArgumentParser()
+    add_spec_arguments(p)
+    assert spec_from_args(p.parse_args(["--device", "cpu"])).size == "tiny"
+    assert spec_from_args(p.parse_args(["--device", "cuda"])).size == "small"
+    assert spec_from_args(p.parse_args(["--device", "cpu", "--size", "medium"])).size == "medium"
+    raw = spec_from_args(p.parse_args(["--device", "cpu", "--ctx", "0"]), validate=False)
+    assert raw.ctx == 0 and raw.size == "tiny"

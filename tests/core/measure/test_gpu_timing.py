@@ -1,0 +1,56 @@
+"""On a GPU: perfconsole's median step time agrees with an independent timing of the same step."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def perfconsole_run(spec: RunSpec) -> RunRecord:
+    record = RunRecord(spec)
+    for event in Launch(spec).events():
+        record.apply(event)
+    assert record.status == "ok", record.error
+    return record
+
+
+# medium in fp32 is GPU-bound at ctx 512 (50 ms forward, 145 ms train step on an H200, std < 0.4 ms).
+# bf16 under eager autocast is not, below 2.7B: its steps are bound by dispatch on the host (nsys
+# shows ~9 ms of kernels in a ~50 ms small step), so two processes differ by host jitter, not by
+# measurement (docs/results/engine_sizes_ctx512_h200.md). 2.7B bf16 is checked in engine_targets.
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["fwd", "train"])
+def test_median_step_matches_independent_cuda_event_timing(mode):
+    spec = RunSpec(size="medium", ctx=512, batch=4, precision="fp32", mode=mode, warmup=5, steps=20, device="cuda")
+    ours = perfconsole_run(spec).summary.total_ms.median
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "independent_timing.py"), "--size", "medium",
+                          "--ctx", "512", "--precision", "fp32", "--mode", mode, "--warmup", "5", "--steps", "20"],
+                         capture_output=True, text=True, check=True, timeout=600)
+    theirs = json.loads(out.stdout.strip().splitlines()[-1])["event_median_ms"]
+    assert ours == pytest.approx(theirs, rel=0.03), f"perfconsole {ours:.3f} ms vs independent {theirs:.3f} ms"
+
+
+@pytest.mark.gpu
+def test_gpu_run_reports_environment_memory_and_mfu():
+    spec = RunSpec(size="small", ctx=256, batch=4, precision="bf16", mode="train", warmup=2, steps=3, device="cuda")
+    r = perfconsole_run(spec)
+    assert r.environment["gpu_name"] and r.environment["cuda"]
+    assert r.summary.peak_allocated_mib > 100 and r.summary.peak_reserved_mib >= r.summary.peak_allocated_mib
+    if r.summary.peak_tflops:
+        assert 0 < r.summary.mfu < 1
+
+
+@pytest.mark.gpu
+def test_real_oom_is_an_oom_cell():
+    spec = RunSpec(size="2.7B", ctx=16384, batch=64, precision="fp32", mode="train", warmup=0, steps=1, device="cuda")
+    record = RunRecord(spec)
+    for event in Launch(spec).events():
+        record.apply(event)
+    assert record.status == "oom" and record.error.kind == "oom"

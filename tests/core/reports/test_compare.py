@@ -1,0 +1,94 @@
+"""Comparison of runs: spec differences, speedup and its interval, kernel moves, snapshots, exports."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core import events as ev
+from perfconsole.core import store
+from perfconsole.core.reports import export
+from perfconsole.core.reports.compare import Comparison, CompareError, speedup_text
+from perfconsole.core.launch.queue import RunQueue, precision_ladder
+from perfconsole.core.record import Profile, RunRecord
+from perfconsole.core.spec import RunSpec, SpecError
+
+SNAPSHOTS = Path(__file__).resolve().parents[3] / "snapshots"
+
+
+def _run(times: list[float], **spec) -> RunRecord:
+    r = RunRecord(RunSpec(size="tiny", device="cpu", **spec))
+    for i, t in enumerate(times):
+        r.apply(ev.Step(i, False, t, t / 2, t / 4, t / 4))
+    r.apply(ev.Finished("ok"))
+    return r
+
+
+def _kernels(r: RunRecord, rows: dict[str, int]) -> RunRecord:
+    r.profile = Profile("import", [], {"cuda_gpu_kern_sum": [
+        {"name": n, "total_time_ns": t, "instances": 1} for n, t in rows.items()]})
+    return r
+
+
+def test_needs_two_runs():
+    with pytest.raises(CompareError):
+        Comparison([_run([1.0, 1.1])])
+
+
+def test_spec_differences_name_only_the_fields_that_differ():
+    c = Comparison([_run([1, 1.1], precision="fp32"), _run([1, 1.1], precision="bf16", ctx=512)])
+    assert c.spec_differences() == {"ctx": [256, 512], "precision": ["fp32", "bf16"]}
+
+
+def test_clear_speedup_and_no_significant_difference():
+    base = _run([10.0, 10.2, 9.8, 10.1, 9.9])
+    fast = _run([5.0, 5.1, 4.9, 5.05, 4.95])
+    same = _run([10.1, 9.7, 10.3, 9.9, 10.0])
+    c = Comparison([base, fast, same])
+    sp = c.speedups()
+    assert sp[0] is None
+    assert sp[1].significant and sp[1].ratio == pytest.approx(2.0, rel=0.02)
+    assert speedup_text(sp[1]).startswith("2.00x faster (95% CI")
+    assert not sp[2].significant
+    assert speedup_text(sp[2]).startswith("no significant difference")
+
+
+def test_kernel_moves_rank_by_the_largest_change_against_the_baseline():
+    a = _kernels(_run([1, 1.1]), {"ampere_sgemm_128x64_nn": 1000, "softmax_warp_forward": 500, "x": 10})
+    b = _kernels(_run([1, 1.1]), {"ampere_sgemm_128x64_nn": 400, "softmax_warp_forward": 520, "new_k": 300})
+    moves = Comparison([a, b]).kernel_moves()
+    assert [(m.name, m.delta_ns) for m in moves] == [("ampere_sgemm_128x64_nn", -600), ("new_k", 300),
+                                                     ("softmax_warp_forward", 20), ("x", -10)]
+    assert moves[0].category == "matmul" and moves[1].times_ns == [0, 300]
+
+
+def test_without_profiles_there_are_no_shares_or_moves():
+    c = Comparison([_run([1, 1.1]), _run([2, 2.1])])
+    assert c.category_shares() == [None, None] and c.kernel_moves() == []
+
+
+def test_snapshot_round_trip_and_every_export(tmp_path):
+    runs = [store.load(SNAPSHOTS / n) for n in ("tiny-cpu-train-fp32.json", "tiny-cpu-train-torch-profile.json")]
+    c = Comparison(runs)
+    path = store.save(c, tmp_path / "cmp.json")
+    back = store.load(path)
+    assert isinstance(back, Comparison) and back.to_dict() == c.to_dict()
+    md = export.export(back, "md")
+    assert "| profile | none | torch |" in md and "Kernel time by category" in md
+    rows = list(csv.DictReader(io.StringIO(export.export(back, "csv"))))
+    assert {"spec", "phase", "speedup", "throughput", "category_share"} <= {r["section"] for r in rows}
+    doc = json.loads(export.export(back, "json"))
+    assert doc["baseline"] == runs[0].id and doc["category_shares"][0] is None
+    assert abs(sum(doc["category_shares"][1].values()) - 1) < 1e-9
+
+
+def test_queue_is_first_in_first_out_and_the_ladder_is_fp32_bf16_fp16():
+    spec = RunSpec(size="tiny", device="cpu")
+    q = RunQueue(precision_ladder(spec))
+    assert [q.pop().precision for _ in range(3)] == ["fp32", "bf16", "fp16"] and q.pop() is None
+    with pytest.raises(SpecError):
+        q.add(spec.with_(ctx=0))
+    assert len(q) == 0

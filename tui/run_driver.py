@@ -1,0 +1,152 @@
+"""Launching and following runs in the console: the queue, one worker thread per run that reads the
+launch's events, folding them into the run's record, redrawing at most four times a second, cancel."""
+from __future__ import annotations
+
+import contextlib
+import time
+
+from textual import work
+from textual.css.query import NoMatches
+from textual.widgets import TabbedContent
+from textual.worker import Worker, WorkerState
+
+from perfconsole.core import events as ev
+from perfconsole.core.launch import launcher
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+from perfconsole.tui.messages import RunEnded, RunFeed, RunUpdated
+from perfconsole.tui.screens.launch import LaunchPane
+from perfconsole.tui.screens.live import LivePane
+from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
+
+REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come
+
+
+class RunDriver:
+    """Mixed into the console's App: uses its runs, queue, feeds, times, panes and notify()."""
+
+    def enqueue(self, specs: list[RunSpec], queue: bool) -> None:
+        if not queue and self.active is not None:
+            self.notify("a run is in progress: ctrl+e queues this one, x cancels the other", severity="warning")
+            return
+        self.queue.extend(specs)
+        self._show_queue()
+        if self.active is None:
+            self._start_next()
+        else:
+            self.notify(f"queued {len(specs)} run(s); {len(self.queue)} waiting")
+
+    def _show_queue(self) -> None:
+        pending = self.queue.pending()
+        self.main(LaunchPane).set_queue_info(
+            ("queue: " + ", ".join(s.label() for s in pending)) if pending else "")
+
+    def action_clear_queue(self) -> None:
+        n = self.queue.clear()
+        self._show_queue()
+        self.notify(f"dropped {n} queued run(s)")
+
+    def _start_next(self) -> None:
+        spec = self.queue.pop()
+        self._show_queue()
+        if spec is None:
+            return
+        record = RunRecord(spec)
+        self.runs.append(record)
+        self.active = self.current = record
+        self._gpu_busy = True
+        self.times[record.id] = [time.monotonic(), None]
+        feed = self.feeds[record.id] = RunFeed()
+        self.launch = launcher.Launch(spec, env=self.launch_env)
+        self.show_current()
+        self.action_show_tab("live")
+        self.refresh_runs()
+        self.drive_run(record.id, self.launch, feed)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="run")
+    def drive_run(self, run_id: str, launch: launcher.Launch, feed: RunFeed) -> None:
+        try:
+            for event in launch.events():
+                feed.push(event)
+                self.post_message(RunUpdated(run_id))
+        finally:
+            self.post_message(RunEnded(run_id))
+
+    def _record(self, run_id: str) -> RunRecord | None:
+        return next((r for r in self.runs if r.id == run_id), None)
+
+    def _fold(self, run_id: str) -> RunRecord | None:
+        record, feed = self._record(run_id), self.feeds.get(run_id)
+        if record is None or feed is None:
+            return None
+        events = feed.drain()
+        status = record.status
+        for event in events:
+            record.apply(event)
+        if not events:
+            return None
+        if record is self.current:
+            self._schedule_redraw()
+            if any(isinstance(e, ev.ProfileReady) for e in events):
+                self.main(KernelsPane).show_record(record)
+                self.main(NvtxPane).show_record(record)
+        if record.status != status:
+            self.refresh_runs()
+        return record
+
+    def _schedule_redraw(self) -> None:
+        if not self._redraw_pending:
+            self._redraw_pending = True
+            self.set_timer(REDRAW_S, self._redraw)
+
+    def _redraw(self) -> None:
+        self._redraw_pending = False
+        with contextlib.suppress(NoMatches, IndexError):  # a timer may fire while the app shuts down
+            self.main(LivePane).refresh_record()
+
+    def on_run_updated(self, message: RunUpdated) -> None:
+        self._fold(message.run_id)
+
+    def on_run_ended(self, message: RunEnded) -> None:
+        self._fold(message.run_id)
+        record = self._record(message.run_id)
+        if record is not None and not record.finished:
+            # The thread stopped without a Finished event (it raised): keep the steps, say so.
+            record.apply(ev.Error("crash", "the run stopped unexpectedly; see the notification"))
+            record.apply(ev.Finished("error"))
+        self.feeds.pop(message.run_id, None)
+        now = time.monotonic()
+        if message.run_id in self.times:
+            self.times[message.run_id][1] = now
+        if record is self.current:
+            live = self.main(LivePane)
+            live.mark_ended(now)
+            live.refresh_record()
+            self.main(KernelsPane).show_record(record)
+            self.main(NvtxPane).show_record(record)
+        self.active, self.launch = None, None
+        self._gpu_busy = self.main(TabbedContent).active == "live"
+        self.refresh_runs()
+        if record is not None:
+            sev = "information" if record.status == "ok" else "error"
+            self.notify(f"{record.name}: {record.status}" + (f" ({record.error.message})" if record.error and
+                                                              record.status != "ok" else ""), severity=sev)
+        self._start_next()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.notify(f"{event.worker.name}: {event.worker.error}", severity="error", timeout=15)
+
+    def action_cancel_run(self) -> None:
+        if self.launch is None:
+            self.notify("no run in progress")
+            return
+        self.launch.cancel()
+        if self.active is not None:
+            self.active.stage = "cancelling"
+            self.main(LivePane).refresh_status()
+
+    def _tick(self) -> None:
+        if self.active is not None and self.active is self.current:
+            with contextlib.suppress(NoMatches, IndexError):
+                self.main(LivePane).refresh_status()

@@ -7,9 +7,10 @@ whatever produced the numbers.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from perfconsole.core.profiling.errors import ProfileFormatError
 
@@ -137,13 +138,68 @@ def normalise_memop(name: str) -> str:
     return _MEMOP_RE.sub(lambda m: _MEMOP_LONG[m.group(1)], name)
 
 
+# nsys and nvprof keep times (ns) and counts in int64 (2**63 ns is 292 years), so a longer number is a
+# corrupted field. Rejecting it here keeps consumers that divide or format in float (ns / 1e6, shares)
+# from dying with OverflowError far from the file, and turns it into the usual `path:line:` message.
+INT64_MAX = 2**63 - 1
+
+
+class OutOfRange(ValueError):
+    """A number that parses but cannot be a profiler value (beyond int64, or infinite)."""
+
+
+def checked_int(value: int) -> int:
+    """`value` itself; OutOfRange past int64 either way."""
+    if -INT64_MAX <= value <= INT64_MAX:
+        return value
+    _out_of_range(str(value))
+
+
+def ns_from_float(value: float) -> int:
+    """A float time already scaled to ns, rounded; OutOfRange for inf/nan/beyond int64, not OverflowError."""
+    if not math.isfinite(value):
+        _not_finite(value)
+    return checked_int(round(value))
+
+
+def finite(value: float) -> float:
+    """`value` itself; OutOfRange for inf/nan (what float() makes of a 400-digit field)."""
+    if not math.isfinite(value):
+        _not_finite(value)
+    return value
+
+
+def _not_finite(value: float) -> NoReturn:
+    if math.isnan(value):
+        raise ValueError("not a number: nan")
+    _out_of_range(str(value))
+
+
+def _out_of_range(text: str) -> NoReturn:
+    raise OutOfRange(f"out of range: {text[:20]}{'...' if len(text) > 20 else ''}")
+
+
 def _ns_int(text: str) -> int:
     # Integers stay exact (64-bit totals exceed float precision past 2**53); decimals are Avg/Med/StdDev.
-    return int(text) if text.isdigit() else round(float(text))
+    return _int(text) if text.isdigit() else ns_from_float(float(text))
 
 
 def _pct(text: str) -> float:
-    return float(text.rstrip("%"))
+    return finite(float(text.rstrip("%")))
+
+
+def _int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        if text.strip().lstrip("+-").isdigit():
+            _out_of_range(text)  # int() refuses > 4300 digits; it is a number, just not a possible one
+        raise
+    return checked_int(value)
+
+
+def _float(text: str) -> float:
+    return finite(float(text))
 
 
 def converters(headers: Sequence[str]) -> list[tuple[str, Callable[[str], Any]]]:
@@ -156,14 +212,14 @@ def converters(headers: Sequence[str]) -> list[tuple[str, Callable[[str], Any]]]
         name, factor = normalise_column(h)
         if name.endswith("_ns"):
             f = factor or 1
-            out.append((name, _ns_int if f == 1 else (lambda t, f=f: round(float(t) * f))))
+            out.append((name, _ns_int if f == 1 else (lambda t, f=f: ns_from_float(float(t) * f))))
         elif name.endswith("_mb"):
             f = factor or 1
-            out.append((name, float if f == 1 else (lambda t, f=f: float(t) * f)))
+            out.append((name, _float if f == 1 else (lambda t, f=f: finite(float(t) * f))))
         elif name.endswith("_pct"):
             out.append((name, _pct))
         elif name in _INT_COLS:
-            out.append((name, int))
+            out.append((name, _int))
         else:
             out.append((name, str))
     return out
@@ -188,36 +244,54 @@ def make_rows(report: str, headers: Sequence[str], cells: Sequence[Sequence[str]
                 columns.append(_pct_column(raw))
             else:
                 columns.append(list(map(fn, raw)))
-        except ValueError:
-            i = next(i for i, t in enumerate(raw) if not _converts(fn, t))
-            raise ProfileFormatError(path, first_line + i, f"{report}: {headers[j].strip()!r} is not a number: "
-                                                           f"{raw[i][:40]!r}") from None
+        except (ValueError, OverflowError):
+            # The column failed as a whole; the cell that fails alone is the one to name (the first
+            # cell as a fallback, should the column and cell checks ever disagree).
+            i, exc = next(((i, e) for i, t in enumerate(raw) if (e := _cell_error(fn, t)) is not None), (0, None))
+            what = "is out of range (beyond int64 or infinite)" if isinstance(exc, OutOfRange) else "is not a number"
+            raise ProfileFormatError(path, first_line + i, f"{report}: {headers[j].strip()!r} {what}: "
+                                                           f"{clip(raw[i])!r}") from None
     names = [name for name, _ in conv]
     rows = [dict(zip(names, values)) for values in zip(*columns)]
     return finish_rows(report, rows)
 
 
 def _ns_column(raw: tuple[str, ...]) -> list[int]:
-    """A whole ns column at C speed: integers exactly, or (Avg/Med/StdDev with decimals) rounded floats."""
+    """A whole ns column at C speed: integers exactly, or (Avg/Med/StdDev with decimals) rounded floats.
+
+    round(inf) raises OverflowError, so a float column of a huge field fails here; an int column is
+    range-checked as a whole (min/max run at C speed) and the caller finds the offending cell."""
     try:
-        return list(map(int, raw))
+        values = list(map(int, raw))
     except ValueError:
-        return list(map(round, map(float, raw)))  # type: ignore[arg-type]
+        values = list(map(round, map(float, raw)))  # type: ignore[arg-type]
+    if values and (max(values) > INT64_MAX or min(values) < -INT64_MAX):
+        raise OutOfRange("beyond int64")
+    return values
 
 
 def _pct_column(raw: tuple[str, ...]) -> list[float]:
     try:
-        return list(map(float, raw))
+        values = list(map(float, raw))
     except ValueError:
-        return list(map(_pct, raw))  # nvprof-style "45.21%"
+        values = list(map(_pct, raw))  # nvprof-style "45.21%"
+    if not all(map(math.isfinite, values)):
+        raise OutOfRange("not finite")
+    return values
 
 
-def _converts(fn: Callable[[str], Any], text: str) -> bool:
+def _cell_error(fn: Callable[[str], Any], text: str) -> ValueError | None:
     try:
         fn(text)
-    except ValueError:
-        return False
-    return True
+    except ValueError as exc:
+        return exc
+    return None
+
+
+def clip(text: str) -> str:
+    """`text`, or its head and tail with its length when longer than 40 characters."""
+    # A corrupted field can be thousands of characters; the message stays one readable line.
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} chars)"
 
 
 def finish_rows(report: str, rows: list[Row]) -> list[Row]:

@@ -69,14 +69,21 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
     if not text.strip():
         return {}, [f"{path}:1: empty file"]
     if looks_like_nvprof(text):
-        return parse_nvprof(text, str(path))
+        tables, warnings = parse_nvprof(text, str(path))
+        if tables and not text.endswith("\n"):
+            warnings.append(_no_final_newline(path, text))  # nvprof ends its log with a newline too
+        return tables, warnings
     parsed = parse_stats_text(text, str(path), report_from_stem(path.stem))
     if parsed.tables and not text.endswith("\n"):
         # nsys ends every file with a newline (FORMATS.md §1): without one the last row may be cut short
-        parsed.warnings.append(f"{path}:{text.count(chr(10)) + 1}: no newline at end of file; the last row may be truncated")
+        parsed.warnings.append(_no_final_newline(path, text))
     if not parsed.tables and not parsed.warnings:
         parsed.warnings.append(f"{path}:1: no nsys stats table (no known header line)")
     return parsed.tables, parsed.warnings
+
+
+def _no_final_newline(path: Path, text: str) -> str:
+    return f"{path}:{text.count(chr(10)) + 1}: no newline at end of file; the last row may be truncated"
 
 
 def _load_report(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]]:

@@ -3,28 +3,35 @@
 nvprof prints `==PID== Profiling result:` followed by a table whose rows carry a section label
 (`GPU activities:`, `API calls:`) on their first row only, and values with units (`1.2345s`,
 `500.00ms`, `250.00us`, `800ns`, `45.21%`). `==PID== NVTX result:` repeats that per thread, domain
-and range, with a `Range:` row for the range itself. Mapping onto nsys reports:
+and range, with a `Range:` row for the range itself (read by nvprof_nvtx). Mapping onto nsys reports:
 GPU activities -> cuda_gpu_kern_sum (memcpy/memset rows -> cuda_gpu_mem_time_sum),
 API calls -> cuda_api_sum, Range rows -> nvtx_sum, GPU activities inside a range -> nvtx_kern_sum.
+nvprof's own `==PID== Warning:` lines come through as warnings: they say the numbers are incomplete.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from perfconsole.core.profiling.columns import Row, Tables, normalise_memop
+from perfconsole.core.profiling.columns import (
+    OutOfRange, Row, Tables, checked_int, clip, finite, normalise_memop, ns_from_float,
+)
 from perfconsole.core.profiling.errors import ProfileFormatError
+from perfconsole.core.profiling.nvprof_nvtx import NvtxResult
 
-_PID = r"^==\d+==\s*"
+# `==PID==` on most lines; `========` (no PID) on the warnings nvprof prints outside any process
+_PID = r"^==(?:\d+|=+)==\s*"
 _RESULT = re.compile(_PID + r"Profiling result:")
 _NVTX = re.compile(_PID + r"NVTX result:")
 _DOMAIN = re.compile(_PID + r"Domain \"(.*)\"\s*$")
 _RANGE = re.compile(_PID + r"Range \"(.*)\"\s*$")
 _THREAD = re.compile(_PID + r"Thread ")
+_WARNING = re.compile(_PID + r"(Warning:.*?)\s*$")
 _ANY_PID = re.compile(_PID)
 _HEADER = re.compile(r"^\s*Type\s+Time\(%\)\s+Time\s+Calls\s+Avg\s+Min\s+Max\s+Name\s*$")
 _ROW = re.compile(
-    r"^\s*(?:(?P<type>[A-Za-z][A-Za-z ]*):)?\s+(?P<pct>[\d.]+)%\s+(?P<time>\S+)\s+(?P<calls>\d+)"
+    # any label: rows of sections no table maps ("OpenACC (excl):") must parse too, not read as malformed
+    r"^\s*(?:(?P<type>[A-Za-z][A-Za-z ()/-]*):)?\s+(?P<pct>[\d.]+)%\s+(?P<time>\S+)\s+(?P<calls>\d+)"
     r"\s+(?P<avg>\S+)\s+(?P<min>\S+)\s+(?P<max>\S+)\s+(?P<name>\S.*?)\s*$")
 _TIME = re.compile(r"^(?P<v>\d+(?:\.\d+)?)(?P<u>s|ms|us|ns)$")
 _UNIT_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
@@ -35,98 +42,111 @@ def looks_like_nvprof(text: str) -> bool:
 
 
 def parse_time(text: str) -> int:
-    """`1.2345ms` -> 1234500 (ns). nvprof always prints a unit."""
+    """`1.2345ms` -> 1234500 (ns). nvprof always prints a unit; ValueError for anything else,
+    a 400-digit value included (it would be inf, and round(inf) raises OverflowError)."""
     m = _TIME.match(text)
     if not m:
-        raise ValueError(f"not a time with unit s/ms/us/ns: {text!r}")
-    return round(float(m.group("v")) * _UNIT_NS[m.group("u")])
+        raise ValueError(f"not a time with unit s/ms/us/ns: {clip(text)!r}")
+    try:
+        return ns_from_float(float(m.group("v")) * _UNIT_NS[m.group("u")])
+    except OutOfRange:
+        raise OutOfRange(f"time out of range (beyond int64 ns): {clip(text)!r}") from None
 
 
 @dataclass
-class _Acc:
+class _Summary:
     kern: list[Row] = field(default_factory=list)
     mem: list[Row] = field(default_factory=list)
     api: list[Row] = field(default_factory=list)
-    nvtx: dict[tuple[str, str], Row] = field(default_factory=dict)
-    nvtx_kern: dict[tuple[str, str, str], Row] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
 
 def parse_nvprof(text: str, path: str) -> tuple[Tables, list[str]]:
-    acc = _Acc()
-    mode = None  # "summary" | "nvtx" | None
-    domain, rng, section = "", "", ""
+    """Every table of an nvprof log; a malformed row or a cut-short NVTX section becomes a warning
+    naming `path:line`, and skips only the rest of its section or range."""
+    summary = _Summary()
+    nvtx = NvtxResult(path)
+    warnings: list[str] = []  # summary-section problems and nvprof's own warnings
+    mode = None  # "summary" | "nvtx" | None (a section no table maps, e.g. Unified Memory)
+    section = ""  # the type label rows inherit: continuation rows leave the column blank
     bad_section = False
     for lineno, line in enumerate(text.splitlines(), 1):
-        if _RESULT.match(line):
-            mode, section, bad_section = "summary", "", False
-            continue
-        if _NVTX.match(line):
-            mode, section = "nvtx", ""
-            continue
-        if mode == "nvtx" and (m := _DOMAIN.match(line)):
-            domain = "" if m.group(1) == "<unnamed>" else m.group(1)
-            continue
-        if mode == "nvtx" and (m := _RANGE.match(line)):
-            rng, section, bad_section = m.group(1), "", False
-            continue
         if _ANY_PID.match(line):
-            if not (mode == "nvtx" and _THREAD.match(line)):
-                mode = None  # another section (Unified Memory, "Profiling application", ...): not a table we map
+            if m := _WARNING.match(line):
+                # e.g. "Found 1 invalid range marker(s)" between `NVTX result:` and the threads: the
+                # section goes on, and the user learns the NVTX numbers miss a range
+                warnings.append(f"{path}:{lineno}: nvprof {m.group(1)}")
+                continue
+            section, bad_section = "", False
+            if mode == "nvtx" and _nvtx_header(nvtx, line, lineno):
+                continue
+            if mode == "nvtx":
+                nvtx.close()
+            mode = "summary" if _RESULT.match(line) else "nvtx" if _NVTX.match(line) else None
             continue
         if mode is None or not line.strip() or _HEADER.match(line) or bad_section:
             continue
         m = _ROW.match(line)
         if m is None:
-            if line.lstrip().startswith("No ") or line.startswith("=="):
-                continue  # "No kernels were profiled in range", thread lines
-            _bad(acc, path, lineno, "not an nvprof result row", mode, rng)
+            if line.lstrip().startswith("No "):
+                continue  # "No kernels were profiled in this range."
+            _bad(warnings, nvtx, path, lineno, mode, "not an nvprof result row")
             bad_section = True
             continue
         if m.group("type"):
             section = m.group("type").strip()
         try:
-            row = _row(m)
+            row, calls = _row(m)
         except ValueError as exc:
-            _bad(acc, path, lineno, str(exc), mode, rng)
+            _bad(warnings, nvtx, path, lineno, mode, str(exc))
             bad_section = True
             continue
-        _add(acc, mode, section, domain, rng, row)
-    return _tables(acc), acc.warnings
+        if mode == "nvtx":
+            nvtx.row(section, row, calls, lineno)
+        else:
+            _add_summary(summary, section, row, calls)
+    if mode == "nvtx":
+        nvtx.close()
+    tables = _tables(summary)
+    tables.update(nvtx.tables())
+    return tables, _in_line_order([*warnings, *nvtx.warnings], path)
 
 
-def _bad(acc: _Acc, path: str, lineno: int, why: str, mode: str | None, rng: str) -> None:
-    where = f"range {rng!r}" if mode == "nvtx" else "summary"
-    acc.warnings.append(str(ProfileFormatError(path, lineno, f"{why}; rest of the {where} section skipped")))
+def _nvtx_header(nvtx: NvtxResult, line: str, lineno: int) -> bool:
+    """Feed a Thread/Domain/Range line of the NVTX section to `nvtx`; False for any other `==PID==` line."""
+    if _THREAD.match(line):
+        nvtx.thread(lineno)
+    elif m := _DOMAIN.match(line):
+        nvtx.domain(m.group(1), lineno)
+    elif m := _RANGE.match(line):
+        nvtx.range(m.group(1), lineno)
+    else:
+        return False
+    return True
 
 
-def _row(m: re.Match[str]) -> Row:
-    calls = int(m.group("calls"))
-    return {"time_pct": float(m.group("pct")), "total_time_ns": parse_time(m.group("time")), "calls": calls,
+def _bad(warnings: list[str], nvtx: NvtxResult, path: str, lineno: int, mode: str, why: str) -> None:
+    if mode == "nvtx":
+        nvtx.bad(lineno, why)
+    else:
+        warnings.append(str(ProfileFormatError(path, lineno, f"{why}; rest of the summary section skipped")))
+
+
+def _row(m: re.Match[str]) -> tuple[Row, int]:
+    calls = checked_int(int(m.group("calls")))
+    return {"time_pct": finite(float(m.group("pct"))), "total_time_ns": parse_time(m.group("time")),
             "avg_ns": parse_time(m.group("avg")), "min_ns": parse_time(m.group("min")),
-            "max_ns": parse_time(m.group("max")), "name": m.group("name")}
+            "max_ns": parse_time(m.group("max")), "name": m.group("name")}, calls
 
 
-def _add(acc: _Acc, mode: str, section: str, domain: str, rng: str, row: Row) -> None:
-    calls = row.pop("calls")
-    if mode == "summary":
-        if section == "GPU activities":
-            if row["name"].startswith("[CUDA mem"):
-                op = normalise_memop(row.pop("name"))
-                acc.mem.append({**_stats(row, "count", calls), "operation": op})
-            else:
-                acc.kern.append(_stats(row, "instances", calls))
-        elif section == "API calls":
-            acc.api.append(_stats(row, "num_calls", calls))
-        return
-    if section == "Range":
-        key = (domain, rng)
-        prev = acc.nvtx.get(key)  # one block per thread: add the threads up
-        acc.nvtx[key] = _merge(prev, row, "instances", calls)
-    elif section == "GPU activities":
-        key3 = (domain, rng, row["name"])
-        prev = acc.nvtx_kern.get(key3)
-        acc.nvtx_kern[key3] = _merge(prev, row, "kern_inst", calls)
+def _add_summary(acc: _Summary, section: str, row: Row, calls: int) -> None:
+    if section == "GPU activities":
+        if row["name"].startswith("[CUDA mem"):
+            op = normalise_memop(row.pop("name"))
+            acc.mem.append({**_stats(row, "count", calls), "operation": op})
+        else:
+            acc.kern.append(_stats(row, "instances", calls))
+    elif section == "API calls":
+        acc.api.append(_stats(row, "num_calls", calls))
 
 
 def _stats(row: Row, count_col: str, calls: int) -> Row:
@@ -135,15 +155,7 @@ def _stats(row: Row, count_col: str, calls: int) -> Row:
             **({"name": row["name"]} if "name" in row else {})}
 
 
-def _merge(prev: Row | None, row: Row, count_col: str, calls: int) -> Row:
-    if prev is None:
-        return _stats(row, count_col, calls)
-    total, n = prev["total_time_ns"] + row["total_time_ns"], prev[count_col] + calls
-    return {**prev, "total_time_ns": total, count_col: n, "avg_ns": round(total / n) if n else 0,
-            "min_ns": min(prev["min_ns"], row["min_ns"]), "max_ns": max(prev["max_ns"], row["max_ns"])}
-
-
-def _tables(acc: _Acc) -> Tables:
+def _tables(acc: _Summary) -> Tables:
     tables: Tables = {}
     if acc.kern:
         tables["cuda_gpu_kern_sum"] = acc.kern
@@ -151,19 +163,12 @@ def _tables(acc: _Acc) -> Tables:
         tables["cuda_gpu_mem_time_sum"] = acc.mem
     if acc.api:
         tables["cuda_api_sum"] = acc.api
-    if acc.nvtx:
-        rows = []
-        grand = sum(r["total_time_ns"] for r in acc.nvtx.values()) or 1
-        for (domain, rng), r in acc.nvtx.items():
-            name = r.pop("name", rng)
-            rows.append({**r, "time_pct": round(100 * r["total_time_ns"] / grand, 1), "style": "PushPop",
-                         "domain": domain, "range": rng or name})
-        tables["nvtx_sum"] = sorted(rows, key=lambda r: -r["total_time_ns"])
-    if acc.nvtx_kern:
-        inst = {k: r["instances"] for k, r in acc.nvtx.items()}
-        rows = [{"domain": d, "range": r, "nvtx_inst": inst.get((d, r), 0), "kern_inst": v["kern_inst"],
-                 "total_time_ns": v["total_time_ns"], "avg_ns": v["avg_ns"], "min_ns": v["min_ns"],
-                 "max_ns": v["max_ns"], "name": name}
-                for (d, r, name), v in acc.nvtx_kern.items()]
-        tables["nvtx_kern_sum"] = sorted(rows, key=lambda r: -r["total_time_ns"])
     return tables
+
+
+def _in_line_order(warnings: list[str], path: str) -> list[str]:
+    # Two sources fill the list; the user reads them top to bottom like the file.
+    def line_of(w: str) -> int:
+        head = w[len(path) + 1:].split(":", 1)[0]
+        return int(head) if head.isdigit() else 0
+    return sorted(warnings, key=line_of)

@@ -1,6 +1,7 @@
 """Malformed and truncated inputs: an error naming file and line, and every other report still loads."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -103,3 +104,52 @@ def test_missing_final_newline_warns_on_last_line(tmp_path: Path) -> None:
     tables, warnings = load_profile(p)
     assert len(tables["cuda_gpu_kern_sum"]) == 88
     assert warnings == [f"{p}:89: no newline at end of file; the last row may be truncated"]
+
+
+def _with_cell(row_index: int, column: int, value: str) -> str:
+    """The real kernel CSV with one numeric cell of one row replaced (numbers come before the name)."""
+    lines = KERN.read_text().splitlines(keepends=True)
+    cells = lines[row_index].split(",", 8)
+    cells[column] = value
+    lines[row_index] = ",".join(cells)
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("column,header", [(1, "Total Time (ns)"), (2, "Instances"), (3, "Avg (ns)"),
+                                           (5, "Min (ns)"), (7, "StdDev (ns)"), (0, "Time (%)")])
+def test_400_digit_number_names_line_instead_of_overflowing(tmp_path: Path, column: int, header: str) -> None:
+    """int('1'*400) works and float() makes it inf, so without a range check this ended in OverflowError
+    (round(inf), or ns / 1e6 when printing); now it is a malformed value like any other."""
+    bad = tmp_path / "run_cuda_gpu_kern_sum.csv"
+    bad.write_text(_with_cell(3, column, "1" * 400))  # line 4
+    shutil.copy(API, tmp_path / "run_cuda_api_sum.csv")
+    tables, warnings = load_profile(tmp_path)
+    assert list(tables) == ["cuda_api_sum"] and len(tables["cuda_api_sum"]) == 44
+    assert warnings == [(f"{bad}:4: cuda_gpu_kern_sum: '{header}' is out of range (beyond int64 or infinite): "
+                         f"'11111111111111111111...11111111 (400 chars)' (report cuda_gpu_kern_sum not loaded)")]
+    with pytest.raises(ProfileError, match=rf"run_cuda_gpu_kern_sum\.csv:4: cuda_gpu_kern_sum: '{re.escape(header)}' "
+                                           r"is out of range"):
+        load_profile(bad)
+
+
+def test_int64_is_the_limit(tmp_path: Path) -> None:
+    ok = tmp_path / "ok_cuda_gpu_kern_sum.csv"
+    ok.write_text(_with_cell(1, 1, str(2**63 - 1)))
+    tables, warnings = load_profile(ok)
+    assert tables["cuda_gpu_kern_sum"][0]["total_time_ns"] == 2**63 - 1 and warnings == []
+    ok.write_text(_with_cell(1, 1, str(2**63)))
+    with pytest.raises(ProfileError, match=r"ok_cuda_gpu_kern_sum\.csv:2: .*'Total Time \(ns\)' is out of range"):
+        load_profile(ok)
+
+
+def test_import_command_reports_the_400_digit_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Imported here, not at the top: the CLI package is being moved, and this module's other tests
+    # must not depend on where it lives.
+    from perfconsole.core.cli.main import main
+
+    bad = tmp_path / "big_cuda_gpu_kern_sum.csv"
+    bad.write_text(_with_cell(3, 1, "1" * 400))
+    assert main(["import", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}:4: cuda_gpu_kern_sum: 'Total Time (ns)' is out of range" in err
+    assert "Traceback" not in err and "OverflowError" not in err

@@ -1,4 +1,4 @@
-"""nvprof logs. No nvprof fixture exists (FORMATS.md covers nsys only); the log below follows nvprof's
+"""nvprof logs. No captured nvprof fixture exists (FORMATS.md covers nsys only); the log below follows nvprof's
 summary mode as printed by CUDA 10-11 (`==PID== Profiling result:`, a `Type Time(%) Time Calls Avg Min
 Max Name` table whose section label sits on the first row, times with s/ms/us/ns units, and the NVTX
 result sections per thread, domain and range)."""

@@ -79,6 +79,31 @@ class ProfileReady(Event):
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ProfileOverhead(Event):
+    """What profiling cost: the same process's quiet measured steps against its profiled ones (ms, medians).
+
+    `ratio` is profiled / quiet step time; kernel counts per step are None where they are not known.
+    """
+    type: ClassVar[str] = "profile_overhead"
+    profiler: str
+    quiet_ms: float
+    profiled_ms: float
+    ratio: float
+    quiet_steps: int
+    profiled_steps: int
+    profiled_step_ms: list[float] = field(default_factory=list)
+    kernels_per_step: float | None = None
+    quiet_kernels_per_step: float | None = None
+
+
+@dataclass(frozen=True)
+class Telemetry(Event):
+    """GPU telemetry sampled through NVML during the measured steps (core.telemetry.recorder's to_dict)."""
+    type: ClassVar[str] = "telemetry"
+    data: dict[str, Any]
+
+
 # The progress stage of a worker started ahead of its turn once it is ready to run (worker.hold);
 # the launcher consumes it, so consumers of Launch.events() never see it.
 HELD = "held"
@@ -102,7 +127,8 @@ class Finished(Event):
 
 
 _TYPES: dict[str, type[Event]] = {
-    cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady, Error, Finished)
+    cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
+                               ProfileOverhead, Telemetry, Error, Finished)
 }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from perfconsole.core import events as ev
@@ -24,15 +24,16 @@ class Profile:
     files: list[str]
     tables: dict[str, list[dict[str, Any]]]
     warnings: list[str] = field(default_factory=list)
+    overhead: dict[str, Any] | None = None          # ev.ProfileOverhead's fields, where the run measured it
 
     def to_dict(self) -> dict[str, Any]:
         return {"profiler": self.profiler, "files": self.files, "tables": self.tables,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "overhead": self.overhead}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Profile:
         return cls(d["profiler"], list(d.get("files", [])), dict(d.get("tables", {})),
-                   list(d.get("warnings", [])))
+                   list(d.get("warnings", [])), d.get("overhead"))
 
 
 @dataclass
@@ -64,8 +65,10 @@ class RunRecord:
     summary: Summary | None = None
     memory: MemoryInfo | None = None
     profile: Profile | None = None
+    telemetry: dict[str, Any] | None = None         # core.telemetry.recorder.Telemetry.to_dict()
     error: ev.Error | None = None
     stage: str = ""
+    overhead: dict[str, Any] | None = None          # held until the profile's tables arrive
     log: list[str] = field(default_factory=list)
 
     kind = "run"
@@ -93,6 +96,13 @@ class RunRecord:
                                      dict(event.per_phase), event.snapshot_path, dict(event.details))
         elif isinstance(event, ev.ProfileReady):
             self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
+            self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
+        elif isinstance(event, ev.ProfileOverhead):
+            self.overhead = asdict(event)
+            if self.profile is not None:
+                self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
+        elif isinstance(event, ev.Telemetry):
+            self.telemetry = dict(event.data)
         elif isinstance(event, ev.Error):
             self.error = event
             if event.kind == "profiler" and self.profile is None:
@@ -120,6 +130,7 @@ class RunRecord:
             "summary": self.summary.to_dict() if self.summary else None,
             "memory": self.memory.to_dict() if self.memory else None,
             "profile": self.profile.to_dict() if self.profile else None,
+            "telemetry": self.telemetry,
             "error": _error_dict(self.error),
         }
 
@@ -134,8 +145,18 @@ class RunRecord:
             summary=Summary.from_dict(d["summary"]) if d.get("summary") else None,
             memory=MemoryInfo(**d["memory"]) if d.get("memory") else None,
             profile=Profile.from_dict(d["profile"]) if d.get("profile") else None,
+            telemetry=d.get("telemetry"),
             error=ev.Error(**err) if err else None,
         )
+
+
+def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """The overhead with the profiled steps' kernels per step, counted from the kernel table."""
+    if overhead is None:
+        return None
+    launched = sum(int(r.get("instances") or 0) for r in tables.get("cuda_gpu_kern_sum") or [])
+    steps = overhead.get("profiled_steps") or 0
+    return {**overhead, "kernels_per_step": round(launched / steps, 1) if launched and steps else None}
 
 
 def _step_dict(s: ev.Step) -> dict[str, Any]:

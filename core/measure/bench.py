@@ -5,14 +5,25 @@ step ends with a synchronisation, so each phase's time is GPU time between its e
 monotonic wall clock is read around each phase. Warm-up steps are timed the same way and flagged,
 so the cost of few (or zero) warm-up steps is visible. The forward phase includes the loss.
 Gradients are cleared outside the timed region.
+
+Profiling: a profiled run first measures its steps quietly (no ranges, no profiler), then runs the
+same number of steps under the profiler, and reports the second set's cost against the first
+(`ProfileOverhead`), so the run's figures are the quiet program's and the profile says how far it
+moved. Phase ranges (forward, backward, optimizer_step) are opened around the compiled model, never
+inside it: with `--compile` the model's own per-layer ranges stay off, because they break the graph
+and the profile would describe another program. On CUDA autograd runs the backward pass on its own
+thread, so the backward range is opened there (a hook on the loss opens it, a callback at the end of
+the backward closes it): NVTX and torch.profiler both attribute a kernel to the ranges of the
+thread that launched it.
 """
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +40,37 @@ Emit = Callable[[ev.Event], None]
 StepHook = Callable[[int], None]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+_NULL = contextlib.nullcontext()
+_phase_factory: Callable[[str], ContextManager] | None = None
+
+
+def phase(name: str) -> ContextManager:
+    """A phase range while profiling (NVTX or record_function), else a shared no-op."""
+    return _NULL if _phase_factory is None else _phase_factory(name)
+
+
+def set_ranges(factory: Callable[[str], ContextManager] | None, model_ranges: bool) -> None:
+    """Open phase ranges with `factory`; the model's own (per-layer) ranges only with `model_ranges`."""
+    global _phase_factory
+    _phase_factory = factory
+    annotate.set_range_factory(factory if model_ranges else None)
+
+
+def _range_on_autograd_thread(root: torch.Tensor, name: str) -> None:
+    """Open `name` on the thread that runs `root`'s backward, for the whole backward pass.
+
+    The hook on the root runs first on that thread; the engine's final callback runs on the same
+    thread once the last gradient is written, and closes the range there.
+    """
+    assert _phase_factory is not None
+    rng = _phase_factory(name)
+
+    def open_range(grad: torch.Tensor) -> torch.Tensor:
+        rng.__enter__()
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: rng.__exit__(None, None, None))
+        return grad
+
+    root.register_hook(open_range)
 
 
 def build_model(spec: RunSpec, device: torch.device) -> TransformerLM:
@@ -75,17 +117,22 @@ class Stepper:
 
     def forward(self) -> torch.Tensor:
         grad = contextlib.nullcontext() if self.spec.mode != "fwd" else torch.no_grad()
-        with grad, annotate.annotate("forward"), self.autocast:
+        with grad, phase("forward"), self.autocast:
             logits = self.model(self.inputs)
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), self.targets.reshape(-1))
         return loss
 
     def backward(self, loss: torch.Tensor) -> None:
-        with annotate.annotate("backward"):
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+        root = self.scaler.scale(loss) if self.scaler else loss
+        if _phase_factory is not None and root.is_cuda:
+            _range_on_autograd_thread(root, "backward")
+            root.backward()
+        else:  # on the CPU the calling thread runs the backward itself
+            with phase("backward"):
+                root.backward()
 
     def optimizer_step(self) -> None:
-        with annotate.annotate("optimizer_step"):
+        with phase("optimizer_step"):
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
@@ -165,14 +212,13 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         emit(step)
         index += 1
 
-    capture = _profiler(spec, out_dir)
     memory = _memory_capture(spec, out_dir)
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     emit(ev.Progress("measuring", f"{spec.steps} steps"))
     steps: list[ev.Step] = []
-    with capture.active(), memory:
+    with memory:
         for _ in range(spec.steps):
             if before_step:
                 before_step(index)
@@ -189,10 +235,31 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
-    capture.finish(emit)
+    if spec.profile != "none":
+        _profiled_steps(spec, stepper, steps, emit, out_dir, index, before_step)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved)
     emit(ev.SummaryReady(summary.to_dict()))
+
+
+def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
+                    index: int, before_step: StepHook | None) -> None:
+    """The same number of steps again, under the profiler; their cost against the quiet ones."""
+    capture = _profiler(spec, out_dir)
+    emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
+    profiled: list[float] = []
+    with capture.active():
+        for i in range(spec.steps):
+            if before_step:
+                before_step(index + i)
+            profiled.append(timed_step(stepper, index + i, warmup=False).total_ms)
+    set_ranges(None, False)
+    if quiet and profiled:
+        quiet_ms = statistics.median(s.total_ms for s in quiet)
+        profiled_ms = statistics.median(profiled)
+        emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
+                                len(profiled), profiled))
+    capture.finish(emit)
 
 
 class _NoCapture:
@@ -206,8 +273,8 @@ class _NoCapture:
 class _NsysCapture(_NoCapture):
     """Under `nsys profile --capture-range=cudaProfilerApi`: NVTX ranges, capture only measured steps."""
 
-    def __init__(self) -> None:
-        annotate.set_range_factory(torch.cuda.nvtx.range)
+    def __init__(self, spec: RunSpec) -> None:
+        set_ranges(torch.cuda.nvtx.range, model_ranges=not spec.compile)
 
     @contextlib.contextmanager
     def active(self):
@@ -224,7 +291,7 @@ class _TorchCapture(_NoCapture):
     def __init__(self, spec: RunSpec, out_dir: Path) -> None:
         from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
 
-        annotate.set_range_factory(range_factory())
+        set_ranges(range_factory(), model_ranges=not spec.compile)
         self.capture = TorchCapture(out_dir, spec.device)
 
     def active(self) -> contextlib.AbstractContextManager:
@@ -237,7 +304,7 @@ class _TorchCapture(_NoCapture):
 
 def _profiler(spec: RunSpec, out_dir: Path | None) -> _NoCapture:
     if spec.profile == "nsys":
-        return _NsysCapture()
+        return _NsysCapture(spec)
     if spec.profile == "torch":
         return _TorchCapture(spec, out_dir or Path.cwd())
     return _NoCapture()

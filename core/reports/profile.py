@@ -6,6 +6,7 @@ by core.profiling.categories from the stored tables; nothing here is stored.
 """
 from __future__ import annotations
 
+from perfconsole.core.profiling.attribution import Attribution, attribute
 from perfconsole.core.profiling.categories import (category_shares, forward_check, phase_shares,
                                                    softmax_vs_matmuls, top_kernels)
 from perfconsole.core.record import Profile
@@ -34,6 +35,10 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
         lines += [f"Kernel time in all: {_ms(total)} ms.", "",
                   "| category | total (ms) | share |", "| --- | --: | --: |"]
         lines += [f"| {c.category} | {_ms(c.total_ns)} | {c.share:.1%} |" for c in shares]
+    lines += overhead_lines(profile.overhead)
+    attr = attribution(profile, summary, steps)
+    if attr is not None:
+        lines += attribution_lines(attr)
     phases = [p for p in phase_shares(tables) if p.total_ns]
     if phases:
         cats = sorted({c.category for p in phases for c in p.categories})
@@ -68,3 +73,45 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
     if profile.files:
         lines += ["", "Files: " + ", ".join(f"`{f}`" for f in profile.files)]
     return lines
+
+
+def attribution(profile: Profile, summary: Summary | None, steps: int | None) -> Attribution | None:
+    """Kernel time per phase against the run's own timed phases (medians per step)."""
+    timed = None
+    if summary is not None:
+        timed = {"forward": summary.forward_ms.median if summary.forward_ms else None,
+                 "backward": summary.backward_ms.median if summary.backward_ms else None,
+                 "optimizer": summary.optimizer_ms.median if summary.optimizer_ms else None}
+        timed = {k: v for k, v in timed.items() if v is not None}
+    overhead = profile.overhead or {}
+    return attribute(profile.tables, overhead.get("profiled_steps") or steps, timed)
+
+
+def attribution_lines(a: Attribution) -> list[str]:
+    per = f" over {a.steps} profiled steps" if a.steps else ""
+    lines = ["", f"Kernel time by phase{per} (kernels launched inside each phase's range, on any thread):", "",
+             "| phase | kernel time (ms) | per step (ms) | timed per step (ms) | difference |",
+             "| --- | --: | --: | --: | --: |"]
+    for p in a.phases:
+        lines.append(f"| {p.phase} | {p.kernel_ms:,.3f} | {_opt(p.per_step_ms)} | {_opt(p.timed_ms)} | "
+                     f"{'-' if p.rel_diff is None else f'{p.rel_diff:+.1%}'} |")
+    lines.append(f"| in no phase | {a.unattributed_ms:,.3f} | | | {a.unattributed_share:.1%} of kernel time |")
+    return lines
+
+
+def overhead_lines(overhead: dict | None) -> list[str]:
+    if not overhead:
+        return []
+    kernels = overhead.get("kernels_per_step")
+    quiet_k = overhead.get("quiet_kernels_per_step")
+    text = (f"Profiling cost: {overhead['profiled_ms']:.3f} ms per step under {overhead['profiler']} against "
+            f"{overhead['quiet_ms']:.3f} ms quiet in the same process ({overhead['ratio']:.3f}x, medians of "
+            f"{overhead['profiled_steps']} and {overhead['quiet_steps']} steps)")
+    if kernels is not None:
+        text += f"; {kernels:,.1f} kernels per profiled step" + (
+            f" against {quiet_k:,.1f} quiet" if quiet_k is not None else " (the quiet count is not known)")
+    return ["", text + "."]
+
+
+def _opt(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.3f}"

@@ -7,6 +7,7 @@ from typing import Any
 
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.memory import markdown_lines as memory_lines
+from perfconsole.core.reports.profile import attribution as profile_attribution
 from perfconsole.core.reports.profile import markdown_lines as profile_lines
 from perfconsole.core.stats import Stat
 
@@ -51,8 +52,10 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
     }
     if r.profile is not None:
+        attr = profile_attribution(r.profile, r.summary, len(r.steps) or None)
         doc["profile"] = {"profiler": r.profile.profiler, "files": r.profile.files,
-                          "warnings": r.profile.warnings, "reports": sorted(r.profile.tables)}
+                          "warnings": r.profile.warnings, "reports": sorted(r.profile.tables),
+                          "overhead": r.profile.overhead, "attribution": attr.to_dict() if attr else None}
     return doc
 
 

@@ -1,0 +1,79 @@
+"""Which phase each kernel's time belongs to, and how much belongs to none.
+
+A capture's kernel table (cuda_gpu_kern_sum) holds every kernel of the measured steps; the NVTX-kernel
+projection (nvtx_kern_sum) holds the kernels launched inside each range. Kernel time in no phase range
+is time the phase table cannot explain; on CUDA it was most of the backward pass until the backward
+range was also opened on autograd's own thread (see perfconsole.core.measure.bench). The record says
+that share in figures rather than hide it.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from perfconsole.core.profiling.categories import PHASES
+
+# The phase ranges as the worker names them -> the names of the timed phases.
+PHASE_NAMES = {"forward": "forward", "backward": "backward", "optimizer_step": "optimizer"}
+
+
+@dataclass(frozen=True)
+class PhaseKernels:
+    phase: str               # forward | backward | optimizer
+    kernel_ms: float         # kernel time inside the phase's ranges, all captured steps together
+    per_step_ms: float | None
+    timed_ms: float | None   # the console's own timed phase (median per step), where known
+    rel_diff: float | None   # per_step_ms against timed_ms
+
+
+@dataclass(frozen=True)
+class Attribution:
+    total_kernel_ms: float
+    phases: list[PhaseKernels]
+    unattributed_ms: float
+    unattributed_share: float  # a fraction of total_kernel_ms
+    steps: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total_kernel_ms": round(self.total_kernel_ms, 3), "steps": self.steps,
+                "phases": {p.phase: {"kernel_ms": round(p.kernel_ms, 3),
+                                     "per_step_ms": None if p.per_step_ms is None else round(p.per_step_ms, 3),
+                                     "timed_ms": None if p.timed_ms is None else round(p.timed_ms, 3),
+                                     "rel_diff": None if p.rel_diff is None else round(p.rel_diff, 4)}
+                           for p in self.phases},
+                "unattributed_ms": round(self.unattributed_ms, 3),
+                "unattributed_share": round(self.unattributed_share, 4)}
+
+
+def _phase_ns(tables: Mapping[str, list[dict[str, Any]]], range_name: str) -> int:
+    # One row per kernel and per thread that opened the range: autograd's thread and the main thread
+    # both open `backward`, and a kernel launched on one is inside that thread's range only.
+    return sum(int(r.get("total_time_ns") or 0) for r in tables.get("nvtx_kern_sum") or []
+               if r.get("range") == range_name)
+
+
+def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = None,
+              timed_ms: Mapping[str, float | None] | None = None) -> Attribution | None:
+    """Kernel time per phase against all kernel time; None without a kernel table or phase ranges.
+
+    `timed_ms` maps forward/backward/optimizer to the console's median timed phase per step.
+    """
+    kernels = tables.get("cuda_gpu_kern_sum") or []
+    total_ns = sum(int(r.get("total_time_ns") or 0) for r in kernels)
+    if total_ns <= 0 or not tables.get("nvtx_kern_sum"):
+        return None
+    phases = []
+    in_phases = 0
+    for range_name in PHASES:
+        ns = _phase_ns(tables, range_name)
+        name = PHASE_NAMES[range_name]
+        timed = (timed_ms or {}).get(name)
+        if ns == 0 and timed is None:
+            continue
+        in_phases += ns
+        per_step = ns / 1e6 / steps if steps else None
+        rel = (per_step - timed) / timed if per_step is not None and timed else None
+        phases.append(PhaseKernels(name, ns / 1e6, per_step, timed, rel))
+    left = max(total_ns - in_phases, 0)
+    return Attribution(total_ns / 1e6, phases, left / 1e6, left / total_ns, steps)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Numbers you can trust on a GPU: every kernel in its phase, and what profiling costs.
+# Run from the repository root on the GPU machine (source scripts/device_env.sh first). Snapshots and
+# logs go to $OUT; the evidence (JSON and Markdown) to docs/results/, each with its command and device.
+#
+# SECTIONS picks what runs (default: tests xl):
+#   tests:     the gpu tests of the phase ranges (autograd's thread; medium fp32 under torch and nsys)
+#   xl:        xl, ctx 512, batch 4, bf16, train, 3 warm-up + 8 measured steps, under nsys and under the
+#              torch profiler: per-phase kernel time against the timed phases, unattributed share
+#   compiled:  2.7B, ctx 512, batch 4, bf16, train, sdpa + torch.compile, 3 warm-up + 8 steps, under
+#              the torch profiler and under nsys: the profiled steps against the quiet ones
+set -uo pipefail
+OUT=${OUT:-"$PWD/out-truth"}
+RES=docs/results
+mkdir -p "$OUT" "$RES"
+export PERFCONSOLE_DATA_DIR="$OUT/data"
+PC=(python3 -m perfconsole.tui.main)
+DEV=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
+T0=$(date +%s)
+section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
+measure() {  # name cap args...: one run, its output and log kept
+    local name=$1 cap=$2; shift 2
+    timeout -s INT -k 20 "$cap" "${PC[@]}" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.log"
+    echo "$name exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
+}
+{ nvidia-smi; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; nsys --version; } \
+    > "$OUT/environment.txt" 2>&1
+SECTIONS=${SECTIONS:-"tests xl"}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+if want tests; then
+    section tests
+    timeout 300 python3 -m pytest -q -m gpu tests/core/measure/test_phase_ranges.py > "$OUT/tests.txt" 2>&1
+    echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
+fi
+
+XL=(run --size xl --ctx 512 --batch 4 --precision bf16 --mode train --warmup 3 --steps 8 --device cuda)
+if want xl; then
+    section "xl bf16 train under nsys and torch"
+    measure xl_nsys 240 "${XL[@]}" --profile nsys --save "$OUT/xl_nsys.json"
+    measure xl_torch 240 "${XL[@]}" --profile torch --save "$OUT/xl_torch.json"
+    CMD="perfconsole ${XL[*]} --profile nsys|torch --save ..."
+    python3 scripts/attribution_evidence.py "$RES/attribution_xl_bf16_$DEV.json" \
+        "$CMD (run by \`SECTIONS=xl bash scripts/gpu_truth.sh\`)" "$OUT/xl_nsys.json" "$OUT/xl_torch.json"
+    for p in nsys torch; do
+        "${PC[@]}" export "$OUT/xl_$p.json" --format md -o "$RES/attribution_xl_bf16_${DEV}_$p.md" \
+            && python3 scripts/note_command.py "$RES/attribution_xl_bf16_${DEV}_$p.md" \
+               "perfconsole ${XL[*]} --profile $p" "SECTIONS=xl bash scripts/gpu_truth.sh"
+    done
+fi
+
+C27=(run --size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --compile --warmup 3 --steps 8 --device cuda)
+if want compiled; then
+    section "2.7B compiled under torch and nsys"
+    measure c27_torch 300 "${C27[@]}" --profile torch --save "$OUT/c27_torch.json"
+    measure c27_nsys 300 "${C27[@]}" --profile nsys --save "$OUT/c27_nsys.json"
+    python3 scripts/attribution_evidence.py "$RES/profile_overhead_2.7B_compiled_$DEV.json" \
+        "perfconsole ${C27[*]} --profile torch|nsys --save ... (run by \`SECTIONS=compiled bash scripts/gpu_truth.sh\`)" \
+        "$OUT/c27_torch.json" "$OUT/c27_nsys.json"
+fi
+section done
+for f in "$RES"/attribution_*"$DEV"*.json "$RES"/profile_overhead_*"$DEV"*.json; do
+    [[ -f $f ]] && python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
+for r in d['runs']:
+    o=r.get('overhead') or {}
+    print(sys.argv[1].split('/')[-1], r.get('profiler'), 'unattributed', r.get('unattributed_share'),
+          {k: (v['per_step_ms'], v['timed_ms'], v['rel_diff']) for k, v in (r.get('phases') or {}).items()},
+          'overhead', o.get('ratio'), 'k/step', o.get('kernels_per_step'))" "$f"
+done
+cp -r "$RES" "$OUT/results"

@@ -7,6 +7,8 @@
 #   tests:     the gpu tests of the phase ranges (autograd's thread; medium fp32 under torch and nsys)
 #   xl:        xl, ctx 512, batch 4, bf16, train, 3 warm-up + 8 measured steps, under nsys and under the
 #              torch profiler: per-phase kernel time against the timed phases, unattributed share
+#   e27:       2.7B, ctx 512, batch 4, bf16, train, eager, the same under nsys and torch (GPU-bound,
+#              where kernel time per phase can be held against the timed phase)
 #   compiled:  2.7B, ctx 512, batch 4, bf16, train, sdpa + torch.compile, 3 warm-up + 8 steps, under
 #              the torch profiler and under nsys: the profiled steps against the quiet ones
 set -uo pipefail
@@ -30,7 +32,7 @@ want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 if want tests; then
     section tests
-    timeout 300 python3 -m pytest -q -m gpu tests/core/measure/test_phase_ranges.py > "$OUT/tests.txt" 2>&1
+    timeout 300 python3 -m pytest -q -m gpu tests/core/measure/test_phase_ranges.py ${TESTS_K:+-k "$TESTS_K"} > "$OUT/tests.txt" 2>&1
     echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
 fi
 
@@ -47,6 +49,16 @@ if want xl; then
             && python3 scripts/note_command.py "$RES/attribution_xl_bf16_${DEV}_$p.md" \
                "perfconsole ${XL[*]} --profile $p" "SECTIONS=xl bash scripts/gpu_truth.sh"
     done
+fi
+
+E27=(run --size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --warmup 3 --steps 8 --device cuda)
+if want e27; then
+    section "2.7B bf16 train (eager) under nsys and torch"
+    measure e27_nsys 240 "${E27[@]}" --profile nsys --save "$OUT/e27_nsys.json"
+    measure e27_torch 240 "${E27[@]}" --profile torch --save "$OUT/e27_torch.json"
+    python3 scripts/attribution_evidence.py "$RES/attribution_2.7B_bf16_$DEV.json" \
+        "perfconsole ${E27[*]} --profile nsys|torch --save ... (run by \`SECTIONS=e27 bash scripts/gpu_truth.sh\`)" \
+        "$OUT/e27_nsys.json" "$OUT/e27_torch.json"
 fi
 
 C27=(run --size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --compile --warmup 3 --steps 8 --device cuda)

@@ -9,7 +9,9 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.memory import markdown_lines as memory_lines
 from perfconsole.core.reports.profile import attribution as profile_attribution
 from perfconsole.core.reports.profile import markdown_lines as profile_lines
+from perfconsole.core.reports.telemetry import markdown_lines as telemetry_lines
 from perfconsole.core.stats import Stat
+from perfconsole.core.telemetry.summary import Telemetry
 
 STAT_KEYS = ("mean", "std", "median", "min", "max")
 
@@ -49,6 +51,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         "warmup_steps": [_step(s) for s in r.warmup_steps], "steps": [_step(s) for s in r.steps],
         "summary": summary,
         "memory": r.memory.to_dict() if r.memory else None,
+        "telemetry": r.telemetry,
         "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
     }
     if r.profile is not None:
@@ -106,6 +109,8 @@ def markdown(r: RunRecord) -> str:
             lines += ["", "Findings: " + "; ".join(findings) + "."]
     else:
         lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
+    if r.telemetry:
+        lines += telemetry_lines(Telemetry.from_dict(r.telemetry))
     if r.memory is not None and (r.memory.per_phase or r.memory.details):
         lines += memory_lines(r.memory)
     if r.profile is not None:

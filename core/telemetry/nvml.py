@@ -59,14 +59,24 @@ def _try(fn, *args):
         return None
 
 
-def sample(index: int = 0) -> GpuSample | None:
-    """One sample of GPU `index`, or None where there is no such GPU."""
+def device(index: int = 0) -> tuple[Any, Any] | None:
+    """(initialised pynvml module, handle of GPU `index`), or None where there is no such GPU.
+
+    Shared by the live samples here and the run recorder, so both see NVML through one init.
+    """
     nv = _nvml()
     if nv is None or index >= gpu_count():
         return None
     h = _try(nv.nvmlDeviceGetHandleByIndex, index)
-    if h is None:
+    return None if h is None else (nv, h)
+
+
+def sample(index: int = 0) -> GpuSample | None:
+    """One sample of GPU `index`, or None where there is no such GPU."""
+    found = device(index)
+    if found is None:
         return None
+    nv, h = found
     name = _try(nv.nvmlDeviceGetName, h) or "GPU"
     name = name.decode() if isinstance(name, bytes) else name
     util = _try(nv.nvmlDeviceGetUtilizationRates, h)

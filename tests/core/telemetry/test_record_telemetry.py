@@ -1,0 +1,36 @@
+"""A run's telemetry travels from the worker's event to the record, the snapshot and the report."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perfconsole.core import events as ev
+from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.export import export
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.telemetry.summary import Telemetry
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telemetry"
+
+
+def _telemetry(name: str) -> dict:
+    doc = json.loads((FIXTURES / name).read_text())
+    return Telemetry.from_samples(doc["samples"], doc["period_s"]).to_dict()
+
+
+def test_a_throttled_run_says_so_in_its_record_and_report():
+    record = RunRecord(RunSpec(size="tiny", device="cpu", steps=2))
+    data = _telemetry("h200_power_capped.json")
+    record.apply(ev.decode(ev.Telemetry(data).to_json()))  # through the wire format
+    again = RunRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again.telemetry == record.telemetry == data
+    md = export(again, "md")
+    assert "GPU telemetry" in md and "sw_power_cap" in md and "SM clock fell 14.4%" in md
+    assert json.loads(export(again, "json"))["telemetry"]["flags"] == data["flags"]
+
+
+def test_a_healthy_run_has_no_flag():
+    record = RunRecord(RunSpec(size="tiny", device="cpu", steps=2))
+    record.apply(ev.Telemetry(_telemetry("h200_healthy.json")))
+    assert record.telemetry["flags"] == []
+    assert "fell" not in export(record, "md")

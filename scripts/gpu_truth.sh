@@ -4,6 +4,7 @@
 # logs go to $OUT; the evidence (JSON and Markdown) to docs/results/, each with its command and device.
 #
 # SECTIONS picks what runs (default: tests xl):
+#   telemetry: the gpu telemetry test, and scripts/telemetry_overhead.py on xl bf16
 #   tests:     the gpu tests of the phase ranges (autograd's thread; medium fp32 under torch and nsys)
 #   xl:        xl, ctx 512, batch 4, bf16, train, 3 warm-up + 8 measured steps, under nsys and under the
 #              torch profiler: per-phase kernel time against the timed phases, unattributed share
@@ -70,6 +71,14 @@ if want compiled; then
         "perfconsole ${C27[*]} --profile torch|nsys --save ... (run by \`SECTIONS=compiled bash scripts/gpu_truth.sh\`)" \
         "$OUT/c27_torch.json" "$OUT/c27_nsys.json"
 fi
+if want telemetry; then
+    section "telemetry: the gpu test, and what sampling costs (xl bf16, on/off alternated)"
+    timeout 120 python3 -m pytest -q -m gpu tests/core/telemetry > "$OUT/telemetry_tests.txt" 2>&1
+    echo "telemetry tests exit $?" | tee -a "$OUT/timeline.log"; tail -2 "$OUT/telemetry_tests.txt"
+    timeout 300 python3 scripts/telemetry_overhead.py "$RES/telemetry_overhead_$DEV.md" --size xl --pairs 2 \
+        > "$OUT/telemetry_overhead.txt" 2>&1
+    echo "telemetry overhead exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/telemetry_overhead.txt"
+fi
 section done
 for f in "$RES"/attribution_*"$DEV"*.json "$RES"/profile_overhead_*"$DEV"*.json; do
     [[ -f $f ]] && python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
@@ -79,4 +88,6 @@ for r in d['runs']:
           {k: (v['per_step_ms'], v['timed_ms'], v['rel_diff']) for k, v in (r.get('phases') or {}).items()},
           'overhead', o.get('ratio'), 'k/step', o.get('kernels_per_step'))" "$f"
 done
-cp -r "$RES" "$OUT/results"
+# Everything in one file: the device tool brings back a handful of files per call.
+tar czf "$OUT/truth.tgz" "$RES" $(ls "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log 2>/dev/null) 2>/dev/null
+ls -la "$OUT/truth.tgz"

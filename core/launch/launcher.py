@@ -20,6 +20,7 @@ from pathlib import Path
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.processes import STDERR_TAIL, ChildProcess
+from perfconsole.core.launch.telemetry import MeasuredStepsTelemetry
 from perfconsole.core.spec import RunSpec
 
 
@@ -44,6 +45,7 @@ class Launch(ChildProcess):
         self._refused = False
         self._held = False
         self._early: list[str] = []  # stdout lines read by wait_ready(), replayed by events()
+        self._telemetry = MeasuredStepsTelemetry(spec.device == "cuda", env)
 
     # --- lifecycle -----------------------------------------------------------------------------
     def command(self) -> list[str] | None:
@@ -130,6 +132,7 @@ class Launch(ChildProcess):
                     continue
                 if isinstance(event, ev.Progress) and event.stage == ev.HELD:
                     continue
+                yield from self._telemetry.see(event)
                 if isinstance(event, ev.Finished):
                     finished = event  # held back: post-processing may still add events
                 else:
@@ -137,6 +140,8 @@ class Launch(ChildProcess):
             code = self.proc.wait()
         finally:
             self.forget()
+            stopped = self._telemetry.stop()
+        yield from stopped
         if finished is None:
             yield from self._unexpected_end(code)
             return

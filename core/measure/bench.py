@@ -218,7 +218,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         torch.cuda.reset_peak_memory_stats()
     emit(ev.Progress("measuring", f"{spec.steps} steps"))
     steps: list[ev.Step] = []
-    telemetry = _telemetry_recorder(device)
     with memory:
         for _ in range(spec.steps):
             if before_step:
@@ -227,10 +226,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             steps.append(step)
             emit(step)
             index += 1
-    if telemetry is not None:
-        recorded = telemetry.stop()
-        if recorded is not None:
-            emit(ev.Telemetry(recorded.to_dict()))
 
     peak_alloc = peak_reserved = None
     if cuda:
@@ -245,26 +240,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved)
     emit(ev.SummaryReady(summary.to_dict()))
-
-
-def _telemetry_recorder(device: torch.device) -> Any:
-    """NVML sampled on a thread over the measured steps (clocks, power, temperature, throttle reasons).
-
-    NVML numbers GPUs by the machine, CUDA by CUDA_VISIBLE_DEVICES: map the one to the other.
-    PERFCONSOLE_TELEMETRY=0 turns it off (the overhead benchmark compares both).
-    """
-    import os
-
-    if device.type != "cuda" or os.environ.get("PERFCONSOLE_TELEMETRY") == "0":
-        return None
-    from perfconsole.core.telemetry.recorder import TelemetryRecorder
-
-    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    current = torch.cuda.current_device()
-    index = int(visible[current]) if current < len(visible) and visible[current].strip().isdigit() else current
-    recorder = TelemetryRecorder(index)
-    recorder.start()
-    return recorder
 
 
 def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,

@@ -27,7 +27,7 @@ def one(size: str, telemetry: bool, out: Path) -> dict:
     subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     data = json.loads(out.read_text())["data"]
     return {"telemetry": telemetry, "median_ms": statistics.median(s["total_ms"] for s in data["steps"]),
-            "samples": (data.get("telemetry") or {}).get("samples"), "command": " ".join(cmd[2:])}
+            "samples": (data.get("telemetry") or {}).get("samples"), "command": " ".join(cmd[3:])}
 
 
 def main() -> int:

@@ -115,3 +115,17 @@ def overhead_lines(overhead: dict | None) -> list[str]:
 
 def _opt(v: float | None) -> str:
     return "-" if v is None else f"{v:,.3f}"
+
+
+def headline(profile: Profile, summary: Summary | None, steps: int | None) -> str | None:
+    """One line for the console: kernel time per phase, the share in no phase, what profiling cost."""
+    parts = []
+    a = attribution(profile, summary, steps)
+    if a is not None and a.phases:
+        per = " per step" if a.steps else ""
+        parts.append(", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)
+                     + f"{per} · in no phase {a.unattributed_share:.1%}")
+    o = profile.overhead
+    if o:
+        parts.append(f"profiled {o['ratio']:.2f}x the quiet step")
+    return " · ".join(parts) or None

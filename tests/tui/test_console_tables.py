@@ -169,3 +169,34 @@ async def test_opening_a_damaged_file_says_why_and_keeps_the_session(tmp_path):
         await pilot.pause()
         assert len(app.runs) == 1
         assert any("not a perfconsole snapshot" in str(n.message) for n in app._notifications)
+
+
+async def test_the_kernels_pane_says_where_kernel_time_went_and_what_profiling_cost():
+    from perfconsole.core import store
+
+    record = store.load(shipped("../tests/fixtures/nsys_perfconsole/h200_2.7B_compiled_nsys_run.json"))
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await _view(app, pilot, record)
+        await pilot.press("3")
+        await pilot.pause()
+        title = str(app.query_one("#kernels-title", Static).content)
+        assert "backward 51.677 ms" in title and "in no phase 0.0%" in title
+        assert "profiled 1.01x the quiet step" in title
+
+
+async def test_live_status_flags_a_throttled_run():
+    import json
+
+    from perfconsole.core.telemetry.summary import Telemetry
+
+    doc = json.loads((shipped("../tests/fixtures/telemetry/h200_power_capped.json")).read_text())
+    record = fixture_profile_record()
+    record.telemetry = Telemetry.from_samples(doc["samples"], doc["period_s"]).to_dict()
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await _view(app, pilot, record)
+        await pilot.press("2")
+        await pilot.pause()
+        status = str(app.query_one("#live-status", Static).content)
+        assert "SM clock fell 14.4%" in status and "sw_power_cap" in status

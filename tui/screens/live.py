@@ -14,6 +14,8 @@ from textual.widgets import DataTable, Static
 from perfconsole.core.events import Step
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.telemetry import flag_text
+from perfconsole.core.telemetry.summary import Telemetry
 from perfconsole.tui.format import duration
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.gpu_panel import GpuPanel
@@ -122,6 +124,9 @@ class LivePane(Vertical):
         if self.started is not None:
             end = self.ended if self.ended is not None else time.monotonic()
             t.append(f" · {duration(end - self.started)}")
+        flagged = flag_text(Telemetry.from_dict(r.telemetry)) if r.telemetry else None
+        if flagged:
+            t.append(f"\n{flagged}", style="yellow")
         if r.error is not None and r.status != "ok":
             t.append(f"\n{r.error.kind}: {r.error.message}", style="red")
         elif r.status == "running":

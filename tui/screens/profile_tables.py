@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from perfconsole.core.profiling.categories import CATEGORIES, categorize, category_shares, top_kernels
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.profile import headline
 from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.category_bars import CategoryBars
@@ -90,8 +91,12 @@ class KernelsPane(Vertical):
     def show_record(self, record: RunRecord | None) -> None:
         rows = (record.profile.tables.get(KERNELS) if record and record.profile else None) or []
         title = self.query_one("#kernels-title", Static)
-        title.update(f"{record.name}: {len(rows)} kernels ({record.profile.profiler})" if rows and record
-                     else _no_profile(record, KERNELS))
+        text = (f"{record.name}: {len(rows)} kernels ({record.profile.profiler})" if rows and record
+                else _no_profile(record, KERNELS))
+        if rows and record:
+            line = headline(record.profile, record.summary, len(record.steps) or None)
+            text += f"\n{line}" if line else ""
+        title.update(text)
         self.query_one("#kernel-table", SortableTable).set_rows([{**r, "category": categorize(r["name"])} for r in rows])
         self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}) if rows else [])
 

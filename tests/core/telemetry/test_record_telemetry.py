@@ -34,3 +34,11 @@ def test_a_healthy_run_has_no_flag():
     record.apply(ev.Telemetry(_telemetry("h200_healthy.json")))
     assert record.telemetry["flags"] == []
     assert "fell" not in export(record, "md")
+
+
+def test_a_real_h200_recording_reads_back_whole():
+    doc = json.loads((FIXTURES / "h200_recorded_2.7B_train.json").read_text())
+    t = Telemetry.from_dict(doc["telemetry"])
+    assert t.samples == 16 and t.summary["sm_clock_mhz"]["min"] == 1980.0
+    assert t.summary["power_limit_w"]["max"] == 700.0 and t.flags() == []
+    assert Telemetry.from_dict(json.loads(json.dumps(t.to_dict()))).to_dict() == t.to_dict()

@@ -1,0 +1,49 @@
+"""Per-phase attribution on a real capture: perfconsole's own compiled 2.7B train step under nsys on an H200."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core import store
+from perfconsole.core.profiling.attribution import attribute
+from perfconsole.core.reports.export import export
+from perfconsole.core.reports.profile import attribution, headline
+
+RUN = Path(__file__).resolve().parents[2] / "fixtures" / "nsys_perfconsole" / "h200_2.7B_compiled_nsys_run.json"
+
+
+@pytest.fixture(scope="module")
+def record():
+    return store.load(RUN)
+
+
+def test_every_kernel_of_the_capture_is_in_a_phase(record):
+    a = attribution(record.profile, record.summary, len(record.steps))
+    assert a.steps == 8 and [p.phase for p in a.phases] == ["forward", "backward", "optimizer"]
+    assert a.unattributed_share < 0.001
+    by = {p.phase: p for p in a.phases}
+    assert by["backward"].per_step_ms == pytest.approx(51.677, abs=0.01)   # 0.01 ms before the fix
+    for phase in ("backward", "optimizer"):
+        assert abs(by[phase].rel_diff) < 0.05
+    assert -0.10 < by["forward"].rel_diff < 0                              # the idle GPU at a step's start
+    assert sum(p.kernel_ms for p in a.phases) + a.unattributed_ms == pytest.approx(a.total_kernel_ms)
+
+
+def test_without_the_backward_range_the_share_in_no_phase_says_so(record):
+    tables = dict(record.profile.tables)
+    tables["nvtx_kern_sum"] = [r for r in tables["nvtx_kern_sum"] if r["range"] != "backward"]
+    a = attribute(tables, 8)
+    assert 0.4 < a.unattributed_share < 0.6 and "backward" not in [p.phase for p in a.phases]
+
+
+def test_no_kernel_table_or_no_ranges_gives_none():
+    assert attribute({}, 8) is None
+    assert attribute({"cuda_gpu_kern_sum": [{"name": "k", "total_time_ns": 5}]}, 8) is None
+
+
+def test_the_report_and_the_console_line_carry_attribution_and_overhead(record):
+    md = export(record, "md")
+    assert "| in no phase |" in md and "Profiling cost:" in md and "1.008x" in md
+    line = headline(record.profile, record.summary, len(record.steps))
+    assert "in no phase 0.0%" in line and "profiled 1.01x the quiet step" in line

@@ -98,6 +98,14 @@ class ProfileOverhead(Event):
 
 
 @dataclass(frozen=True)
+class Replicate(Event):
+    """The next replicate process of a repeated run begins (0-based `index` of `of`); the parent says so."""
+    type: ClassVar[str] = "replicate"
+    index: int
+    of: int
+
+
+@dataclass(frozen=True)
 class Telemetry(Event):
     """GPU telemetry sampled through NVML during the measured steps (core.telemetry.recorder's to_dict)."""
     type: ClassVar[str] = "telemetry"
@@ -128,7 +136,7 @@ class Finished(Event):
 
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
-                               ProfileOverhead, Telemetry, Error, Finished)
+                               ProfileOverhead, Telemetry, Replicate, Error, Finished)
 }
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import Summary, compute_summary
+from perfconsole.core.summary import Summary, between_processes, compute_summary
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported")
 
@@ -48,6 +48,28 @@ class MemoryInfo:
         return dict(self.__dict__)
 
 
+@dataclass
+class Replicate:
+    """One process of a repeated run: its own steps and the summary its worker computed."""
+    index: int
+    status: str = "running"
+    warmup_steps: list[ev.Step] = field(default_factory=list)
+    steps: list[ev.Step] = field(default_factory=list)
+    summary: Summary | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "status": self.status,
+                "warmup_steps": [_step_dict(s) for s in self.warmup_steps],
+                "steps": [_step_dict(s) for s in self.steps],
+                "summary": self.summary.to_dict() if self.summary else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Replicate:
+        return cls(d["index"], d.get("status", "ok"), [ev.Step(**s) for s in d.get("warmup_steps", [])],
+                   [ev.Step(**s) for s in d.get("steps", [])],
+                   Summary.from_dict(d["summary"]) if d.get("summary") else None)
+
+
 def new_id() -> str:
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
@@ -69,6 +91,9 @@ class RunRecord:
     error: ev.Error | None = None
     stage: str = ""
     overhead: dict[str, Any] | None = None          # held until the profile's tables arrive
+    # With --repeat N: every process's own steps. The top-level steps pool all of them (in order),
+    # and the top-level summary is computed over the pool, with `between_processes` beside it.
+    replicates: list[Replicate] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
 
     kind = "run"
@@ -83,14 +108,27 @@ class RunRecord:
 
     def apply(self, event: ev.Event) -> None:
         """Fold one event into the record."""
-        if isinstance(event, ev.RunStarted):
-            self.status, self.environment = "running", dict(event.environment)
+        rep = self.replicates[-1] if self.replicates else None
+        if isinstance(event, ev.Replicate):
+            if rep is not None and rep.status == "running":
+                rep.status = "ok"
+            self.replicates.append(Replicate(event.index))
+        elif isinstance(event, ev.RunStarted):
+            self.status = "running"
+            self.environment = self.environment or dict(event.environment)  # the first process's
         elif isinstance(event, ev.Progress):
             self.stage = event.stage if not event.detail else f"{event.stage}: {event.detail}"
         elif isinstance(event, ev.Step):
+            if rep is not None:
+                (rep.warmup_steps if event.warmup else rep.steps).append(event)
+                if event.warmup and rep.index > 0:
+                    return  # the top-level warm-up steps are the first process's
             (self.warmup_steps if event.warmup else self.steps).append(event)
         elif isinstance(event, ev.SummaryReady):
-            self.summary = Summary.from_dict(event.summary)
+            if rep is not None:
+                rep.summary = Summary.from_dict(event.summary)
+            else:
+                self.summary = Summary.from_dict(event.summary)
         elif isinstance(event, ev.Memory):
             self.memory = MemoryInfo(event.peak_allocated_mib, event.peak_reserved_mib,
                                      dict(event.per_phase), event.snapshot_path, dict(event.details))
@@ -109,16 +147,24 @@ class RunRecord:
                 self.log.append(f"profiler: {event.message}")
         elif isinstance(event, ev.Finished):
             self.status = event.status
-            if self.summary is None:
+            if rep is not None:
+                rep.status = event.status if rep.status == "running" else rep.status
+                self.summary = self.recompute_summary()
+            elif self.summary is None:
                 self.summary = self.recompute_summary()
             self.stage = ""
 
     def recompute_summary(self) -> Summary | None:
         mem = self.memory
-        return compute_summary(self.spec, self.steps, self.warmup_steps,
-                               self.environment.get("gpu_name"), self.spec.peak_tflops,
-                               mem.peak_allocated_mib if mem else None,
-                               mem.peak_reserved_mib if mem else None)
+        pooled = compute_summary(self.spec, self.steps, self.warmup_steps,
+                                 self.environment.get("gpu_name"), self.spec.peak_tflops,
+                                 mem.peak_allocated_mib if mem else None,
+                                 mem.peak_reserved_mib if mem else None)
+        if pooled is None or not self.replicates:
+            return pooled
+        whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
+        return replace(pooled, processes=len([r for r in self.replicates if r.steps]),
+                       between_processes=between_processes(whole))
 
     # --- snapshot form -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -131,6 +177,7 @@ class RunRecord:
             "memory": self.memory.to_dict() if self.memory else None,
             "profile": self.profile.to_dict() if self.profile else None,
             "telemetry": self.telemetry,
+            "replicates": [r.to_dict() for r in self.replicates],
             "error": _error_dict(self.error),
         }
 
@@ -146,6 +193,7 @@ class RunRecord:
             memory=MemoryInfo(**d["memory"]) if d.get("memory") else None,
             profile=Profile.from_dict(d["profile"]) if d.get("profile") else None,
             telemetry=d.get("telemetry"),
+            replicates=[Replicate.from_dict(r) for r in d.get("replicates", [])],
             error=ev.Error(**err) if err else None,
         )
 

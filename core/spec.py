@@ -44,6 +44,7 @@ class RunSpec:
     profile: str = "none"
     memory: bool = False
     peak_tflops: float | None = None   # overrides the GPU table for MFU
+    repeat: int = 1                    # replicate processes, one after the other (core.launch.replicates)
     # Only for size == "custom":
     d_model: int | None = None
     d_ff: int | None = None
@@ -63,7 +64,8 @@ class RunSpec:
     def label(self) -> str:
         extra = "".join(f" {x}" for x, on in (("sdpa", self.attention == "sdpa"),
                                                ("compile", self.compile), ("tf32", self.tf32)) if on)
-        return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}"
+        reps = f" x{self.repeat}" if self.repeat > 1 else ""
+        return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{reps}"
 
     def validate(self) -> RunSpec:
         _choice("size", self.size, SIZE_NAMES)
@@ -77,6 +79,7 @@ class RunSpec:
         _int_range("warmup", self.warmup, 0, 100_000)
         _int_range("steps", self.steps, 1, 100_000)
         _int_range("vocab_size", self.vocab_size, 2, 1 << 24)
+        _int_range("repeat", self.repeat, 1, 100)
         _int_range("seed", self.seed, 0, 2**63 - 1)
         for name in ("compile", "tf32", "memory"):
             if not isinstance(getattr(self, name), bool):

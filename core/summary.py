@@ -30,6 +30,9 @@ class Summary:
     mfu: float | None               # achieved / peak, 0..1
     peak_allocated_mib: float | None = None
     peak_reserved_mib: float | None = None
+    processes: int = 1              # replicate processes whose steps are pooled here
+    # Per phase, the statistics of the processes' median step times (n = processes); None for one process.
+    between_processes: dict[str, Stat] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,7 +43,27 @@ class Summary:
         for name in PHASES:
             if d.get(name) is not None:
                 d[name] = Stat.from_dict(d[name])
+        if d.get("between_processes"):
+            d["between_processes"] = {k: Stat.from_dict(v) for k, v in d["between_processes"].items()}
         return cls(**d)
+
+    def interval_stat(self, phase: str = "total_ms") -> Stat | None:
+        """The statistics a comparison should use: between processes where there are several."""
+        if self.between_processes and phase in self.between_processes:
+            return self.between_processes[phase]
+        return getattr(self, phase)
+
+
+def between_processes(summaries: list[Summary]) -> dict[str, Stat] | None:
+    """Each phase's statistics over the processes' medians (mean, median and a t-interval of the mean)."""
+    if len(summaries) < 2:
+        return None
+    out = {}
+    for name in PHASES:
+        medians = [getattr(s, name).median for s in summaries if getattr(s, name) is not None]
+        if len(medians) == len(summaries):
+            out[name] = summarize(medians)
+    return out
 
 
 def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],

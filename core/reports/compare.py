@@ -66,9 +66,27 @@ class Comparison:
     def phase_stats(self, phase: str) -> list[Stat | None]:
         return [getattr(r.summary, phase) if r.summary else None for r in self.runs]
 
+    def between_processes(self) -> bool:
+        """True when every run has replicate processes: speedups then use the spread between them."""
+        return all(r.summary is not None and r.summary.between_processes for r in self.runs)
+
+    def interval_basis(self) -> str:
+        """What the speedup intervals cover, in words (they vouch for less with one process a side)."""
+        if self.between_processes():
+            n = ", ".join(str(r.summary.processes) for r in self.runs)  # type: ignore[union-attr]
+            return f"intervals between processes (medians of {n} processes)"
+        return ("intervals within one process per run: they do not cover the spread between processes "
+                "(run with --repeat N for that)")
+
     def speedups(self, phase: str = "total_ms") -> list[Speedup | None]:
-        """Speedup of each run against the baseline (None for the baseline and where a side is missing)."""
-        stats = self.phase_stats(phase)
+        """Speedup of each run against the baseline (None for the baseline and where a side is missing).
+
+        With replicate processes on every side, the statistics are those of the processes' medians.
+        """
+        if self.between_processes():
+            stats = [r.summary.interval_stat(phase) for r in self.runs]  # type: ignore[union-attr]
+        else:
+            stats = self.phase_stats(phase)
         base = stats[0]
         out: list[Speedup | None] = [None]
         for st in stats[1:]:
@@ -162,6 +180,7 @@ def document(c: Comparison) -> dict[str, Any]:
         "spec_differences": c.spec_differences(),
         "phases": {p: [stat(s) for s in c.phase_stats(p)] for p in PHASE_NAMES},
         "speedup": {p: [sp(s) for s in c.speedups(p)] for p in PHASE_NAMES},
+        "speedup_basis": "between_processes" if c.between_processes() else "one_process",
         "tokens_per_s": c.tokens_per_s(),
         "peak_allocated_mib": c.peak_memory_mib(),
         "category_shares": c.category_shares(),
@@ -181,7 +200,8 @@ def markdown(c: Comparison) -> str:
     runs = c.runs
     head = "| | " + " | ".join(f"{i}: {r.name}" for i, r in enumerate(runs)) + " |"
     sep = "| --- |" + " --: |" * len(runs)
-    lines = [f"# Comparison: {c.name}", "", "Baseline: run 0. Speedup = baseline time / run time.", ""]
+    lines = [f"# Comparison: {c.name}", "", "Baseline: run 0. Speedup = baseline time / run time; "
+             f"{c.interval_basis()}.", ""]
     diffs = c.spec_differences()
     lines += ["## Spec differences", ""]
     if diffs:

@@ -43,6 +43,9 @@ def run_document(r: RunRecord) -> dict[str, Any]:
             "flops_per_step": sm.flops_per_step, "achieved_tflops": sm.achieved_tflops,
             "peak_tflops": sm.peak_tflops, "mfu": sm.mfu,
             "peak_allocated_mib": sm.peak_allocated_mib, "peak_reserved_mib": sm.peak_reserved_mib,
+            "processes": sm.processes,
+            "between_processes": {k: _stat(v) for k, v in sm.between_processes.items()}
+            if sm.between_processes else None,
         }
     status = {"ok": "ok", "oom": "oom", "imported": "ok"}.get(r.status, "error")
     doc: dict[str, Any] = {
@@ -52,6 +55,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         "summary": summary,
         "memory": r.memory.to_dict() if r.memory else None,
         "telemetry": r.telemetry,
+        "replicates": [rep.to_dict() for rep in r.replicates],
         "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
     }
     if r.profile is not None:
@@ -64,6 +68,22 @@ def run_document(r: RunRecord) -> dict[str, Any]:
 
 def _f(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def between_lines(sm, r: RunRecord) -> list[str]:
+    """The spread between replicate processes: statistics of each process's median (ms)."""
+    lines = ["", f"Between processes ({sm.processes} processes; the table above pools their "
+             f"{sm.total_ms.n} measured steps; below, statistics of each process's median):", "",
+             "| phase | median (ms) | mean (ms) | std (ms) | 95% CI of mean (ms) | n |",
+             "| --- | --: | --: | --: | --- | --: |"]
+    for name, st in sm.between_processes.items():
+        ci = f"{st.ci95_low:.3f} – {st.ci95_high:.3f}" if st.n > 1 else "-"
+        lines.append(f"| {name[:-3]} | {_f(st.median)} | {_f(st.mean)} | {_f(st.std)} | {ci} | {st.n} |")
+    lines.append("")
+    lines.append("Per process, median step (ms): " + ", ".join(
+        f"{rep.index + 1}: {_f(rep.summary.total_ms.median) if rep.summary else '-'} ({rep.status})"
+        for rep in r.replicates))
+    return lines
 
 
 def markdown(r: RunRecord) -> str:
@@ -97,6 +117,8 @@ def markdown(r: RunRecord) -> str:
                 ci = f"{st.ci95_low:.3f} – {st.ci95_high:.3f}" if st.n > 1 else "-"
                 lines.append(f"| {name[:-3]} | {_f(st.mean)} | {_f(st.std)} | {_f(st.median)} | "
                              f"{_f(st.min)} | {_f(st.max)} | {ci} |")
+        if sm.between_processes:
+            lines += between_lines(sm, r)
         if sm.warmup_ms:
             lines += ["", "Warm-up steps (ms): " + ", ".join(f"{w:.3f}" for w in sm.warmup_ms)
                       + f" — first step {sm.warmup_ms[0] / t.median:.1f}x the measured median."]

@@ -71,6 +71,7 @@ class ComparePane(VerticalScroll):
             style = "dim" if s is None or not s.significant else ("green" if s.ratio > 1 else "red")
             sp.append(f"  {i} {shorten(r.name, 30)}: ", style="")
             sp.append(speedup_text(s) + "\n", style=style)
+        sp.append(f"  ({c.interval_basis()})\n", style="dim")
         out += [sp]
         shares = c.category_shares()
         if any(s is not None for s in shares):

@@ -23,6 +23,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 
 from perfconsole.core.launch import launcher, processes
 from perfconsole.core.launch.queue import RunQueue
+from perfconsole.core.launch.replicates import RepeatedLaunch
 from perfconsole.core.telemetry import nvml
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
@@ -78,7 +79,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
         self.times: dict[str, list[float | None]] = {}
         self.feeds: dict[str, RunFeed] = {}
         self.queue = RunQueue()
-        self.launch: launcher.Launch | None = None
+        self.launch: launcher.Launch | RepeatedLaunch | None = None
         self.active: RunRecord | None = None     # the run streaming now
         self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
         self.comparison = None

@@ -12,6 +12,7 @@ from textual.worker import Worker, WorkerState
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch import launcher
+from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 from perfconsole.tui.messages import RunEnded, RunFeed, RunUpdated
@@ -57,14 +58,14 @@ class RunDriver:
         self._gpu_busy = True
         self.times[record.id] = [time.monotonic(), None]
         feed = self.feeds[record.id] = RunFeed()
-        self.launch = launcher.Launch(spec, env=self.launch_env)
+        self.launch = make_launch(spec, env=self.launch_env)
         self.show_current()
         self.action_show_tab("live")
         self.refresh_runs()
         self.drive_run(record.id, self.launch, feed)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run")
-    def drive_run(self, run_id: str, launch: launcher.Launch, feed: RunFeed) -> None:
+    def drive_run(self, run_id: str, launch: launcher.Launch | RepeatedLaunch, feed: RunFeed) -> None:
         try:
             for event in launch.events():
                 feed.push(event)

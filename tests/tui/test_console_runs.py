@@ -152,3 +152,22 @@ def test_first_frame_does_not_import_torch():
                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+async def test_processes_field_runs_replicates_and_live_says_which_process():
+    app = make_app()
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        app.query_one(LaunchPane).set_value("repeat", 2)
+        await pilot.pause()
+        assert app.query_one(LaunchPane).spec.repeat == 2
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished)
+        await pilot.pause()
+        r = app.runs[-1]
+        assert r.status == "ok" and [x.status for x in r.replicates] == ["ok", "ok"]
+        assert len(r.steps) == 6 and r.summary.between_processes["total_ms"].n == 2
+        assert "6 measured steps in 2/2 processes" in _text(app, "#live-status")
+        app.query_one(LaunchPane).set_value("repeat", 0)
+        await pilot.pause()
+        assert "must be from 1 to 100, not 0" in _text(app, "#err-repeat")

@@ -16,12 +16,12 @@ from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFIL
 
 CHOICES: dict[str, tuple[str, ...]] = {"size": SIZE_NAMES, "precision": PRECISIONS, "mode": MODES,
                                        "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES}
-INTS = ("ctx", "batch", "warmup", "steps")
+INTS = ("ctx", "batch", "warmup", "steps", "repeat")
 DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
 FLAGS = ("compile", "tf32")
-ORDER = ("size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "attention", "compile",
+ORDER = ("size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat", "attention", "compile",
          "tf32", "profile", "device")
-LABELS = {"profile": "profiler", "d_model": "  d_model", "d_ff": "  d_ff", "n_layers": "  n_layers",
+LABELS = {"profile": "profiler", "repeat": "processes", "d_model": "  d_model", "d_ff": "  d_ff", "n_layers": "  n_layers",
           "n_heads": "  n_heads"}
 
 

@@ -112,13 +112,19 @@ class LivePane(Vertical):
             return
         t = Text()
         t.append(STATUS_WORDS.get(r.status, r.status), style=STATUS_STYLE.get(r.status, ""))
-        done = len(r.steps)
+        rep = r.replicates[-1] if r.replicates else None
+        done = len(rep.steps) if rep is not None else len(r.steps)
+        warm = rep.warmup_steps if rep is not None else r.warmup_steps
         if r.status in ("running", "pending"):
             t.append(f" · {r.stage or 'starting'}")
-            if r.warmup_steps and not r.steps and len(r.warmup_steps) < r.spec.warmup:
-                t.append(f" · warm-up {len(r.warmup_steps)}/{r.spec.warmup}")
+            if rep is not None:
+                t.append(f" · process {rep.index + 1}/{r.spec.repeat}")
+            if warm and not done and len(warm) < r.spec.warmup:
+                t.append(f" · warm-up {len(warm)}/{r.spec.warmup}")
             else:
                 t.append(f" · step {done}/{r.spec.steps}")
+        elif r.replicates:
+            t.append(f" · {len(r.steps)} measured steps in {len(r.replicates)}/{r.spec.repeat} processes")
         else:
             t.append(f" · {done}/{r.spec.steps} measured steps")
         if self.started is not None:

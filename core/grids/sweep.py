@@ -18,6 +18,7 @@ from typing import Any
 from perfconsole.core.grids.cell_runner import CellRunner
 from perfconsole.core.flops import step_flops
 from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord, new_id
 from perfconsole.core.spec import RunSpec, SpecError
 
@@ -141,9 +142,9 @@ class SweepRunner(CellRunner):
     def cells(self) -> list[RunRecord]:
         return self.record.runs
 
-    def new_launch(self, index: int, cell: RunRecord) -> Launch:
+    def new_launch(self, index: int, cell: RunRecord) -> Launch | RepeatedLaunch:
         out = self.out_dir / f"cell-{index:03d}" if self.out_dir else None
-        return Launch(cell.spec, out_dir=out, env=self.cell_env(cell.spec) if self.cell_env else None)
+        return make_launch(cell.spec, out_dir=out, env=self.cell_env(cell.spec) if self.cell_env else None)
 
     def work(self, cell: RunRecord) -> float:
         return cell_work(cell.spec)

@@ -3,13 +3,16 @@
 A snapshot is `{"schema": 1, "kind": <kind>, "data": {...}}`. Each kind is a class with `to_dict`
 and `from_dict`; `KINDS` names where each lives, and a kind's module is imported only when a snapshot
 of that kind is read (so the shared vocabulary here never imports the grids or reports packages).
-Nothing here unpickles: snapshots are plain JSON, safe to open from anyone.
+Nothing here unpickles: snapshots are plain JSON, safe to open from anyone. `load` reads a file or,
+given "-", standard input; every input it cannot read is a SnapshotError naming its source.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,8 +48,9 @@ def kind_class(kind: str) -> Any:
 
 
 def dumps(obj: Snapshot) -> str:
+    """The snapshot text: what `save` writes and what `run`, `sweep` and `attention` print with --json."""
     return json.dumps({"schema": SCHEMA_VERSION, "kind": obj.kind, "data": obj.to_dict()},
-                      indent=1, allow_nan=False, default=_default)
+                      indent=1, allow_nan=False, default=_default) + "\n"
 
 
 def _default(o: Any) -> Any:
@@ -70,6 +74,25 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def writable_file(path: str | os.PathLike[str]) -> Path:
+    """Check, before any work, that a snapshot or report can be written at `path`: the directory
+    exists and takes a new file (a probe file is made there and removed: permission bits alone do
+    not say, for root or in /proc), and `path` is not a directory or a device. SnapshotError if not."""
+    try:
+        p = output_file(path)
+    except PathError as exc:
+        raise SnapshotError(str(exc)) from exc
+    if p.exists() and not p.is_file():
+        raise SnapshotError(f"{p}: not a regular file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise SnapshotError(f"{p}: cannot create a file in {p.parent} ({exc.strerror or exc})") from exc
+    os.close(fd)
+    os.unlink(probe)
+    return p
+
+
 def save(obj: Snapshot, path: str | os.PathLike[str]) -> Path:
     try:
         p = output_file(path)
@@ -80,10 +103,23 @@ def save(obj: Snapshot, path: str | os.PathLike[str]) -> Path:
 
 
 def loads(text: str, source: str = "<string>") -> Any:
+    """The object a snapshot holds. Also reads the document `perfconsole run --json` printed before it
+    printed snapshots (what `export --format json` still writes for a run); every other shape is a
+    SnapshotError naming `source`."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{source}: not a perfconsole snapshot (bad JSON at line {exc.lineno})") from exc
+    except RecursionError:
+        raise SnapshotError(f"{source}: not a perfconsole snapshot (JSON nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise SnapshotError(f"{source}: not a perfconsole snapshot ({exc})") from exc
+    if isinstance(doc, dict) and "data" not in doc:
+        if _is_run_document(doc):
+            doc = {"schema": SCHEMA_VERSION, "kind": "run", "data": _run_data(doc, source)}
+        elif doc.get("kind") in KINDS:
+            raise SnapshotError(f"{source}: a {doc['kind']} JSON report (`export --format json`), not a snapshot; "
+                                f"give the file --save wrote or what --json printed")
     if not isinstance(doc, dict) or "kind" not in doc or "data" not in doc:
         raise SnapshotError(f"{source}: not a perfconsole snapshot (no kind/data)")
     if doc.get("schema") != SCHEMA_VERSION:
@@ -93,14 +129,68 @@ def loads(text: str, source: str = "<string>") -> Any:
     cls = kind_class(doc["kind"])
     try:
         return cls.from_dict(doc["data"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
         raise SnapshotError(f"{source}: damaged {doc['kind']} snapshot ({type(exc).__name__}: {exc})") from exc
 
 
-def load(path: str | os.PathLike[str]) -> Any:
+RUN_DOCUMENT_KEYS = {"status", "spec", "warmup_steps", "steps", "summary"}
+
+
+def _is_run_document(doc: dict[str, Any]) -> bool:
+    return RUN_DOCUMENT_KEYS <= doc.keys() and "kind" not in doc
+
+
+def _run_data(doc: dict[str, Any], source: str) -> dict[str, Any]:
+    """A run document (reports.run.run_document) as a run snapshot's data. Its fields are the
+    snapshot's, but steps carry no warm-up flag, `status` is ok|oom|error (`run_status` is the
+    record's own) and the profile lists its reports without their tables."""
+    def steps(key: str, warmup: bool) -> list[Any]:
+        rows = doc.get(key) or []
+        return [{**s, "warmup": warmup} if isinstance(s, dict) else s for s in rows]
+
+    profile = doc.get("profile")
+    if isinstance(profile, dict) and "tables" not in profile:
+        reports = ", ".join(profile.get("reports") or []) or "none"
+        note = (f"{source}: a run --json document lists the profile reports ({reports}) without their "
+                f"tables; the run's snapshot (--save) has them")
+        profile = {"profiler": profile.get("profiler", "?"), "files": profile.get("files") or [], "tables": {},
+                   "warnings": [*(profile.get("warnings") or []), note]}
+    status = doc.get("run_status") or {"ok": "ok", "oom": "oom"}.get(doc["status"], "error")
+    return {"id": doc.get("id") or uuid.uuid4().hex[:12], "name": doc.get("name", ""),
+            "created": doc.get("created", ""), "status": status, "spec": doc["spec"] or {},
+            "environment": doc.get("environment") or {}, "warmup_steps": steps("warmup_steps", True),
+            "steps": steps("steps", False), "summary": doc["summary"], "memory": doc.get("memory"),
+            "profile": profile, "error": doc.get("error")}
+
+
+STDIN = "-"
+
+
+def load(path: str | os.PathLike[str], stdin: bool = True) -> Any:
+    """The snapshot in the file at `path`, or on standard input when `path` is "-" (and `stdin`)."""
+    if stdin and str(path) == STDIN:
+        return loads(decode_text(read_stdin(), "<stdin>"), "<stdin>")
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise SnapshotError(f"{p}: is a directory, not a snapshot file")
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as exc:
         raise SnapshotError(f"{p}: {exc.strerror or exc}") from exc
-    return loads(text, str(p))
+    return loads(decode_text(data, str(p)), str(p))
+
+
+def read_stdin() -> bytes:
+    """All of standard input; a SnapshotError when it is a terminal (nothing was piped in)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        raise SnapshotError("-: standard input is a terminal; pipe a document in, or give a file")
+    return sys.stdin.buffer.read()
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """UTF-8 text, or a SnapshotError naming `source` and the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{source}: not a perfconsole snapshot (not UTF-8: byte 0x{data[exc.start]:02x} "
+                            f"at offset {exc.start})") from None

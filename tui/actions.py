@@ -160,7 +160,7 @@ class SessionActions:
         from perfconsole.core.reports.compare import Comparison
 
         try:
-            obj = store.load(path)
+            obj = store.load(path, stdin=False)  # a snapshot, or an older `run --json` document
         except store.SnapshotError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return

@@ -1,7 +1,8 @@
 """`perfconsole attention`: a d x seq grid of causal attention, eager against compiled against SDPA.
 
-Like `sweep`: a progress bar on stderr, one process per cell, Ctrl-C keeps finished cells; the grid
-goes to stdout, or `{"cells": [...]}` with --json.
+Like `sweep`: a progress bar on stderr, one process per cell, Ctrl-C (or SIGTERM, SIGHUP) keeps
+finished cells; the grid goes to stdout, or its snapshot with --json (`export --format json` gives the
+`{"cells": [...]}` report).
 """
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from perfconsole.core.cli.main import default_device, save_path
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.reports.attention import json_text
 from perfconsole.core.spec import DEVICES, PRECISIONS
 
 
@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=int, default=100, help="timed forward and timed backward passes per cell")
     p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help='print {"cells": [...]} instead of a grid')
+    p.add_argument("--json", action="store_true",
+                   help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the grid snapshot here (after every cell)")
     add_start_ahead_argument(p)
     p.set_defaults(func=run)
@@ -71,11 +72,11 @@ def grid_table(a: AttentionRecord) -> Table:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     save = save_path(args.save)
-    install_exit_handlers()
+    stop = install_exit_handlers()
     record = AttentionRecord.new(spec)
     runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead)
-    err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome)
-    return finish(record, (c.status for c in record.cells), save, args.json, json_text, grid_table, err)
+    err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome, stop)
+    return finish(record, (c.status for c in record.cells), save, args.json, grid_table, err, stop)
 
 
 def _cell_outcome(c) -> str:

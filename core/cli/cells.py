@@ -1,13 +1,13 @@
-"""What `sweep` and `attention` share: running cells under a progress bar, Ctrl-C, and the ending.
+"""What `sweep` and `attention` share: running cells under a progress bar, stop signals, and the ending.
 
 Progress goes to stderr (a bar with the cell being run and the time left, and one line per finished
-cell so logs show it too); the grid goes to stdout, or its JSON with --json. Ctrl-C stops the
-running cell and keeps every finished one.
+cell so logs show it too); the grid goes to stdout, or with --json the grid's snapshot (the text
+--save writes). Ctrl-C, SIGTERM and SIGHUP stop the running cell, keep every finished one and the
+steps of the stopped one, and the exit code is 128 + the signal's number.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,8 +15,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from perfconsole.core.cli.main import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, ctrl_c_calls
+from perfconsole.core import store
+from perfconsole.core.cli.main import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, reader_may_be_gone
 from perfconsole.core.grids.cell_runner import MAX_START_AHEAD, SweepUpdate, default_start_ahead
+from perfconsole.core.launch.processes import Stop
 
 
 def add_start_ahead_argument(p: argparse.ArgumentParser) -> None:
@@ -43,38 +45,47 @@ def format_seconds(s: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Callable[[Any], str]) -> Console:
+def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Callable[[Any], str],
+              stop: Stop) -> Console:
     """Run `runner` (a SweepRunner or AttentionRunner) with progress on stderr; returns that console.
 
-    `label(cell)` names a cell; `outcome(cell)` says how a finished one went.
+    `label(cell)` names a cell; `outcome(cell)` says how a finished one went; a stop signal cancels.
     """
     err = Console(stderr=True, highlight=False)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("· left {task.fields[eta]}"), console=err) as bar:
-        task = bar.add_task("starting", total=total, eta="estimating")
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("· left {task.fields[eta]}"), console=err)
+    task = bar.add_task("starting", total=total, eta="estimating")
 
-        def on_update(u: SweepUpdate) -> None:
-            name = f"[{u.index + 1}/{u.total}] {label(u.run)}"
+    def on_update(u: SweepUpdate) -> None:
+        name = f"[{u.index + 1}/{u.total}] {label(u.run)}"
+        with reader_may_be_gone():  # stderr gone (a dropped SSH session): the cells go on
             if u.cell_finished:
                 bar.console.print(f"{name}: {outcome(u.run)}")
                 bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
             else:
                 bar.update(task, description=f"{name} {u.run.stage}".rstrip(), eta=format_seconds(u.eta_s))
 
-        with ctrl_c_calls(runner.cancel):
+    with reader_may_be_gone():
+        bar.start()
+    try:
+        with stop.cancelling(runner.cancel):
             runner.run(on_update)
+    finally:
+        with reader_may_be_gone():
+            bar.stop()
     return err
 
 
-def finish(record: Any, statuses: Iterable[str], save: Path | None, as_json: bool, json_text: Callable[[Any], str],
-           table: Callable[[Any], Any], err: Console) -> int:
-    """Say where the snapshot went, print the grid (or its JSON), and choose the exit code."""
-    if save:
-        err.print(f"saved {save}")
-    if as_json:
-        sys.stdout.write(json_text(record))
-    else:
-        Console().print(table(record))
+def finish(record: Any, statuses: Iterable[str], save: Path | None, as_json: bool, table: Callable[[Any], Any],
+           err: Console, stop: Stop) -> int:
+    """Say where the snapshot went, print the grid (or with --json its snapshot), and choose the exit code."""
+    with reader_may_be_gone():
+        if save:
+            err.print(f"saved {save}")
+        if as_json:
+            print(store.dumps(record), end="", flush=True)
+        else:
+            Console().print(table(record))
     if record.status == "cancelled":
-        return EXIT_CANCELLED
-    return EXIT_ERROR if "error" in set(statuses) else EXIT_OK
+        return stop.exit_code(EXIT_CANCELLED)
+    return stop.exit_code(EXIT_ERROR if "error" in set(statuses) else EXIT_OK)

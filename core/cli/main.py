@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import signal
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from perfconsole.core import store
 from perfconsole.core.spec import (ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES,
                                    RunSpec, SpecError)
 
@@ -69,25 +70,39 @@ def default_device() -> str:
 
 
 def save_path(arg: str | None) -> Path | None:
-    """The --save FILE of a command, checked before any work starts (a bad path loses nothing)."""
+    """The --save FILE (or -o FILE) of a command, checked before any work starts: its directory
+    exists and takes a new file, so a bad path loses nothing measured."""
     if not arg:
         return None
-    from perfconsole.core.paths import PathError, output_file
-
     try:
-        return output_file(arg)
-    except PathError as exc:
+        return store.writable_file(arg)
+    except store.SnapshotError as exc:
         raise UsageError(str(exc)) from exc
 
 
+def save_snapshot(path: Path, text: str) -> bool:
+    """Write a snapshot after the work; a failure (the directory went away since `save_path` checked
+    it) is one line on stderr, and the caller still prints what was measured."""
+    try:
+        store.write_atomic(path, text)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            print(f"perfconsole: error: {path}: cannot save ({exc.strerror or exc})", file=sys.stderr)
+        return False
+    return True
+
+
 @contextlib.contextmanager
-def ctrl_c_calls(cancel: Callable[[], None]) -> Iterator[None]:
-    """While inside, Ctrl-C calls `cancel` (which stops the child and keeps what was measured)."""
-    previous = signal.signal(signal.SIGINT, lambda *_: cancel())
+def reader_may_be_gone() -> Iterator[None]:
+    """Printing inside may fail because the reader has gone (`| head`, a dropped SSH session): that is
+    no error, since what was measured is already saved. Output goes nowhere from then on."""
     try:
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            for stream in (sys.stdout, sys.stderr):
+                os.dup2(devnull, stream.fileno())
 
 
 def default_size(device: str) -> str:

@@ -1,18 +1,20 @@
 """`perfconsole import PATH [--json] [--save FILE] [--nsys PATH]`: nsys/nvprof output as a run record.
 
 The record holds the profile tables and no timings (status `imported`), so it opens in the console
-and exports like any run.
+and exports like any run. PATH may also be a profiled run's snapshot (or its older `run --json`
+document), whose tables are taken; `-` reads any of these text inputs from standard input.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from perfconsole.core import store
-from perfconsole.core.cli.main import UsageError
+from perfconsole.core.cli.main import UsageError, save_path
 from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
@@ -25,7 +27,8 @@ TOP_ROWS = 20
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="read nsys stats CSVs/logs, an .nsys-rep or an nvprof log into a run record")
-    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, or an .nsys-rep")
+    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, an .nsys-rep, "
+                                "or a profiled run's snapshot; - for stdin")
     p.add_argument("--json", action="store_true", help="print {tables, categories, warnings} as JSON")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run record snapshot here")
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys to export an .nsys-rep with")
@@ -43,16 +46,16 @@ def json_document(tables: Tables, warnings: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = Path(args.path).expanduser()
+    save = save_path(args.save)  # checked before anything is read
     try:
-        tables, warnings = load_profile(path, args.nsys)
-    except ProfileError as exc:
+        path, tables, warnings = _read(args.path, args.nsys)
+    except (ProfileError, store.SnapshotError) as exc:
         raise UsageError(str(exc)) from None
-    if args.save:
+    if save is not None:
         try:
-            saved = store.save(build_record(path, tables, warnings), args.save)
-        except store.SnapshotError as exc:
-            raise UsageError(str(exc)) from None
+            saved = store.save(build_record(path, tables, warnings), save)
+        except (store.SnapshotError, OSError) as exc:
+            raise UsageError(f"{save}: cannot save ({getattr(exc, 'strerror', None) or exc})") from None
         print(f"saved {saved}", file=sys.stderr)
     if args.json:
         try:
@@ -63,6 +66,49 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_tables(tables, warnings)
     return 0
+
+
+def _read(arg: str, nsys: str | None) -> tuple[Path, Tables, list[str]]:
+    """(the path to name the record after, tables, warnings) from a profiler output, a run snapshot,
+    or standard input ("-") holding either."""
+    if arg == store.STDIN:
+        data = store.read_stdin()
+        if data.lstrip()[:1] == b"{":
+            text = store.decode_text(data, "<stdin>")
+            return Path("stdin"), *_snapshot_tables(store.loads(text, "<stdin>"), "<stdin>")
+        with tempfile.TemporaryDirectory(prefix="perfconsole-stdin-") as tmp:
+            file = Path(tmp) / "stdin.txt"  # the profile readers take files; messages name stdin
+            file.write_bytes(data)
+            try:
+                tables, warnings = load_profile(file, nsys)
+            except ProfileError as exc:
+                raise ProfileError(str(exc).replace(str(file), "<stdin>")) from None
+            return Path("stdin"), tables, [w.replace(str(file), "<stdin>") for w in warnings]
+    path = Path(arg).expanduser()
+    if path.is_file() and _starts_with_brace(path):
+        return path, *_snapshot_tables(store.load(path, stdin=False), str(path))
+    return path, *load_profile(path, nsys)
+
+
+def _starts_with_brace(path: Path) -> bool:
+    """A JSON object: a perfconsole snapshot or run document (profiler outputs never start so)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(4096).lstrip()[:1] == b"{"
+    except OSError:
+        return False
+
+
+def _snapshot_tables(obj: object, source: str) -> tuple[Tables, list[str]]:
+    if not isinstance(obj, RunRecord):
+        raise store.SnapshotError(f"{source}: a {getattr(obj, 'kind', '?')} snapshot; import takes a profiled "
+                                  f"run's snapshot or profiler output (`perfconsole export` reads this one)")
+    if obj.profile is None:
+        raise store.SnapshotError(f"{source}: a run with no profile (run it with --profile nsys or torch)")
+    if not obj.profile.tables:
+        raise store.SnapshotError(f"{source}: the run's profile tables are not in this document (an older "
+                                  f"`run --json` or `export --format json`); give the run's snapshot (--save)")
+    return obj.profile.tables, list(obj.profile.warnings)
 
 
 def _ms(ns: int) -> str:

@@ -1,9 +1,9 @@
-"""`perfconsole run`: one benchmark in a child process, shown as a table or one JSON document."""
+"""`perfconsole run`: one benchmark in a child process, shown as a table or, with --json, as the run's
+snapshot (the same text --save writes). Ctrl-C, SIGTERM and SIGHUP cancel the child and keep, save and
+print the steps measured so far; the exit code is then 128 + the signal's number."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -12,11 +12,10 @@ from rich.table import Table
 from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments,
-                                        ctrl_c_calls, save_path, spec_from_args)
+                                        reader_may_be_gone, save_path, save_snapshot, spec_from_args)
 from perfconsole.core.launch.launcher import Launch
-from perfconsole.core.launch.processes import install_exit_handlers
+from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.run import run_document
 
 EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED}
 
@@ -24,7 +23,8 @@ EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED}
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="benchmark one configuration in a child process")
     add_spec_arguments(p)
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--json", action="store_true",
+                   help="print the run's snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run snapshot (JSON) here")
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
     p.add_argument("--out-dir", default=None, help="where profiler files go (default: beside --save, "
@@ -32,13 +32,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def execute(record: RunRecord, launch: Launch, progress: Console | None) -> RunRecord:
-    """Stream the launch into the record; Ctrl-C cancels the run and keeps what was measured."""
-    with ctrl_c_calls(launch.cancel):
+def execute(record: RunRecord, launch: Launch, progress: Console | None, stop: Stop) -> RunRecord:
+    """Stream the launch into the record; a stop signal cancels the run and keeps what was measured."""
+    launch.start()
+    with stop.cancelling(launch.cancel):
         for event in launch.events():
             record.apply(event)
             if progress is not None:
-                _show(progress, record, event)
+                try:
+                    _show(progress, record, event)
+                except OSError:  # stderr has gone (a dropped SSH session): keep measuring, say nothing
+                    progress = None
     return record
 
 
@@ -76,15 +80,17 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     save = save_path(args.save)
     out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
-    install_exit_handlers()
+    stop = install_exit_handlers()
     record = RunRecord(spec)
     err = Console(stderr=True, highlight=False)
-    execute(record, Launch(spec, out_dir=out_dir, nsys=args.nsys), err)
-    if save:
-        store.save(record, save)
-        err.print(f"saved {save}")
-    if args.json:
-        sys.stdout.write(json.dumps(run_document(record), indent=2) + "\n")
-    else:
-        Console().print(summary_table(record))
-    return EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
+    execute(record, Launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
+    text, code = store.dumps(record), EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
+    saved = save is not None and save_snapshot(save, text)
+    with reader_may_be_gone():
+        if saved:
+            err.print(f"saved {save}")
+        if args.json:
+            print(text, end="", flush=True)
+        else:
+            Console().print(summary_table(record))
+    return stop.exit_code(code if saved or save is None else EXIT_ERROR)

@@ -1,8 +1,9 @@
 """`perfconsole sweep`: a size x ctx x precision x mode (x warm-up) grid, one child process per cell.
 
 Progress goes to stderr (a rich progress bar with the cell being run and the time left, plus one line
-per finished cell, so logs show it too); the grid goes to stdout, or `{"runs": [...]}` with --json.
-Ctrl-C stops the running cell and keeps every finished one (saved with --save, printed as usual).
+per finished cell, so logs show it too); the grid goes to stdout, or its snapshot with --json.
+Ctrl-C, SIGTERM and SIGHUP stop the running cell and keep every finished one (saved with --save,
+printed as usual); `export --format json` gives the `{"runs": [...]}` report.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from rich.table import Table
 from perfconsole.core.cli.main import default_device, save_path
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.reports.sweep import json_text
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
 from perfconsole.core.record import RunRecord
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
@@ -53,7 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab-size", type=int, default=10_000)
-    p.add_argument("--json", action="store_true", help='print {"runs": [...]} instead of a grid')
+    p.add_argument("--json", action="store_true",
+                   help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
     p.add_argument("--out-dir", default=None, help="where cells' files go")
     add_start_ahead_argument(p)
@@ -98,12 +99,12 @@ def grid_table(sw: SweepRecord) -> Table:
 def run(args: argparse.Namespace) -> int:
     spec = sweep_spec_from_args(args)
     save = save_path(args.save)
-    install_exit_handlers()
+    stop = install_exit_handlers()
     record = SweepRecord.new(spec)
     runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
                          start_ahead=args.start_ahead)
-    err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome)
-    return finish(record, (r.status for r in record.runs), save, args.json, json_text, grid_table, err)
+    err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome, stop)
+    return finish(record, (r.status for r in record.runs), save, args.json, grid_table, err, stop)
 
 
 def _sweep_outcome(r: RunRecord) -> str:

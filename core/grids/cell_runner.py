@@ -137,9 +137,14 @@ class CellRunner:
                     startup_share.update({j: seconds / len(batch) for j in batch})
                     if self._cancel.is_set():
                         break
-                launch = self._launch = self._held.pop(i, None) or self.new_launch(i, cell)
+                held = self._held.pop(i, None)
+                launch = self._launch = held or self.new_launch(i, cell)
                 if self._cancel.is_set():  # a cancel between the check above and the launch
                     break
+                if held is None:
+                    launch.start()
+                if self._cancel.is_set():  # a cancel while it started, before launch.cancel could reach it
+                    launch.cancel()
                 started = time.monotonic() - startup_share.get(i, 0.0)
                 remaining = [self.work(cells[j]) for j in pending[n:]]
                 for event in launch.events():

@@ -1,5 +1,6 @@
 """Child processes that never outlive their parent: each runs in its own process group, every live one
-is known here, and all of them are killed at interpreter exit, on SIGTERM and on SIGHUP.
+is known here, and all of them are killed at interpreter exit; `Stop` cancels them on Ctrl-C, SIGTERM
+and SIGHUP so that a headless command keeps what they measured.
 
 `ChildProcess` owns the process: starting it, draining its stderr, cancelling (SIGTERM to the group,
 SIGKILL after a grace period), killing and reaping. What the child says on stdout is its subclass's
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable, Iterator
 
 STDERR_TAIL = 40
 KILL_GRACE_S = 3.0
@@ -95,12 +98,52 @@ def kill_all() -> None:
 atexit.register(kill_all)
 
 
-def install_exit_handlers() -> None:
-    """SIGTERM and SIGHUP (a dropped SSH session) kill every live run, then exit the process."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    def handler(signum: int, _frame) -> None:
-        kill_all()
-        raise SystemExit(128 + signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
+class Stop:
+    """Ctrl-C, SIGTERM (kill, timeout, batch schedulers) and SIGHUP (a dropped SSH session) stop a
+    headless command alike: the work under way is cancelled through the callback `cancelling` holds
+    (its children's process groups are killed), the command keeps, saves and prints what was
+    measured, and exits with `exit_code`, 128 + the signal's number (130, 143, 129).
+
+    The handler never raises while there is work to cancel, so no save is cut short; a signal that
+    arrives before the work starts cancels it as soon as it does. A second signal with nothing to
+    cancel (the command is saving or printing) kills every child and exits at once.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._cancel: Callable[[], None] | None = None
+
+    def handle(self, signum: int, _frame: object = None) -> None:
+        if self._cancel is None and self.signum is not None:
+            kill_all()
+            raise SystemExit(128 + self.signum)
+        if self.signum is None:
+            self.signum = signum
+        if self._cancel is not None:
+            self._cancel()
+
+    @contextlib.contextmanager
+    def cancelling(self, cancel: Callable[[], None]) -> Iterator[None]:
+        """While inside, a stop signal calls `cancel` (one that came before is passed on at once)."""
+        self._cancel = cancel
+        try:
+            if self.signum is not None:
+                cancel()
+            yield
+        finally:
+            self._cancel = None
+
+    def exit_code(self, code: int) -> int:
+        """128 + the signal that stopped the command, else `code`."""
+        return code if self.signum is None else 128 + self.signum
+
+
+def install_exit_handlers() -> Stop:
+    """Route SIGINT, SIGTERM and SIGHUP through a new `Stop` for the rest of the process."""
+    stop = Stop()
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop.handle)
+    return stop

@@ -91,3 +91,75 @@ def test_exports_of_a_run():
     assert doc["status"] == "ok" and doc["summary"]["total_ms"]["median"] == 11.0
     with pytest.raises(ValueError, match="format: must be one of md, csv, json"):
         export(r, "xlsx")
+
+
+def test_an_older_run_json_document_loads_as_the_run(tmp_path):
+    r = finished_record()
+    p = tmp_path / "old.json"
+    p.write_text(export(r, "json"))  # the document `run --json` printed before it printed snapshots
+    back = store.load(p)
+    assert isinstance(back, RunRecord) and back.to_dict() == r.to_dict()
+
+
+def test_an_older_run_json_document_with_a_profile_says_its_tables_are_elsewhere(tmp_path):
+    r = finished_record()
+    r.apply(ev.ProfileReady("torch", ["t.json"], {"cuda_gpu_kern_sum": [{"name": "k", "total_time_ns": 7}]}))
+    back = store.loads(export(r, "json"), "old.json")
+    assert back.profile.profiler == "torch" and back.profile.tables == {}
+    assert "old.json" in back.profile.warnings[-1] and "cuda_gpu_kern_sum" in back.profile.warnings[-1]
+
+
+def test_save_and_dumps_are_the_same_text(tmp_path):
+    r = finished_record()
+    assert store.save(r, tmp_path / "r.json").read_text() == store.dumps(r)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"[" * 100_000, "nested too deeply"),
+    (b'{"a": "\xff"}', "not UTF-8: byte 0xff at offset 7"),
+    (b"1" * 5000, "not a perfconsole snapshot"),  # past Python's digits limit: a ValueError, not a traceback
+    (b'{"schema": 1, "kind": "run", "data": []}', "damaged run snapshot"),
+], ids=["deep", "not-utf8", "long-int", "data-a-list"])
+def test_unreadable_inputs_are_snapshot_errors_naming_the_file(tmp_path, data, words):
+    p = tmp_path / "bad.json"
+    p.write_bytes(data)
+    with pytest.raises(store.SnapshotError) as e:
+        store.load(p)
+    assert str(e.value).startswith(f"{p}: ") and words in str(e.value)
+
+
+def test_a_directory_or_a_missing_file(tmp_path):
+    with pytest.raises(store.SnapshotError, match="is a directory"):
+        store.load(tmp_path)
+    with pytest.raises(store.SnapshotError, match="nope.json: No such file"):
+        store.load(tmp_path / "nope.json")
+
+
+def test_dash_is_stdin_unless_stdin_is_off(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    r = finished_record()
+
+    class Pipe(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return False
+
+    monkeypatch.setattr(sys, "stdin", Pipe(io.BytesIO(store.dumps(r).encode())))
+    assert store.load("-").to_dict() == r.to_dict()
+    monkeypatch.chdir(tmp_path)
+    store.save(r, tmp_path / "-")
+    assert store.load("-", stdin=False).to_dict() == r.to_dict()  # the console opens a file named "-"
+
+
+def test_writable_file_proves_the_directory_takes_a_file(tmp_path):
+    assert store.writable_file(tmp_path / "r.json") == tmp_path / "r.json"
+    assert list(tmp_path.iterdir()) == []  # the probe is gone
+    with pytest.raises(store.SnapshotError, match="cannot create a file in /proc"):
+        store.writable_file("/proc/perfconsole-test.json")
+    fifo = tmp_path / "fifo"  # like a device: writing a file over it would replace it
+    os.mkfifo(fifo)
+    with pytest.raises(store.SnapshotError, match="not a regular file"):
+        store.writable_file(fifo)
+    with pytest.raises(store.SnapshotError, match="no such directory"):
+        store.writable_file(tmp_path / "nope" / "r.json")

@@ -13,24 +13,37 @@ def pc(*args, **kw):
     return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=300, **kw)
 
 
-def test_run_json_document(tmp_path):
+def test_run_json_prints_the_snapshot_save_writes(tmp_path):
     out = pc("run", *TINY, "--mode", "train", "--json", "--save", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr
+    assert out.stdout == (tmp_path / "r.json").read_text()  # one document, byte for byte
     doc = json.loads(out.stdout)
-    assert doc["status"] == "ok" and doc["spec"]["size"] == "tiny"
-    assert len(doc["warmup_steps"]) == 1 and len(doc["steps"]) == 3
-    assert set(doc["steps"][0]) == {"index", "total_ms", "forward_ms", "backward_ms", "optimizer_ms"}
-    assert set(doc["summary"]["total_ms"]) >= {"mean", "std", "median", "min", "max"}
+    assert doc["schema"] == 1 and doc["kind"] == "run"
+    run = doc["data"]
+    assert run["status"] == "ok" and run["spec"]["size"] == "tiny"
+    assert len(run["warmup_steps"]) == 1 and len(run["steps"]) == 3
+    assert set(run["steps"][0]) == {"index", "warmup", "total_ms", "forward_ms", "backward_ms", "optimizer_ms"}
+    assert set(run["summary"]["total_ms"]) >= {"mean", "std", "median", "min", "max", "n", "ci95_low"}
     for key in ("tokens_per_s", "flops_per_step", "achieved_tflops", "mfu", "peak_allocated_mib"):
-        assert key in doc["summary"]
-    assert (tmp_path / "r.json").exists()
+        assert key in run["summary"]
     md = pc("export", str(tmp_path / "r.json"), "--format", "md")
     assert md.returncode == 0 and "| tiny | 32 | train | fp32 |" in md.stdout
 
 
-def test_fwd_mode_has_no_backward_keys():
-    doc = json.loads(pc("run", *TINY, "--mode", "fwd", "--json").stdout)
-    assert set(doc["steps"][0]) == {"index", "total_ms", "forward_ms"}
+def test_json_output_pipes_into_export():
+    run = pc("run", *TINY, "--mode", "fwd", "--json")
+    assert run.returncode == 0, run.stderr
+    md = pc("export", "-", "--format", "md", input=run.stdout)
+    assert md.returncode == 0, md.stderr
+    assert "| tiny | 32 | fwd | fp32 |" in md.stdout
+
+
+def test_fwd_mode_has_no_backward_phases():
+    run = json.loads(pc("run", *TINY, "--mode", "fwd", "--json").stdout)["data"]
+    assert run["steps"][0]["backward_ms"] is None and run["summary"]["backward_ms"] is None
+    report = json.loads(pc("export", "-", "--format", "json", input=json.dumps({"schema": 1, "kind": "run",
+                                                                                 "data": run})).stdout)
+    assert set(report["steps"][0]) == {"index", "total_ms", "forward_ms"}
 
 
 def test_table_output():
@@ -59,8 +72,8 @@ def test_bad_input_is_one_line_exit_2(args, words):
 def test_oom_exit_code_and_json_status():
     out = pc("run", *TINY, "--json", env={**__import__("os").environ, "PERFCONSOLE_FAULT": "oom:2"})
     assert out.returncode == 3
-    doc = json.loads(out.stdout)
-    assert doc["status"] == "oom" and doc["error"]["kind"] == "oom" and len(doc["steps"]) == 1
+    run = json.loads(out.stdout)["data"]
+    assert run["status"] == "oom" and run["error"]["kind"] == "oom" and len(run["steps"]) == 1
 
 
 def test_help_lists_commands():
@@ -73,7 +86,7 @@ def test_help_lists_commands():
 def test_a_single_step_run_is_valid_json():
     out = pc("run", "--size", "tiny", "--ctx", "32", "--device", "cpu", "--warmup", "0", "--steps", "1", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["summary"]["total_ms"]["ci95_low"] is None
+    assert json.loads(out.stdout)["data"]["summary"]["total_ms"]["ci95_low"] is None
 
 
 def test_size_defaults_to_tiny_on_the_cpu_and_small_on_cuda():

@@ -62,12 +62,14 @@ def test_grid_on_cpu_with_an_oom_in_the_backward(tmp_path):
     assert csv[0].startswith("d,seq,batch,impl,compile,variant") and len(csv) == 5
 
 
-def test_cli_json_has_cells_with_times_and_status():
+def test_cli_json_is_the_snapshot_and_exports_cells_with_times_and_status():
     p = subprocess.run([sys.executable, "-m", "perfconsole.tui.main", "attention", "--d", "8", "--seq", "16",
                         "--batch", "2", "--impl", "sdpa", "--warmup", "1", "--iters", "2", "--device", "cpu",
                         "--json"], capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert p.returncode == 0, p.stderr
-    (cell,) = json.loads(p.stdout)["cells"]
+    grid = store.loads(p.stdout)  # --json prints the grid's snapshot
+    assert grid.kind == "attention" and grid.status == "ok"
+    (cell,) = json.loads(export.export(grid, "json"))["cells"]
     assert cell["status"] == "ok" and cell["forward_ms"] > 0 and cell["backward_ms"] > 0
     assert "[1/1] sdpa d8 seq16 b2 fp32" in p.stderr
 

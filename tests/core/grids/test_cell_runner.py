@@ -123,3 +123,26 @@ def test_start_ahead_is_at_least_one():
     assert 1 <= default_start_ahead() <= 8
     with pytest.raises(ValueError):
         CellRunner(_sweep((16,)), start_ahead=0)
+
+
+def test_a_cancel_that_lands_while_a_cell_starts_stops_that_cell():
+    """A signal can land between the runner's check and the child's start, when the launch has no
+    process to stop yet: the runner cancels the child as soon as it exists."""
+    rec = _sweep((16, 20))
+
+    class CancelledMidStart(SweepRunner):
+        def new_launch(self, index, cell):
+            launch = super().new_launch(index, cell)
+            start = launch.start
+
+            def start_after_a_cancel(hold=False):
+                self.cancel()  # reaches launch.cancel() before there is a process
+                start(hold)
+
+            launch.start = start_after_a_cancel
+            return launch
+
+    CancelledMidStart(rec, start_ahead=1).run()
+    assert [r.status for r in rec.runs] == ["cancelled", "pending"]
+    assert rec.status == "cancelled" and not rec.runs[0].steps
+    assert not _workers()

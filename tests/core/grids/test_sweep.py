@@ -91,8 +91,8 @@ def test_warmup_study_json_and_markdown(tmp_path):
              "--batch", "2", "--device", "cpu", "--json", "--save", str(save))
     out, err = p.communicate(timeout=180)
     assert p.returncode == 0, err
-    doc = json.loads(out)
-    runs = doc["runs"]
+    assert out == save.read_text()  # --json prints the snapshot --save writes
+    runs = json.loads(export.export(store.loads(out), "json"))["runs"]
     assert [r["spec"]["warmup"] for r in runs] == [0, 2]
     assert [r["status"] for r in runs] == ["ok", "ok"]
     assert runs[0]["warmup_steps"] == [] and runs[0]["first_step_ms"] == runs[0]["steps"][0]["total_ms"]
@@ -140,3 +140,15 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_no_process(tmp_path):
     assert len(rec.runs[0].steps) == 5
     assert "not run" in out  # the grid is still printed, with the cell that never started
     assert not _marked(mark), "a cell's process outlived the sweep"
+
+
+@pytest.mark.parametrize("start_ahead", [1, 2])
+def test_sweep_cells_with_repeat_run_their_replicate_processes(tmp_path, start_ahead):
+    spec = SweepSpec(BASE.with_(repeat=2), ("tiny",), (16, 24), ("fp32",), ("fwd",), (1,)).validate()
+    rec = SweepRecord.new(spec)
+    SweepRunner(rec, save_to=tmp_path / "s.json", start_ahead=start_ahead).run(lambda _u: None)
+    assert [r.status for r in rec.runs] == ["ok", "ok"]
+    for r in rec.runs:
+        assert len(r.replicates) == 2 and r.summary.between_processes["total_ms"].n == 2
+    again = store.load(tmp_path / "s.json")
+    assert [len(r.replicates) for r in again.runs] == [2, 2]

@@ -40,7 +40,8 @@ def test_nsys_run_small_ctx256_train(tmp_path: Path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    steps = doc["steps"]
+    assert proc.stdout == snap.read_text()  # --json prints the snapshot --save writes
+    steps = doc["data"]["steps"]
     assert len(steps) == 10
     timed_forward_ms = sum(s["forward_ms"] for s in steps) / len(steps)
 

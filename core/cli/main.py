@@ -49,6 +49,8 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
     p.add_argument("--mode", default=d.mode, help=f"{', '.join(MODES)}: inference, forward+backward, full train step")
     p.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps, timed and reported apart (0 allowed)")
     p.add_argument("--steps", type=int, default=d.steps, help="measured steps")
+    p.add_argument("--repeat", type=int, default=d.repeat, metavar="N",
+                   help="run the spec in N fresh processes, one after the other, for the spread between them")
     p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available, else cpu)")
     p.add_argument("--attention", default=d.attention, help=f"{', '.join(ATTENTIONS)}")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
@@ -115,7 +117,7 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
     device = args.device or default_device()
     spec = RunSpec(
         size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
-        warmup=args.warmup, steps=args.steps, device=device,
+        warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
         attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
         vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,

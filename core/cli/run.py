@@ -14,6 +14,7 @@ from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments,
                                         reader_may_be_gone, save_path, save_snapshot, spec_from_args)
 from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
 
@@ -32,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def execute(record: RunRecord, launch: Launch, progress: Console | None, stop: Stop) -> RunRecord:
+def execute(record: RunRecord, launch: Launch | RepeatedLaunch, progress: Console | None, stop: Stop) -> RunRecord:
     """Stream the launch into the record; a stop signal cancels the run and keeps what was measured."""
     launch.start()
     with stop.cancelling(launch.cancel):
@@ -50,6 +51,8 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
     s = r.spec
     if isinstance(e, ev.Progress):
         c.print(f"[dim]{e.stage}[/] {e.detail}")
+    elif isinstance(e, ev.Replicate):
+        c.print(f"[bold]process {e.index + 1} of {e.of}[/]")
     elif isinstance(e, ev.Step):
         n = f"warm-up {e.index + 1}/{s.warmup}" if e.warmup else f"step {e.index - s.warmup + 1}/{s.steps}"
         c.print(f"  {n}: {e.total_ms:.3f} ms")
@@ -73,6 +76,12 @@ def summary_table(r: RunRecord) -> Table:
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
                  + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
+    b = (sm.between_processes or {}).get("total_ms")
+    if b is not None:
+        t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
+                      f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps")
+    elif sm.processes == 1 and sm.total_ms.n > 1:
+        t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
     return t
 
 
@@ -83,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     stop = install_exit_handlers()
     record = RunRecord(spec)
     err = Console(stderr=True, highlight=False)
-    execute(record, Launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
+    execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
     text, code = store.dumps(record), EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
     saved = save is not None and save_snapshot(save, text)
     with reader_may_be_gone():

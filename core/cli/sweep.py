@@ -46,6 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", default="fwd_bwd", help=f"comma list of {', '.join(MODES)}")
     p.add_argument("--warmup", default="5", help="comma list of warm-up steps; several make a warm-up study")
     p.add_argument("--steps", type=int, default=10, help="measured steps per cell (at least 2)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="each cell in N fresh processes, one after the other (the spread between them)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
     p.add_argument("--attention", default="naive", help=f"{', '.join(ATTENTIONS)}")
@@ -62,7 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
-    base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, device=args.device or default_device(),
+    base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, repeat=args.repeat,
+                   device=args.device or default_device(),
                    attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
                    vocab_size=args.vocab_size)
     return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),

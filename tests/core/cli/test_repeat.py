@@ -1,0 +1,63 @@
+"""`run --repeat N` and `sweep --repeat N` from the command line: real processes throughout."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from test_signals import finish, marked, start, wait_for_stderr
+
+from perfconsole.core import store
+
+PC = [sys.executable, "-m", "perfconsole.tui.main"]
+TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1"]
+
+
+def test_run_repeat_prints_the_snapshot_with_every_process_and_the_spread_between_them():
+    out = subprocess.run([*PC, "run", *TINY, "--steps", "3", "--repeat", "3", "--json"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    rec = store.loads(out.stdout)
+    assert rec.spec.repeat == 3 and [r.status for r in rec.replicates] == ["ok"] * 3
+    assert len(rec.steps) == 9 and rec.summary.processes == 3
+    assert rec.summary.between_processes["total_ms"].n == 3
+    assert out.stderr.count("process ") >= 3 and "process 3 of 3" in out.stderr
+    table = subprocess.run([*PC, "run", *TINY, "--steps", "3", "--repeat", "2"], capture_output=True, text=True,
+                           timeout=180)
+    assert "between 2 processes" in table.stdout.replace("\n", " ")
+    one = subprocess.run([*PC, "run", *TINY, "--steps", "3"], capture_output=True, text=True, timeout=180)
+    assert "covers this one process" in one.stdout.replace("\n", " ")
+
+
+def test_bad_repeat_is_one_line_exit_2():
+    out = subprocess.run([*PC, "run", *TINY, "--repeat", "0"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip() == "perfconsole: error: repeat: must be from 1 to 100, not 0"
+
+
+def test_sigterm_in_the_second_process_keeps_the_first_and_the_steps_of_the_second(tmp_path):
+    save = tmp_path / "r.json"
+    mark = f"repeat-{os.getpid()}-{time.monotonic_ns()}"
+    p = start(["run", *TINY, "--steps", "40", "--repeat", "3", "--save", str(save)], mark, slow_ms=30)
+    wait_for_stderr(p, "process 2 of 3")
+    wait_for_stderr(p, "step 2/40")
+    p.send_signal(signal.SIGTERM)
+    finish(p, mark)
+    assert p.returncode == 143
+    rec = store.load(save)
+    first, second = rec.replicates
+    assert rec.status == "cancelled" and first.status == "ok" and len(first.steps) == 40
+    assert second.status == "cancelled" and 2 <= len(second.steps) < 40
+    assert len(rec.steps) == 40 + len(second.steps)
+    assert not marked(mark)
+
+
+def test_sweep_repeat_runs_each_cell_in_its_processes(tmp_path):
+    save = tmp_path / "s.json"
+    out = subprocess.run([*PC, "sweep", "--sizes", "tiny", "--ctx", "16,24", "--mode", "fwd", "--warmup", "1",
+                          "--steps", "2", "--device", "cpu", "--repeat", "2", "--save", str(save)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    sw = store.load(save)
+    assert [len(r.replicates) for r in sw.runs] == [2, 2]

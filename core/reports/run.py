@@ -141,14 +141,19 @@ def markdown(r: RunRecord) -> str:
 
 
 def csv_text(r: RunRecord) -> str:
-    """One row per step (warm-up flagged), with the spec's key fields repeated for pivoting."""
+    """One row per step (warm-up flagged), with the spec's key fields repeated for pivoting; `process` is
+    the replicate process a step came from (1 without --repeat), `gpu_flags` the run's telemetry flags."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["run", "size", "ctx", "batch", "precision", "mode", "step", "warmup",
-                "total_ms", "forward_ms", "backward_ms", "optimizer_ms", "status"])
+                "total_ms", "forward_ms", "backward_ms", "optimizer_ms", "status", "process", "gpu_flags"])
     s = r.spec
-    for st in [*r.warmup_steps, *r.steps]:
-        w.writerow([r.id, s.size, s.ctx, s.batch, s.precision, s.mode, st.index, int(st.warmup),
-                    st.total_ms, st.forward_ms, st.backward_ms if st.backward_ms is not None else "",
-                    st.optimizer_ms if st.optimizer_ms is not None else "", r.status])
+    flags = "; ".join((r.telemetry or {}).get("flags") or [])
+    groups = ([(rep.index + 1, [*rep.warmup_steps, *rep.steps]) for rep in r.replicates] if r.replicates
+              else [(1, [*r.warmup_steps, *r.steps])])
+    for process, steps in groups:
+        for st in steps:
+            w.writerow([r.id, s.size, s.ctx, s.batch, s.precision, s.mode, st.index, int(st.warmup),
+                        st.total_ms, st.forward_ms, st.backward_ms if st.backward_ms is not None else "",
+                        st.optimizer_ms if st.optimizer_ms is not None else "", r.status, process, flags])
     return out.getvalue()

@@ -94,3 +94,12 @@ def test_cancel_during_the_third_process_keeps_the_first_two_and_the_steps_of_th
     assert record.summary.between_processes["total_ms"].n == 2   # whole processes only
     assert launch.current.proc is not None and not psutil.pid_exists(launch.current.proc.pid) or \
         psutil.Process(launch.current.proc.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_csv_export_names_each_step_s_process():
+    import csv
+    import io
+
+    record = run(make_launch(TINY.with_(repeat=2)), RunRecord(TINY.with_(repeat=2)))
+    rows = list(csv.DictReader(io.StringIO(export(record, "csv"))))
+    assert [r["process"] for r in rows] == ["1"] * 4 + ["2"] * 4   # 1 warm-up + 3 steps each

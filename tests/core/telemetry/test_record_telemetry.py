@@ -42,3 +42,16 @@ def test_a_real_h200_recording_reads_back_whole():
     assert t.samples == 16 and t.summary["sm_clock_mhz"]["min"] == 1980.0
     assert t.summary["power_limit_w"]["max"] == 700.0 and t.flags() == []
     assert Telemetry.from_dict(json.loads(json.dumps(t.to_dict()))).to_dict() == t.to_dict()
+
+
+def test_the_csv_export_carries_the_flags_on_every_row():
+    import csv
+    import io
+
+    record = RunRecord(RunSpec(size="tiny", device="cpu", steps=2, warmup=0))
+    record.apply(ev.Step(0, False, 2.0, 1.0, 1.0))
+    record.apply(ev.Step(1, False, 2.0, 1.0, 1.0))
+    record.apply(ev.Telemetry(_telemetry("h200_power_capped.json")))
+    rows = list(csv.DictReader(io.StringIO(export(record, "csv"))))
+    assert len(rows) == 2 and all("SM clock fell 14.4%" in r["gpu_flags"] for r in rows)
+    assert [r["process"] for r in rows] == ["1", "1"]

@@ -11,7 +11,7 @@ import argparse
 from rich.table import Table
 
 from perfconsole.core.grids.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
-from perfconsole.core.cli.main import default_device, save_path
+from perfconsole.core.cli.main import check_device, default_device, save_path
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.launch.processes import install_exit_handlers
@@ -38,9 +38,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
-    return AttentionSpec(parse_list(args.d, int, "d"), parse_list(args.seq, int, "seq"), args.batch,
+    spec = AttentionSpec(parse_list(args.d, int, "d"), parse_list(args.seq, int, "seq"), args.batch,
                          parse_list(args.impl, str, "impl"), args.compile, parse_list(args.precision, str, "precision"),
                          args.warmup, args.iters, args.device or default_device(), args.seed).validate()
+    check_device(spec.device)
+    return spec
 
 
 def grid_table(a: AttentionRecord) -> Table:

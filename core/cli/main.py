@@ -33,7 +33,22 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that shows each flag's default where it has one and the help text does not say it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.option_strings):
+            text += " (default: %(default)s)"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, no usage dump
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
@@ -112,6 +127,14 @@ def default_size(device: str) -> str:
     return "small" if device == "cuda" else "tiny"
 
 
+def check_device(device: str) -> None:
+    """cuda on a machine where NVML sees no GPU is bad input, said before any process starts."""
+    from perfconsole.core.telemetry.nvml import gpu_count
+
+    if device == "cuda" and gpu_count() == 0:
+        raise SpecError("device", "cuda, but no NVIDIA GPU is visible on this machine; use cpu")
+
+
 def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
     """The RunSpec the flags describe; with validate=False the console shows what is wrong in place."""
     device = args.device or default_device()
@@ -123,7 +146,10 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
         n_layers=args.n_layers, n_heads=args.n_heads,
     )
-    return spec.validate() if validate else spec
+    if validate:
+        spec.validate()
+        check_device(spec.device)
+    return spec
 
 
 def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from rich.table import Table
 
-from perfconsole.core.cli.main import default_device, save_path
+from perfconsole.core.cli.main import check_device, default_device, save_path
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
@@ -68,6 +68,7 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
                    device=args.device or default_device(),
                    attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
                    vocab_size=args.vocab_size)
+    check_device(base.device)
     return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
                      parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
                      parse_list(args.warmup, int, "warmup")).validate()

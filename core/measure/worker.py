@@ -177,7 +177,8 @@ def serve(emit: EventWriter, device: str, started: dict, body) -> int:
     from perfconsole.core.measure.environment import collect
 
     if device == "cuda" and not torch.cuda.is_available():
-        emit(ev.Error("cuda", "CUDA is not available here; use --device cpu"))
+        emit(ev.Error("cuda", f"CUDA is not available here (torch {torch.__version__} sees no GPU); "
+                              "choose the cpu device"))
         emit(ev.Finished("error"))
         return 1
     env = collect(device)

@@ -97,7 +97,26 @@ def test_size_defaults_to_tiny_on_the_cpu_and_small_on_cuda():
     p = argparse.ArgumentParser()
     add_spec_arguments(p)
     assert spec_from_args(p.parse_args(["--device", "cpu"])).size == "tiny"
-    assert spec_from_args(p.parse_args(["--device", "cuda"])).size == "small"
+    assert spec_from_args(p.parse_args(["--device", "cuda"]), validate=False).size == "small"
     assert spec_from_args(p.parse_args(["--device", "cpu", "--size", "medium"])).size == "medium"
     raw = spec_from_args(p.parse_args(["--device", "cpu", "--ctx", "0"]), validate=False)
     assert raw.ctx == 0 and raw.size == "tiny"
+
+
+def test_cuda_without_a_gpu_is_bad_input_in_one_line():
+    from perfconsole.core.telemetry.nvml import gpu_count
+
+    if gpu_count() > 0:
+        pytest.skip("this machine has a GPU")
+    for cmd in (["run", "--size", "tiny"], ["sweep", "--sizes", "tiny", "--ctx", "16"], ["attention", "--d", "16"]):
+        out = pc(*cmd, "--device", "cuda")
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip() == ("perfconsole: error: device: cuda, but no NVIDIA GPU is visible on this "
+                                      "machine; use cpu"), out.stderr
+
+
+def test_help_shows_the_defaults():
+    out = pc("run", "--help")
+    text = " ".join(out.stdout.split())
+    assert "--ctx CTX context length (tokens) (default: 256)" in text
+    assert "--repeat N" in text and "(default: 1)" in text

@@ -135,3 +135,12 @@ def test_attention_json_and_csv(tmp_path):
     assert (oom["forward_ms"], oom["backward_ms"], oom["variant"]) == (2.0, None, "naive")
     rows = list(csv.DictReader(io.StringIO(_export(tmp_path, attention_record(), "csv"))))
     assert {r["variant"] for r in rows} == {"naive", "naive+compile", "sdpa"}
+
+
+def test_markdown_keeps_small_tflops_significant():
+    from pathlib import Path
+
+    from perfconsole.core.reports.export import export
+
+    md = export(store.load(Path(__file__).resolve().parents[3] / "snapshots" / "tiny-cpu-train-fp32.json"), "md")
+    assert "| 3,008 | 0.0141 |" in md

@@ -19,6 +19,7 @@ from perfconsole.core.profiling.categories import category_shares, categorize, p
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.load import load_profile
+from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.spec import RunSpec
 
@@ -73,7 +74,7 @@ def _read(arg: str, nsys: str | None) -> tuple[Path, Tables, list[str]]:
     or standard input ("-") holding either."""
     if arg == store.STDIN:
         data = store.read_stdin()
-        if data.lstrip()[:1] == b"{":
+        if data.lstrip()[:1] == b"{" and not looks_like_torch_trace(data[:4096].decode("utf-8", "replace")):
             text = store.decode_text(data, "<stdin>")
             return Path("stdin"), *_snapshot_tables(store.loads(text, "<stdin>"), "<stdin>")
         with tempfile.TemporaryDirectory(prefix="perfconsole-stdin-") as tmp:
@@ -85,18 +86,19 @@ def _read(arg: str, nsys: str | None) -> tuple[Path, Tables, list[str]]:
                 raise ProfileError(str(exc).replace(str(file), "<stdin>")) from None
             return Path("stdin"), tables, [w.replace(str(file), "<stdin>") for w in warnings]
     path = Path(arg).expanduser()
-    if path.is_file() and _starts_with_brace(path):
+    if path.is_file() and _is_snapshot(path):
         return path, *_snapshot_tables(store.load(path, stdin=False), str(path))
     return path, *load_profile(path, nsys)
 
 
-def _starts_with_brace(path: Path) -> bool:
-    """A JSON object: a perfconsole snapshot or run document (profiler outputs never start so)."""
+def _is_snapshot(path: Path) -> bool:
+    """A JSON object that is not a torch trace: a perfconsole snapshot or run document."""
     try:
         with path.open("rb") as f:
-            return f.read(4096).lstrip()[:1] == b"{"
+            head = f.read(4096)
     except OSError:
         return False
+    return head.lstrip()[:1] == b"{" and not looks_like_torch_trace(head.decode("utf-8", "replace"))
 
 
 def _snapshot_tables(obj: object, source: str) -> tuple[Tables, list[str]]:

@@ -2,7 +2,8 @@
 
 Accepted: a directory of `nsys stats` CSVs (report recognised from the file name, doubled suffixes
 included, else from the header), one CSV, a captured `nsys stats` console log (CSV or column tables),
-an nvprof log, or an `.nsys-rep`/`.qdrep` (exported with nsys where one is found).
+an nvprof log, a torch.profiler Chrome trace (`torch_trace.json`), or an `.nsys-rep`/`.qdrep` (exported
+with nsys where one is found).
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from perfconsole.core.profiling.locate import find_nsys
 from perfconsole.core.profiling.nsys_run import export_stats
 from perfconsole.core.profiling.nvprof import looks_like_nvprof, parse_nvprof
 from perfconsole.core.profiling.stats_text import parse_stats_text
+from perfconsole.core.profiling.torch_trace import looks_like_torch_trace, parse_torch_trace
 
-TEXT_SUFFIXES = (".csv", ".txt", ".log", ".out", ".stdout")
+TEXT_SUFFIXES = (".csv", ".txt", ".log", ".out", ".stdout", ".json")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
@@ -68,6 +70,8 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
         return {}, [f"{path}: cannot read ({exc.strerror})"]
     if not text.strip():
         return {}, [f"{path}:1: empty file"]
+    if looks_like_torch_trace(text):
+        return parse_torch_trace(text, str(path))
     if looks_like_nvprof(text):
         tables, warnings = parse_nvprof(text, str(path))
         if tables and not text.endswith("\n"):

@@ -8,7 +8,6 @@ Chrome trace for Perfetto.
 """
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -20,6 +19,7 @@ from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
 from perfconsole.core.profiling.columns import Row, Tables
+from perfconsole.core.profiling.summary_rows import stats_row, with_time_pct
 
 _RANGE_NAMES: set[str] = set()  # every name opened through range_factory, to tell ranges from ops
 
@@ -30,20 +30,6 @@ def range_factory() -> Callable[[str], AbstractContextManager[Any]]:
         _RANGE_NAMES.add(name)
         return record_function(name)
     return open_range
-
-
-def _stats(values_ns: list[int], count_col: str) -> Row:
-    total = sum(values_ns)
-    n = len(values_ns)
-    return {"total_time_ns": total, count_col: n, "avg_ns": round(total / n), "med_ns": round(statistics.median(values_ns)),
-            "min_ns": min(values_ns), "max_ns": max(values_ns),
-            "stddev_ns": round(statistics.stdev(values_ns)) if n > 1 else 0}
-
-
-def _with_pct(rows: list[Row]) -> list[Row]:
-    grand = sum(r["total_time_ns"] for r in rows) or 1
-    rows.sort(key=lambda r: -r["total_time_ns"])
-    return [{"time_pct": round(100 * r["total_time_ns"] / grand, 1), **r} for r in rows]
 
 
 class TorchCapture:
@@ -90,12 +76,12 @@ class TorchCapture:
         kern: dict[str, list[int]] = {}
         for name, ns, _ in leaves:
             kern.setdefault(name, []).append(ns)
-        tables: Tables = {"cuda_gpu_kern_sum": _with_pct([{**_stats(v, "instances"), "name": k}
+        tables: Tables = {"cuda_gpu_kern_sum": with_time_pct([{**stats_row(v, "instances"), "name": k}
                                                           for k, v in kern.items()])}
         by_range: dict[str, list[int]] = {}
         for e in ranges:
             by_range.setdefault(e.name, []).append(round((e.time_range.end - e.time_range.start) * 1000))
-        tables["nvtx_sum"] = _with_pct([{**_stats(v, "instances"), "style": "PushPop", "domain": "", "range": k}
+        tables["nvtx_sum"] = with_time_pct([{**stats_row(v, "instances"), "style": "PushPop", "domain": "", "range": k}
                                         for k, v in by_range.items()])
         tables["nvtx_kern_sum"] = _range_kernels(ranges, leaves, by_range)
         return tables
@@ -128,7 +114,7 @@ def _range_kernels(ranges: list[Any], leaves: list[tuple[str, int, Any]],
             parent = parent.cpu_parent
     rows = []
     for (rng, name), values in acc.items():
-        s = _stats(values, "kern_inst")
+        s = stats_row(values, "kern_inst")
         rows.append({"domain": "", "range": rng, "style": "PushPop", "nvtx_inst": len(instances.get(rng, [])),
                      **s, "name": name})
     rows.sort(key=lambda r: -r["total_time_ns"])

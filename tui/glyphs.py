@@ -25,10 +25,25 @@ UNICODE = Glyphs(full="█", empty="·", warmup="░", spark="▁▂▃▄▅▆
 ASCII = Glyphs(full="#", empty=".", warmup=":", spark="_.-=+*#@", mark="*", up="^", down="v")
 
 
-def terminal_supports_unicode() -> bool:
-    enc = (getattr(sys.stdout, "encoding", None) or "").lower()
-    lang = " ".join(os.environ.get(k, "") for k in ("LC_ALL", "LC_CTYPE", "LANG")).lower()
-    return "utf" in enc or "utf" in lang
+def _locale_name(env: dict[str, str]) -> str:
+    """The character-type locale the user chose: LC_ALL, else LC_CTYPE, else LANG (POSIX's order).
+
+    Python turns a C locale into UTF-8 for itself (PEP 538 sets LC_CTYPE=C.UTF-8; PEP 540's UTF-8 mode
+    makes stdout UTF-8), so neither stdout's encoding nor that LC_CTYPE says what the terminal draws.
+    """
+    if env.get("LC_ALL"):
+        return env["LC_ALL"]
+    ctype, lang = env.get("LC_CTYPE", ""), env.get("LANG", "")
+    if ctype == "C.UTF-8" and lang in ("C", "POSIX"):  # coerced from the user's C locale
+        return lang
+    return ctype or lang
+
+
+def terminal_supports_unicode(env: dict[str, str] | None = None) -> bool:
+    name = _locale_name(dict(os.environ) if env is None else env)
+    if name:
+        return "utf" in name.lower()
+    return "utf" in (getattr(sys.stdout, "encoding", None) or "").lower()  # no locale set at all
 
 
 def choose(ascii_only: bool) -> Glyphs:

@@ -20,6 +20,8 @@ from perfconsole.core.profiling.categories import categorize, category_shares
 from perfconsole.core.record import RunRecord
 from perfconsole.core.stats import Speedup, Stat, speedup
 
+# Fields that change what a step computes; the others (precision, attention, compile, ...) change how.
+WORK_FIELDS = ("size", "d_model", "d_ff", "n_layers", "n_heads", "ctx", "batch", "mode", "vocab_size")
 PHASE_NAMES = ("forward_ms", "backward_ms", "optimizer_ms", "total_ms")
 KERNEL_TABLE = "cuda_gpu_kern_sum"
 
@@ -62,6 +64,18 @@ class Comparison:
         """Spec fields whose value is not the same in every run, in RunSpec field order."""
         dicts = [r.spec.to_dict() for r in self.runs]
         return {k: [d[k] for d in dicts] for k in dicts[0] if len({json.dumps(d[k]) for d in dicts}) > 1}
+
+    def unlike_work(self) -> list[str]:
+        """The spec fields that change the work a step does (model, tokens, mode) and differ here."""
+        return [k for k in self.spec_differences() if k in WORK_FIELDS]
+
+    def work_note(self) -> str | None:
+        """A warning when the runs do different work: their step-time ratio is not a speedup."""
+        unlike = self.unlike_work()
+        if not unlike:
+            return None
+        return (f"unlike work: {', '.join(unlike)} differ, so the step-time ratio compares different work, "
+                f"not one configuration made faster; compare tokens/s, or runs that differ only in how they run")
 
     def phase_stats(self, phase: str) -> list[Stat | None]:
         return [getattr(r.summary, phase) if r.summary else None for r in self.runs]
@@ -181,6 +195,7 @@ def document(c: Comparison) -> dict[str, Any]:
         "phases": {p: [stat(s) for s in c.phase_stats(p)] for p in PHASE_NAMES},
         "speedup": {p: [sp(s) for s in c.speedups(p)] for p in PHASE_NAMES},
         "speedup_basis": "between_processes" if c.between_processes() else "one_process",
+        "unlike_work": c.unlike_work(),
         "tokens_per_s": c.tokens_per_s(),
         "peak_allocated_mib": c.peak_memory_mib(),
         "category_shares": c.category_shares(),
@@ -198,10 +213,13 @@ def _f(v: float | None, fmt: str = ",.3f") -> str:
 
 def markdown(c: Comparison) -> str:
     runs = c.runs
-    head = "| | " + " | ".join(f"{i}: {r.name}" for i, r in enumerate(runs)) + " |"
+    head = "| | " + " | ".join(f"{i}: {r.name}" for i, r in enumerate(runs, start=1)) + " |"
     sep = "| --- |" + " --: |" * len(runs)
-    lines = [f"# Comparison: {c.name}", "", "Baseline: run 0. Speedup = baseline time / run time; "
+    lines = [f"# Comparison: {c.name}", "", "Baseline: run 1. Speedup = baseline time / run time; "
              f"{c.interval_basis()}.", ""]
+    note = c.work_note()
+    if note:
+        lines += [f"**Warning: {note}.**", ""]
     diffs = c.spec_differences()
     lines += ["## Spec differences", ""]
     if diffs:

@@ -92,3 +92,24 @@ def test_queue_is_first_in_first_out_and_the_ladder_is_fp32_bf16_fp16():
     with pytest.raises(SpecError):
         q.add(spec.with_(ctx=0))
     assert len(q) == 0
+
+
+def test_unlike_work_is_flagged_and_like_work_is_not():
+    a = store.load(SNAPSHOTS / "tiny-cpu-train-fp32.json")
+    b = RunRecord.from_dict(a.to_dict())
+    b.id = "other"
+    b.spec = b.spec.with_(mode="fwd_bwd", ctx=256)
+    c = Comparison([a, b])
+    assert c.unlike_work() == ["ctx", "mode"]
+    md = export.export(c, "md")
+    assert "**Warning: unlike work: ctx, mode differ" in md and "Baseline: run 1." in md and "| 1: " in md
+    assert json.loads(export.export(c, "json"))["unlike_work"] == ["ctx", "mode"]
+    b.spec = a.spec.with_(precision="bf16", compile=True)
+    assert Comparison([a, b]).work_note() is None
+
+
+def test_runs_that_differ_only_in_profiler_have_different_names():
+    from perfconsole.core.spec import RunSpec
+
+    base = RunSpec(size="tiny", device="cpu")
+    assert len({base.label(), base.with_(profile="torch").label(), base.with_(memory=True).label()}) == 3

@@ -43,6 +43,10 @@ class Tmux:
             self("send-keys", "-t", self.session, k)
             time.sleep(0.3)
 
+    def burst(self, *keys: str) -> None:
+        """All keys in one send-keys: they reach the console as one read, as fast typing over SSH does."""
+        self("send-keys", "-t", self.session, *keys)
+
     def wait_for(self, text: str, timeout: float = 90) -> str:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
@@ -67,6 +71,30 @@ def tmux(tmp_path):
     t = Tmux(tmp_path)
     yield t
     t.kill()
+
+
+def _still_running(procs: list[psutil.Process], timeout: float = 10) -> list[psutil.Process]:
+    """The processes alive after `timeout`; one that has exited but is not yet reaped (a zombie) is gone."""
+    end = time.monotonic() + timeout
+    while True:
+        alive = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.Error:  # NoSuchProcess, ZombieProcess, AccessDenied on a dying process
+                pass
+        if not alive or time.monotonic() > end:
+            return alive
+        time.sleep(0.1)
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    console = psutil.Process(pid)
+    try:
+        return [console, *console.children(recursive=True)]
+    except psutil.Error:
+        return [console]
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -95,20 +123,18 @@ def test_hanging_up_mid_run_leaves_no_process_behind(tmux, tmp_path):
     tmux.start([str(BIN), *FLAGS, "--steps", "500", "--warmup", "1", "--start"],
                _env(tmp_path, PERFCONSOLE_FAULT="slow:100"))
     tmux.wait_for("x cancels")  # measuring: the status line offers the cancel key
-    console = psutil.Process(tmux.pane_pid())
-    procs = [console, *console.children(recursive=True)]
+    procs = _tree(tmux.pane_pid())
     assert any("perfconsole.core.measure.worker" in " ".join(p.cmdline()) for p in procs[1:])
     tmux("kill-session", "-t", tmux.session)  # the terminal goes away: SIGHUP, as when SSH drops
-    gone, alive = psutil.wait_procs(procs, timeout=10)
-    assert not alive, [p.cmdline() for p in alive]
+    alive = _still_running(procs)
+    assert not alive, alive
 
 
 def test_quitting_mid_run_asks_first(tmux, tmp_path):
     tmux.start([str(BIN), *FLAGS, "--steps", "500", "--warmup", "1", "--start"],
                _env(tmp_path, PERFCONSOLE_FAULT="slow:100"))
     tmux.wait_for("x cancels")  # measuring: the status line offers the cancel key
-    console = psutil.Process(tmux.pane_pid())
-    procs = [console, *console.children(recursive=True)]
+    procs = _tree(tmux.pane_pid())
     tmux.keys("q")
     tmux.wait_for("Quit and end it?")
     tmux.keys("n")
@@ -117,5 +143,17 @@ def test_quitting_mid_run_asks_first(tmux, tmp_path):
     tmux.keys("q")
     tmux.wait_for("Quit and end it?")
     tmux.keys("y")
-    gone, alive = psutil.wait_procs(procs, timeout=10)
-    assert not alive, [p.cmdline() for p in alive]
+    alive = _still_running(procs)
+    assert not alive, alive
+
+
+def test_a_burst_of_keys_in_a_field_loses_none(tmux, tmp_path):
+    tmux.start([str(BIN), *FLAGS], _env(tmp_path))
+    tmux.wait_for("ctx")
+    tmux.keys("Tab")                                   # size -> ctx
+    tmux.burst("End", "BSpace", "BSpace", "BSpace", "1", "2", "8")
+    time.sleep(1)
+    assert any(line.split()[:2] == ["ctx", "128"] for line in tmux.screen().splitlines()), tmux.screen()
+    tmux.burst("BSpace", "6")                          # valid to valid: this burst used to vanish whole
+    time.sleep(1)
+    assert any(line.split()[:2] == ["ctx", "126"] for line in tmux.screen().splitlines()), tmux.screen()

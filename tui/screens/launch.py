@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES, RunSpec, SpecError
+from perfconsole.tui.widgets.form_input import FormInput
 
 CHOICES: dict[str, tuple[str, ...]] = {"size": SIZE_NAMES, "precision": PRECISIONS, "mode": MODES,
                                        "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES}
@@ -84,7 +85,7 @@ class LaunchPane(VerticalScroll):
                 elif name in FLAGS:
                     yield Checkbox("", value=bool(value), compact=True, id=f"f-{name}")
                 else:
-                    yield Input("" if value is None else str(value), compact=True, id=f"f-{name}")
+                    yield FormInput("" if value is None else str(value), compact=True, id=f"f-{name}")
                 yield Static("", id=f"err-{name}", classes="err")
         with Horizontal(id="launch-buttons"):
             yield Button("Run  ^r", id="btn-run", variant="primary", compact=True)

@@ -14,6 +14,7 @@ from perfconsole.core.profiling.categories import CATEGORIES, categorize, catego
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
 from perfconsole.tui.format import shorten
+from perfconsole.tui.widgets.form_input import FormInput
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.category_bars import CategoryBars
 from perfconsole.tui.widgets.sortable_table import Column, SortableTable
@@ -82,7 +83,7 @@ class KernelsPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("", id="kernels-title", classes="title")
         with Horizontal(classes="filters"):
-            yield Input(placeholder="filter kernels by text (/)", compact=True, id="kernel-filter")
+            yield FormInput(placeholder="filter kernels by text (/)", compact=True, id="kernel-filter")
             yield Select([(c, c) for c in (ALL, *CATEGORIES)], value=ALL, allow_blank=False, compact=True,
                          id="kernel-category")
         yield SortableTable(KERNEL_COLUMNS, self.glyphs, id="kernel-table")
@@ -138,7 +139,7 @@ class NvtxPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="nvtx-title", classes="title")
-        yield Input(placeholder="filter ranges by text (/)", compact=True, id="nvtx-filter")
+        yield FormInput(placeholder="filter ranges by text (/)", compact=True, id="nvtx-filter")
         yield SortableTable(NVTX_COLUMNS, self.glyphs, id="nvtx-table")
         yield Static("", id="range-title", classes="title")
         yield SortableTable(RANGE_KERNEL_COLUMNS, self.glyphs, id="range-kernels")

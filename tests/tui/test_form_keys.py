@@ -1,0 +1,55 @@
+"""Keys in the console's text fields: every key counts, in the order typed; the console's keys still work."""
+from __future__ import annotations
+
+from console_helpers import make_app
+from textual import events
+from textual.widgets import Input
+
+from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
+
+
+async def _burst(app, pilot, keys) -> None:
+    """Keys as a terminal delivers a burst: all queued before the first is handled (pilot.press waits)."""
+    for key in keys:
+        app.post_message(events.Key(key, key if len(key) == 1 else None))
+    for _ in range(6):
+        await pilot.pause()
+
+
+async def test_a_burst_of_edits_lands_in_order():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        ctx = app.query_one("#f-ctx", Input)
+        ctx.focus()
+        await pilot.pause()
+        await _burst(app, pilot, ["end", "backspace", "backspace", "backspace", "1", "2", "8"])
+        assert ctx.value == "128"
+        await _burst(app, pilot, ["backspace", "6"])          # valid -> valid, the case that lost both keys
+        assert ctx.value == "126"
+        await _burst(app, pilot, ["home", "delete", "9"])
+        assert ctx.value == "926"
+        assert app.query_one(LaunchPane).spec.ctx == 926
+
+
+async def test_console_keys_work_from_a_field_and_esc_leaves_it():
+    app = make_app()
+    seen: list = []
+    async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+        app.query_one("#f-ctx", Input).focus()
+        await pilot.pause()
+        await pilot.press("ctrl+k")                           # cancel: nothing runs, and it says so
+        await pilot.pause()
+        assert app.query_one("#f-ctx", Input).value == "32"   # not "kill to end of line"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.focused, Input)
+        await pilot.press("2")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "live"
+        await pilot.press("1")
+        await pilot.pause()
+        app.query_one("#f-batch", Input).focus()
+        await pilot.pause()
+        await pilot.press("ctrl+e")                           # queue the run, not "end of line"
+        await pilot.pause()
+        assert any(isinstance(m, LaunchRequested) and m.queue for m in seen)

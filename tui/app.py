@@ -109,7 +109,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
                 yield ComparePane(g, id="compare-pane")
             with TabPane(TABS[6][1], id="grids"):
                 yield GridsPane(g, id="grids-pane")
-        yield Footer()
+        yield Footer(compact=True)  # at 80 columns every pane's keys and ? q stay in view
 
     def on_mount(self) -> None:
         if self.install_signals:

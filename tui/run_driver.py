@@ -28,7 +28,8 @@ class RunDriver:
 
     def enqueue(self, specs: list[RunSpec], queue: bool) -> None:
         if not queue and self.active is not None:
-            self.notify("a run is in progress: ctrl+e queues this one, x cancels the other", severity="warning")
+            self.notify("a run is in progress: ctrl+e queues this one, ctrl+k cancels the running one",
+                        severity="warning")
             return
         self.queue.extend(specs)
         self._show_queue()
@@ -59,6 +60,7 @@ class RunDriver:
         self.times[record.id] = [time.monotonic(), None]
         feed = self.feeds[record.id] = RunFeed()
         self.launch = make_launch(spec, env=self.launch_env)
+        self.refresh_bindings()
         self.show_current()
         self.action_show_tab("live")
         self.refresh_runs()
@@ -126,6 +128,7 @@ class RunDriver:
             self.main(KernelsPane).show_record(record)
             self.main(NvtxPane).show_record(record)
         self.active, self.launch = None, None
+        self.refresh_bindings()
         self._gpu_busy = self.main(TabbedContent).active == "live"
         self.refresh_runs()
         if record is not None:
@@ -137,6 +140,12 @@ class RunDriver:
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             self.notify(f"{event.worker.name}: {event.worker.error}", severity="error", timeout=15)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The footer offers "x Cancel run" only while a run is under way.
+        if action == "cancel_run":
+            return self.launch is not None
+        return super().check_action(action, parameters)  # type: ignore[misc]
 
     def action_cancel_run(self) -> None:
         if self.launch is None:

@@ -171,3 +171,23 @@ async def test_processes_field_runs_replicates_and_live_says_which_process():
         app.query_one(LaunchPane).set_value("repeat", 0)
         await pilot.pause()
         assert "must be from 1 to 100, not 0" in _text(app, "#err-repeat")
+
+
+async def test_live_keeps_every_phase_in_view_at_80_columns_and_offers_cancel_only_while_running():
+    app = make_app(TINY.with_(steps=40), launch_env={"PERFCONSOLE_FAULT": "slow:50"})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.runs and app.runs[-1].steps)
+        assert app.check_action("cancel_run", ()) is True
+        await pilot.press("x")
+        await wait_for(pilot, lambda: app.runs[-1].finished)
+        await pilot.pause()
+        assert app.check_action("cancel_run", ()) is False
+        table = app.query_one("#steps")
+        assert [str(c.label) for c in table.columns.values()] == ["step", "total ms", "fwd ms", "bwd ms", "opt ms"]
+        assert table.virtual_size.width <= table.size.width        # no column scrolled out of view
+        assert plain(table.get_row_at(0)[0]).strip() == "w0"
+        await pilot.press("5")
+        await pilot.pause()
+        assert _text(app, "#runs-title").startswith("1 run, 0 marked")

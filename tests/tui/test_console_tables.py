@@ -25,8 +25,8 @@ async def test_kernel_table_sorts_numerically_both_ways_and_filters():
         await pilot.pause()
         table = app.query_one("#kernel-table", SortableTable)
         assert len(table.shown) == 238 and table.row_count == 238
-        # Cursor on "total ms" (third column), s: largest first; s again: smallest first.
-        table.move_cursor(column=2)
+        # Cursor on "total ms" (first column: numbers come before names), s: largest first; s again: smallest first.
+        table.move_cursor(column=0)
         await pilot.press("s")
         totals = [r["total_time_ns"] for r in table.shown]
         assert totals == sorted(totals, reverse=True) and totals[0] == 316902963
@@ -34,11 +34,11 @@ async def test_kernel_table_sorts_numerically_both_ways_and_filters():
         totals = [r["total_time_ns"] for r in table.shown]
         assert totals == sorted(totals)
         # Numerically, not as text: "instances" holds values with different digit counts.
-        table.move_cursor(column=3)
+        table.move_cursor(column=1)
         await pilot.press("s")
         counts = [r["instances"] for r in table.shown]
         assert counts == sorted(counts, reverse=True) and len(str(counts[0])) != len(str(counts[-1]))
-        table.move_cursor(column=0)
+        table.move_cursor(column=5)
         await pilot.press("s")
         names = [r["name"].lower() for r in table.shown]
         assert names == sorted(names)
@@ -79,7 +79,7 @@ async def test_nvtx_ranges_and_the_kernels_inside_a_range():
         nvtx.move_cursor(row=1)
         await pilot.pause()
         assert "no nvtx_kern_sum table" in plain(app.query_one("#range-title", Static).content)
-        nvtx.move_cursor(column=2)
+        nvtx.move_cursor(column=0)
         await pilot.press("s")
         totals = [r["total_time_ns"] for r in nvtx.shown]
         assert totals == sorted(totals, reverse=True) and len(totals) == 56

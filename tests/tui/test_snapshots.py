@@ -50,7 +50,7 @@ def test_kernels_on_nsys_fixture(snap_compare):
         app.show_current()
         app.refresh_runs()
         await pilot.press("3")
-        app.query_one("#kernel-table").move_cursor(column=2)
+        app.query_one("#kernel-table").move_cursor(column=0)
         await pilot.press("s")
     assert snap_compare(_app(), terminal_size=(120, 34), run_before=before)
 

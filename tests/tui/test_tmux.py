@@ -107,7 +107,7 @@ def test_start_a_run_from_the_command_line_look_at_it_and_quit(tmux, tmp_path):
     assert "tiny ctx32 b2 fp32 train" in screen and "4/4 measured steps" in screen
     assert "tokens/s" in screen and "no GPU" in screen
     tmux.keys("5")
-    screen = tmux.wait_for("1 runs, 0 marked")
+    screen = tmux.wait_for("1 run, 0 marked")
     assert "ok" in screen
     tmux.keys("s")
     tmux.wait_for("saved")

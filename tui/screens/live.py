@@ -61,7 +61,9 @@ class LivePane(Vertical):
 
     def on_mount(self) -> None:
         t = self.query_one("#steps", DataTable)
-        for col in ("step", "kind", "total ms", "fwd ms", "bwd ms", "opt ms"):
+        # Five narrow columns fit the 46 cells left of the stats at 80 columns, so a train step's
+        # phases add up in view; a warm-up step is marked in its index ("w0") instead of a column.
+        for col in ("step", "total ms", "fwd ms", "bwd ms", "opt ms"):
             t.add_column(col, key=col)
 
     def show_record(self, record: RunRecord | None, started: float | None = None,
@@ -103,7 +105,7 @@ class LivePane(Vertical):
     def _step_cells(s: Step) -> list[Text]:
         def ms(v: float | None) -> Text:
             return Text("-" if v is None else f"{v:,.3f}", justify="right")
-        return [Text(str(s.index), justify="right"), Text("warm-up" if s.warmup else "measured"),
+        return [Text(f"w{s.index}" if s.warmup else str(s.index), justify="right", style="dim" if s.warmup else ""),
                 ms(s.total_ms), ms(s.forward_ms), ms(s.backward_ms), ms(s.optimizer_ms)]
 
     def refresh_status(self) -> None:
@@ -116,7 +118,8 @@ class LivePane(Vertical):
         done = len(rep.steps) if rep is not None else len(r.steps)
         warm = rep.warmup_steps if rep is not None else r.warmup_steps
         if r.status in ("running", "pending"):
-            t.append(f" · {r.stage or 'starting'}")
+            if r.stage or r.status == "running":
+                t.append(f" · {r.stage or 'building'}")
             if rep is not None:
                 t.append(f" · process {rep.index + 1}/{r.spec.repeat}")
             if warm and not done and len(warm) < r.spec.warmup:

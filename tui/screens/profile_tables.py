@@ -36,28 +36,29 @@ def _pct(v: Any) -> str:
     return f"{v:.1f}"
 
 
+# Numbers first: at 80 columns a long kernel name would push them out of view (names are cut last).
 KERNEL_COLUMNS = [
-    Column("name", "kernel", lambda v: shorten(str(v), 60)),
-    Column("category", "category", width=13),
     Column("total_time_ns", "total ms", _ms, numeric=True),
     Column("instances", "count", lambda v: f"{v:,}", numeric=True),
     Column("avg_ns", "avg us", _us, numeric=True),
     Column("time_pct", "time %", _pct, numeric=True),
+    Column("category", "category", width=13),
+    Column("name", "kernel", lambda v: shorten(str(v), 60)),
 ]
 NVTX_COLUMNS = [
-    Column("range", "range", lambda v: shorten(str(v), 50)),
-    Column("style", "style"),
     Column("total_time_ns", "total ms", _ms, numeric=True),
     Column("instances", "count", lambda v: f"{v:,}", numeric=True),
     Column("avg_ns", "avg ms", _ms, numeric=True),
     Column("time_pct", "time %", _pct, numeric=True),
+    Column("style", "style"),
+    Column("range", "range", lambda v: shorten(str(v), 50)),
 ]
 RANGE_KERNEL_COLUMNS = [
-    Column("name", "kernel in range", lambda v: shorten(str(v), 60)),
-    Column("category", "category", width=13),
     Column("total_ns", "total ms", _ms, numeric=True),
     Column("instances", "count", lambda v: f"{v:,}", numeric=True),
     Column("share", "share %", lambda v: f"{v * 100:.1f}", numeric=True),
+    Column("category", "category", width=13),
+    Column("name", "kernel in range", lambda v: shorten(str(v), 60)),
 ]
 
 

@@ -21,12 +21,14 @@ from perfconsole.tui.screens.live import STATUS_STYLE
 
 class RunsPane(Vertical):
     BINDINGS = [
-        Binding("space,m", "app.toggle_mark", "Mark", id="runs.mark"),
-        Binding("enter", "app.view_run", "View", id="runs.view"),  # a grid opens in Grids
-        Binding("c", "app.compare", "Compare marked", id="runs.compare"),
+        # At 80 columns the footer holds seven keys beside the app's ? and q; Enter (view) and i (import)
+        # are in the help (?) and the command palette.
+        Binding("space,m", "app.toggle_mark", "Mark", id="runs.mark", key_display="m"),
+        Binding("enter", "app.view_run", "View", id="runs.view", show=False),  # a grid opens in Grids
+        Binding("c", "app.compare", "Compare", id="runs.compare"),
         Binding("s", "app.save_run", "Save", id="runs.save"),
         Binding("o", "app.open_snapshot", "Open", id="runs.open"),
-        Binding("i", "app.import_profile", "Import", id="runs.import"),
+        Binding("i", "app.import_profile", "Import", id="runs.import", show=False),
         Binding("e", "app.export_run", "Export", id="runs.export"),
         Binding("d", "app.delete_run", "Delete", id="runs.delete"),
     ]
@@ -72,7 +74,8 @@ class RunsPane(Vertical):
             t.move_cursor(row=min(row, len(self.ids) - 1))
         n = len(marked)
         self.query_one("#runs-title", Static).update(
-            f"{len(runs)} runs" + (f", {len(grids)} grids (Enter shows one)" if grids else "") + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
+            _count(len(runs), "run") + (f", {_count(len(grids), 'grid')} (Enter shows one)" if grids else "")
+            + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -85,3 +88,7 @@ class RunsPane(Vertical):
         if not self.ids or t.cursor_row >= len(self.ids):
             return None
         return self.ids[t.cursor_row]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
+from rich.text import Text
 
 from perfconsole.core.grids.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
 from perfconsole.core.cli.main import check_device, default_device, save_path
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
-from perfconsole.core.cli.sweep import parse_list
+from perfconsole.core.cli.sweep import STATUS_CELLS, parse_list
+from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.spec import DEVICES, PRECISIONS
 
@@ -45,18 +46,16 @@ def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
     return spec
 
 
-def grid_table(a: AttentionRecord) -> Table:
-    """Rows d x seq; per variant and precision, forward / backward ms or the cell's status."""
-    t = Table(title=f"{a.name} — {a.status}", title_justify="left")
+def grid_table(a: AttentionRecord) -> CliTable:
+    """Rows d x seq; per variant and precision, forward / backward ms or the cell's status.
+    Printed fitted to a terminal or tab-separated (core/cli/tables.py)."""
     keys = [(impl + ("+compile" if comp else ""), p) for p in a.spec.precisions for impl, comp in a.spec.variants()]
-    t.add_column("d", justify="right")
-    t.add_column("seq", justify="right")
-    for v, p in keys:
-        t.add_column(f"{v} {p}\nfwd / bwd ms", justify="right")
+    t = CliTable(f"{a.name} — {a.status}", [Column("d"), Column("seq")]
+                 + [Column(f"{v} {p} fwd/bwd (ms)") for v, p in keys], title_justify="left")
     by = {(c.cell.variant, c.cell.precision, c.cell.d, c.cell.seq): c for c in a.cells}
     for d in sorted(a.spec.ds):
         for s in sorted(a.spec.seqs):
-            row = [str(d), str(s)]
+            row: list[str | Text] = [str(d), str(s)]
             for v, p in keys:
                 c = by[(v, p, d, s)]
                 fwd = f"{c.forward_ms.mean:,.3f}" if c.forward_ms else "-"
@@ -64,9 +63,9 @@ def grid_table(a: AttentionRecord) -> Table:
                 if c.status == "ok":
                     row.append(f"{fwd} / {bwd}")
                 elif c.status == "oom":
-                    row.append(f"{fwd} / [bold red]OOM[/]")
+                    row.append(Text.assemble(f"{fwd} / ", STATUS_CELLS["oom"]))
                 else:
-                    row.append({"pending": "[dim]not run[/]"}.get(c.status, c.status))
+                    row.append(STATUS_CELLS.get(c.status, Text(c.status)))
             t.add_row(*row)
     return t
 

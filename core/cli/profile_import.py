@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfconsole.core import store
-from perfconsole.core.cli.main import UsageError, save_path
+from perfconsole.core.cli.main import UsageError, reader_may_be_gone, save_path
 from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
@@ -118,42 +118,43 @@ def _ms(ns: int) -> str:
 
 
 def _print_tables(tables: Tables, warnings: list[str]) -> None:
+    """The kernel, category and NVTX tables: fitted to a terminal, tab-separated into a pipe or a file
+    (core/cli/tables.py has the rules)."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
+
+    from perfconsole.core.cli.tables import CliTable, Column, print_note
 
     console = Console()
-    kernels = tables.get("cuda_gpu_kern_sum")
-    if kernels is not None:
-        t = Table(title=f"GPU kernels (top {min(TOP_ROWS, len(kernels))} of {len(kernels)})")
-        for col, just in (("Time %", "right"), ("Total ms", "right"), ("Instances", "right"),
-                          ("Avg µs", "right"), ("Category", "left"), ("Name", "left")):
-            t.add_column(col, justify=just, no_wrap=True,  # type: ignore[arg-type]
-                         overflow="ellipsis", max_width=90 if col == "Name" else None)
-        for r in kernels[:TOP_ROWS]:
-            t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
-                      f"{r.get('avg_ns', 0) / 1e3:,.1f}", categorize(r["name"]), r["name"][:120])
-        console.print(t)
-        shares = Table(title="Kernel time by category")
-        for col in ("Category", "Total ms", "Share"):
-            shares.add_column(col, justify="left" if col == "Category" else "right")
-        for c in category_shares(tables):
-            shares.add_row(c.category, _ms(c.total_ns), f"{100 * c.share:.1f}%")
-        console.print(shares)
-    nvtx = tables.get("nvtx_sum") or tables.get("nvtx_pushpop_sum")
-    if nvtx:
-        t = Table(title=f"NVTX ranges (top {min(TOP_ROWS, len(nvtx))} of {len(nvtx)})")
-        for col in ("Time %", "Total ms", "Instances", "Avg ms", "Domain", "Range"):
-            t.add_column(col, justify="right" if col not in ("Domain", "Range") else "left", no_wrap=True,
-                         overflow="ellipsis", max_width=70 if col == "Range" else None)
-        for r in nvtx[:TOP_ROWS]:
-            t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
-                      _ms(r.get("avg_ns", 0)), r["domain"], r["range"])
-        console.print(t)
-    for phase in phase_shares(tables):
-        line = ", ".join(f"{c.category} {100 * c.share:.1f}%" for c in phase.categories)
-        console.print(f"[bold]{phase.phase}[/] ({_ms(phase.total_ns)} ms of kernels): {line}")
-    others = sorted(set(tables) - {"cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum"})
-    if others:
-        console.print("also loaded: " + ", ".join(f"{k} ({len(tables[k])} rows)" for k in others))
-    for w in warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    with reader_may_be_gone():  # `| head`, `| less` quit early: what was read is no less right
+        kernels = tables.get("cuda_gpu_kern_sum")
+        if kernels is not None:
+            t = CliTable(f"GPU kernels (top {min(TOP_ROWS, len(kernels))} of {len(kernels)})",
+                         [Column("time (%)"), Column("total (ms)"), Column("count"), Column("avg (us)"),
+                          Column("category", "label"), Column("name", "name")])
+            for r in kernels[:TOP_ROWS]:
+                t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
+                          f"{r.get('avg_ns', 0) / 1e3:,.1f}", categorize(r["name"]), r["name"])
+            console.print(t)
+            shares = CliTable("Kernel time by category", [Column("category", "label"), Column("total (ms)"),
+                                                          Column("share (%)")])
+            for c in category_shares(tables):
+                shares.add_row(c.category, _ms(c.total_ns), f"{100 * c.share:.1f}")
+            console.print(shares)
+        nvtx = tables.get("nvtx_sum") or tables.get("nvtx_pushpop_sum")
+        if nvtx:
+            t = CliTable(f"NVTX ranges (top {min(TOP_ROWS, len(nvtx))} of {len(nvtx)})",
+                         [Column("time (%)"), Column("total (ms)"), Column("count"), Column("avg (ms)"),
+                          Column("domain", "label"), Column("range", "name")])
+            for r in nvtx[:TOP_ROWS]:
+                t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
+                          _ms(r.get("avg_ns", 0)), r["domain"], r["range"])
+            console.print(t)
+        for phase in phase_shares(tables):
+            line = ", ".join(f"{c.category} {100 * c.share:.1f}%" for c in phase.categories)
+            print_note(console, Text.assemble((phase.phase, "bold"), f" ({_ms(phase.total_ns)} ms of kernels): {line}"))
+        others = sorted(set(tables) - {"cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum"})
+        if others:
+            print_note(console, Text("also loaded: " + ", ".join(f"{k} ({len(tables[k])} rows)" for k in others)))
+        for w in warnings:
+            print_note(console, Text.assemble(("warning:", "yellow"), f" {w}"))

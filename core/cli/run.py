@@ -7,12 +7,12 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments,
                                         reader_may_be_gone, save_path, save_snapshot, spec_from_args)
+from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
@@ -60,18 +60,18 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
         c.print(f"[bold red]{e.kind}[/]: {e.message}")
 
 
-def summary_table(r: RunRecord) -> Table:
-    t = Table(title=f"{r.name} — {r.status}", title_justify="left")
-    for col in ("phase", "mean ms", "std ms", "median ms", "min ms", "max ms", "95% CI ms"):
-        t.add_column(col, justify="left" if col == "phase" else "right")
+def summary_table(r: RunRecord) -> CliTable:
+    """Step statistics per phase; printed fitted to a terminal or tab-separated (core/cli/tables.py)."""
+    t = CliTable(f"{r.name} — {r.status}", [Column("phase", "label")] + [Column(f"{k} (ms)") for k in
+                 ("mean", "std", "median", "min", "max", "95% CI")], title_justify="left")
     sm = r.summary
     if sm is None:
         return t
     for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
         st = getattr(sm, name)
         if st is not None:
-            ci = f"{st.ci95_low:.3f}–{st.ci95_high:.3f}" if st.n > 1 else "-"
-            t.add_row(name[:-3], *(f"{getattr(st, k):.3f}" for k in ("mean", "std", "median", "min", "max")), ci)
+            ci = f"{st.ci95_low:,.3f}–{st.ci95_high:,.3f}" if st.n > 1 else "-"
+            t.add_row(name[:-3], *(f"{getattr(st, k):,.3f}" for k in ("mean", "std", "median", "min", "max")), ci)
     t.caption = (f"{sm.tokens_per_s:,.0f} tokens/s · {sm.achieved_tflops:.2f} TFLOP/s"
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")

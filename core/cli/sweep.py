@@ -12,16 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from rich.table import Table
+from rich.text import Text
 
 from perfconsole.core.cli.main import check_device, default_device, save_path
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
 from perfconsole.core.record import RunRecord
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 
 T = TypeVar("T")
+
+# What a cell that has no time shows instead; the text alone when piped.
+STATUS_CELLS = {"oom": Text("OOM", style="bold red"), "pending": Text("not run", style="dim")}
 
 
 def parse_list(text: str, conv: Callable[[str], T], field: str) -> tuple[T, ...]:
@@ -74,28 +78,25 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
                      parse_list(args.warmup, int, "warmup")).validate()
 
 
-def grid_table(sw: SweepRecord) -> Table:
-    """Rows: size x ctx (x warm-up); one column per precision x mode with the mean step time."""
+def grid_table(sw: SweepRecord) -> CliTable:
+    """Rows: size x ctx (x warm-up); one column per precision x mode with the mean ± std step time.
+    Printed fitted to a terminal or tab-separated (core/cli/tables.py)."""
     sp = sw.spec
-    t = Table(title=f"{sw.name} — {sw.status}", title_justify="left")
     keys = [(p, m) for p in sp.precisions for m in sp.modes]
-    t.add_column("size")
-    t.add_column("ctx", justify="right")
-    if sp.is_warmup_study:
-        t.add_column("warm-up", justify="right")
-    for p, m in keys:
-        t.add_column(f"{m} {p} ms", justify="right")
+    t = CliTable(f"{sw.name} — {sw.status}", [Column("size", "label"), Column("ctx")]
+                 + ([Column("warm-up")] if sp.is_warmup_study else [])
+                 + [Column(f"{m} {p} (ms)") for p, m in keys], title_justify="left")
     by = {(r.spec.size, r.spec.ctx, r.spec.warmup, r.spec.precision, r.spec.mode): r for r in sw.runs}
     for size in sp.sizes:
         for ctx in sorted(sp.ctxs):
             for w in sp.warmups:
-                row = [size, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
+                row: list[str | Text] = [size, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
                 for p, m in keys:
                     r = by[(size, ctx, w, p, m)]
                     if r.status == "ok" and r.summary:
                         row.append(f"{r.summary.total_ms.mean:,.2f} ± {r.summary.total_ms.std:,.2f}")
                     else:
-                        row.append({"oom": "[bold red]OOM[/]", "pending": "[dim]not run[/]"}.get(r.status, r.status))
+                        row.append(STATUS_CELLS.get(r.status, Text(r.status)))
                 t.add_row(*row)
     return t
 

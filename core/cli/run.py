@@ -17,6 +17,8 @@ from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.profile import headline
+from perfconsole.core.reports.run import tflops_text
 
 EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED}
 
@@ -71,8 +73,10 @@ def summary_table(r: RunRecord) -> CliTable:
         st = getattr(sm, name)
         if st is not None:
             ci = f"{st.ci95_low:,.3f}–{st.ci95_high:,.3f}" if st.n > 1 else "-"
-            t.add_row(name[:-3], *(f"{getattr(st, k):,.3f}" for k in ("mean", "std", "median", "min", "max")), ci)
-    t.caption = (f"{sm.tokens_per_s:,.0f} tokens/s · {sm.achieved_tflops:.2f} TFLOP/s"
+            std = f"{st.std:,.3f}" if st.n > 1 else "-"  # one step has no spread, not a spread of 0
+            t.add_row(name[:-3], f"{st.mean:,.3f}", std, *(f"{getattr(st, k):,.3f}" for k in ("median", "min", "max")),
+                      ci)
+    t.caption = (f"{sm.tokens_per_s:,.0f} tokens/s · {tflops_text(sm.achieved_tflops)} TFLOP/s"
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
                  + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
@@ -82,7 +86,28 @@ def summary_table(r: RunRecord) -> CliTable:
                       f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps")
     elif sm.processes == 1 and sm.total_ms.n > 1:
         t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
+    elif sm.total_ms.n == 1:
+        t.caption += "\none measured step: no spread and no interval (--steps 2 or more for those)"
+    if r.profile is not None:
+        t.caption += "\n" + profile_caption(r)
     return t
+
+
+def profile_caption(r: RunRecord) -> str:
+    """Where the profile went and what it says, in a line or two (the full tables: `perfconsole import`)."""
+    p = r.profile
+    assert p is not None
+    kernels = p.tables.get("cuda_gpu_kern_sum") or []
+    top = max(kernels, key=lambda k: k.get("total_time_ns") or 0, default=None)
+    text = f"profile ({p.profiler}): {len(kernels)} kernels"
+    if top is not None:
+        text += f", top {top['name'][:60]} ({top.get('time_pct', 0):.1f}%)"
+    line = headline(p, r.summary, len(r.steps) or None)
+    if line:
+        text += f"\n{line}"
+    if p.files:
+        text += "\nfiles: " + ", ".join(p.files) + " (perfconsole import FILE shows every table)"
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

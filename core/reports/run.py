@@ -66,7 +66,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
     return doc
 
 
-def _tflops(v: float) -> str:
+def tflops_text(v: float) -> str:
     """Three significant figures below 100 (a CPU's 0.0521 is not "0.0"), one decimal above."""
     return f"{v:,.1f}" if v >= 100 else f"{v:.3g}"
 
@@ -112,7 +112,7 @@ def markdown(r: RunRecord) -> str:
     if sm:
         t = sm.total_ms
         lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {_f(t.mean)} | {_f(t.std)} | "
-                     f"{_f(t.median)} | {sm.tokens_per_s:,.0f} | {_tflops(sm.achieved_tflops)} | "
+                     f"{_f(t.median)} | {sm.tokens_per_s:,.0f} | {tflops_text(sm.achieved_tflops)} | "
                      f"{'-' if sm.mfu is None else f'{sm.mfu:.1%}'} | {_f(sm.peak_allocated_mib, 0)} |")
         lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | min (ms) | max (ms) | 95% CI of mean (ms) |",
                   "| --- | --: | --: | --: | --: | --: | --- |"]

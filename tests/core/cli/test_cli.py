@@ -120,3 +120,16 @@ def test_help_shows_the_defaults():
     text = " ".join(out.stdout.split())
     assert "--ctx CTX context length (tokens) (default: 256)" in text
     assert "--repeat N" in text and "(default: 1)" in text
+
+
+def test_one_step_shows_no_spread_and_a_profiled_run_says_where_its_files_went(tmp_path):
+    one = pc("run", "--size", "tiny", "--ctx", "16", "--device", "cpu", "--warmup", "0", "--steps", "1")
+    row = next(line for line in one.stdout.splitlines() if line.startswith("total"))
+    assert row.split("\t")[2] == "-" and "one measured step: no spread" in one.stdout
+    prof = pc("run", "--size", "tiny", "--ctx", "16", "--device", "cpu", "--warmup", "1", "--steps", "2",
+              "--mode", "train", "--profile", "torch", "--save", str(tmp_path / "p.json"))
+    assert prof.returncode == 0, prof.stderr
+    trace = tmp_path / "p" / "torch_trace.json"
+    assert trace.is_file() and f"files: {trace}" in prof.stdout
+    assert "profile (torch):" in prof.stdout and "in no phase" in prof.stdout and "profiled " in prof.stdout
+    assert pc("import", str(trace)).returncode == 0

@@ -253,6 +253,15 @@ class SessionActions:
             if choice is None:
                 return
             fmt, path = choice
+            if path.exists():
+                from perfconsole.tui.screens.dialogs import ConfirmScreen
+
+                self.push_screen(ConfirmScreen(f"{path} exists. Overwrite it? (y/n)"),
+                                 lambda yes: write_file(fmt, path) if yes else self.notify("not exported"))
+                return
+            write_file(fmt, path)
+
+        def write_file(fmt: str, path: Path) -> None:
             try:
                 text = export.export(obj, fmt)
                 path.parent.mkdir(parents=True, exist_ok=True)

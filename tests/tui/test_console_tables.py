@@ -200,3 +200,25 @@ async def test_live_status_flags_a_throttled_run():
         await pilot.pause()
         status = str(app.query_one("#live-status", Static).content)
         assert "SM clock fell 14.4%" in status and "sw_power_cap" in status
+
+
+async def test_export_asks_before_overwriting_a_file(tmp_path):
+    target = tmp_path / "run.md"
+    target.write_text("keep me\n")
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        for answer, expect in (("n", "keep me\n"), ("y", None)):
+            await pilot.press("e")
+            await pilot.pause()
+            app.screen.query_one("#export-path", Input).value = str(target)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert "exists. Overwrite it?" in plain(app.screen.query_one(Static).content)
+            await pilot.press(answer)
+            await pilot.pause()
+            if expect is not None:
+                assert target.read_text() == expect
+            else:
+                assert target.read_text().startswith("# tiny ctx32")

@@ -47,8 +47,12 @@ class HelpScreen(ModalScreen[None]):
             for key, desc in keys:
                 t.add_row(key, desc)
         with VerticalScroll(classes="dialog wide"):
+            # The way out and the way around first: the list below is longer than an 80x24 screen.
+            yield Static("Esc, q or ? closes this list (arrows and PgUp/PgDn scroll it). Tab and shift+Tab move "
+                         "between fields, tables and buttons; Enter presses a button, opens the run under the "
+                         "cursor, or leaves a text field; Esc also leaves a text field. ctrl+p opens the command "
+                         "palette.", classes="hint")
             yield Static(t)
-            yield Static("Esc closes. ctrl+p opens the command palette.", classes="hint")
 
     def action_close(self) -> None:
         self.dismiss(None)

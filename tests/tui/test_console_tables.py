@@ -222,3 +222,20 @@ async def test_export_asks_before_overwriting_a_file(tmp_path):
                 assert target.read_text() == expect
             else:
                 assert target.read_text().startswith("# tiny ctx32")
+
+
+async def test_a_filter_that_matches_nothing_says_so():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _view(app, pilot, fixture_profile_record())
+        await pilot.press("3")
+        await pilot.press("slash")
+        await pilot.press(*"zzqq")
+        await pilot.pause()
+        assert "no kernel matches 'zzqq'" in plain(app.query_one("#kernels-title", Static).content)
+        await pilot.press("backspace", "backspace", "backspace", "backspace")
+        await pilot.pause()
+        assert "no kernel matches" not in plain(app.query_one("#kernels-title", Static).content)
+        await pilot.press("escape", "4", "slash", *"zzqq")
+        await pilot.pause()
+        assert "no range matches 'zzqq'" in plain(app.query_one("#range-title", Static).content)

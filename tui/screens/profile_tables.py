@@ -80,6 +80,7 @@ class KernelsPane(Vertical):
     def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
         super().__init__(**kw)
         self.glyphs = glyphs
+        self.title_text = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="kernels-title", classes="title")
@@ -98,6 +99,7 @@ class KernelsPane(Vertical):
         if rows and record:
             line = headline(record.profile, record.summary, len(record.steps) or None)
             text += f"\n{line}" if line else ""
+        self.title_text = text
         title.update(text)
         self.query_one("#kernel-table", SortableTable).set_rows([{**r, "category": categorize(r["name"])} for r in rows])
         self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}) if rows else [])
@@ -111,7 +113,12 @@ class KernelsPane(Vertical):
         def keep(row: dict[str, Any]) -> bool:
             return (not text or text in str(row.get("name", "")).lower()) and (cat == ALL or row["category"] == cat)
 
-        self.query_one("#kernel-table", SortableTable).set_filter(keep if text or cat != ALL else None)
+        table = self.query_one("#kernel-table", SortableTable)
+        table.set_filter(keep if text or cat != ALL else None)
+        empty = not table.shown and bool(table.rows_all)
+        what = " and ".join(w for w in (f"'{text}'" if text else "", f"category {cat}" if cat != ALL else "") if w)
+        self.query_one("#kernels-title", Static).update(
+            self.title_text + (f"\nno kernel matches {what} (clear the filter: /, then delete it)" if empty else ""))
 
     @on(Input.Submitted, "#kernel-filter")
     def _done_filtering(self) -> None:
@@ -137,6 +144,7 @@ class NvtxPane(Vertical):
         super().__init__(**kw)
         self.glyphs = glyphs
         self.record: RunRecord | None = None
+        self.filter_text = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="nvtx-title", classes="title")
@@ -159,7 +167,9 @@ class NvtxPane(Vertical):
         title = self.query_one("#range-title", Static)
         kernels = self.query_one("#range-kernels", SortableTable)
         if range_name is None:
-            title.update("")
+            table = self.query_one("#nvtx-table", SortableTable)
+            empty = self.filter_text and table.rows_all and not table.shown
+            title.update(f"no range matches '{self.filter_text}'" if empty else "")
             kernels.set_rows([])
             return
         if not tables.get("nvtx_kern_sum"):
@@ -178,8 +188,11 @@ class NvtxPane(Vertical):
     @on(Input.Changed, "#nvtx-filter")
     def _filter(self, event: Input.Changed) -> None:
         text = event.value.strip().lower()
-        self.query_one("#nvtx-table", SortableTable).set_filter(
-            (lambda r: text in str(r.get("range", "")).lower()) if text else None)
+        table = self.query_one("#nvtx-table", SortableTable)
+        self.filter_text = text
+        table.set_filter((lambda r: text in str(r.get("range", "")).lower()) if text else None)
+        row = table.current_row()
+        self._show_range(row.get("range") if row else None)
 
     @on(Input.Submitted, "#nvtx-filter")
     def _done_filtering(self) -> None:

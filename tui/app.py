@@ -19,6 +19,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from perfconsole.core.launch import launcher, processes
@@ -44,6 +45,11 @@ from perfconsole.tui.widgets.sortable_table import SortableTable
 
 TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("nvtx", "4 NVTX"),
         ("runs", "5 Runs"), ("compare", "6 Compare"), ("grids", "7 Grids"))
+
+
+class AsciiScrollBarRender(ScrollBarRender):
+    VERTICAL_BARS = [" "] * 8
+    HORIZONTAL_BARS = [" "] * 8
 
 
 class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
@@ -109,7 +115,8 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
                 yield ComparePane(g, id="compare-pane")
             with TabPane(TABS[6][1], id="grids"):
                 yield GridsPane(g, id="grids-pane")
-        yield Footer(compact=True)  # at 80 columns every pane's keys and ? q stay in view
+        # Compact: at 80 columns every pane's keys and ? q stay in view; the palette hint draws a "▏".
+        yield Footer(compact=True, show_command_palette=not self.ascii_only)
 
     def on_mount(self) -> None:
         if self.install_signals:
@@ -118,6 +125,9 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
                 loop.add_signal_handler(sig, self.hang_up)
         if self.ascii_only:
             self.add_class("-ascii")
+            # Textual draws scrollbar ends with block characters; ASCII mode draws them as spaces in
+            # the thumb's colour (Textual's documented hook; put back on unmount for the next app).
+            self._scrollbar_renderer, ScrollBar.renderer = ScrollBar.renderer, AsciiScrollBarRender
         for err in self.prefill_errors:
             self.notify(err, severity="error", timeout=10)
         for path in self.initial_snapshots:
@@ -140,6 +150,8 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
     def on_unmount(self) -> None:
         self._stop.set()
         processes.kill_all()
+        if self.ascii_only:
+            ScrollBar.renderer = self._scrollbar_renderer
 
     def main(self, selector):
         """A widget of the main screen, also while a dialog is on top (App.query_one searches the top screen)."""

@@ -1,4 +1,4 @@
-"""`perfconsole export SNAPSHOT --format md|csv|json [-o FILE]`.
+"""`perfconsole export SNAPSHOT --format md|csv|json|trace [-o FILE]` (trace: a run as a Chrome trace).
 
 SNAPSHOT is a file that `--save` wrote or `--json` printed (or an older `run --json` document); `-`
 reads it from standard input: `perfconsole run ... --json | perfconsole export - --format md`.
@@ -14,7 +14,8 @@ from perfconsole.core.reports.export import FORMATS, export
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="turn a snapshot into a Markdown, CSV or JSON report")
+    p = sub.add_parser("export", help="turn a snapshot into a Markdown, CSV or JSON report, or a run into a "
+                       "Chrome trace (Perfetto)")
     p.add_argument("snapshot", help="a snapshot file (.json) saved or printed (--json) by perfconsole; - for stdin")
     p.add_argument("--format", "-f", default="md", help=f"{', '.join(FORMATS)} (default md)")
     p.add_argument("--output", "-o", default=None, help="write here instead of stdout (atomic)")

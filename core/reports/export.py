@@ -1,4 +1,5 @@
-"""Turn any snapshot (run, sweep, attention grid, comparison) into Markdown, CSV or JSON text.
+"""Turn any snapshot (run, sweep, attention grid, comparison) into Markdown, CSV or JSON text, and a
+run into a Chrome trace-event document (`trace`, for ui.perfetto.dev and chrome://tracing).
 
 The table below is the one place that says which kind exports how; the report modules only format.
 """
@@ -12,13 +13,15 @@ from perfconsole.core.reports import attention as report_attention
 from perfconsole.core.reports import compare as report_compare
 from perfconsole.core.reports import run as report_run
 from perfconsole.core.reports import sweep as report_sweep
+from perfconsole.core.reports import trace as report_trace
 
-FORMATS = ("md", "csv", "json")
+FORMATS = ("md", "csv", "json", "trace")
 
 _EXPORTERS: dict[tuple[str, str], Callable[[Any], str]] = {
     ("run", "md"): report_run.markdown,
     ("run", "csv"): report_run.csv_text,
     ("run", "json"): lambda r: json.dumps(report_run.run_document(r), indent=2) + "\n",
+    ("run", "trace"): report_trace.trace_text,
     ("sweep", "md"): report_sweep.markdown,
     ("sweep", "csv"): report_sweep.csv_text,
     ("sweep", "json"): report_sweep.json_text,
@@ -37,5 +40,5 @@ def export(obj: Any, fmt: str) -> str:
     fn = _EXPORTERS.get((obj.kind, fmt))
     if fn is None:
         raise ValueError(f"format: {obj.kind} snapshots export as "
-                         f"{', '.join(f for k, f in _EXPORTERS if k == obj.kind)}")
+                         f"{', '.join(f for k, f in _EXPORTERS if k == obj.kind)}, not {fmt!r}")
     return fn(obj)

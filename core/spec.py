@@ -63,8 +63,7 @@ class RunSpec:
 
     def label(self) -> str:
         extra = "".join(f" {x}" for x, on in (("sdpa", self.attention == "sdpa"), ("compile", self.compile),
-                                               ("tf32", self.tf32), (self.profile, self.profile != "none"),
-                                               ("memory", self.memory)) if on)
+                                               ("tf32", self.tf32), (self.profile, self.profile != "none")) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
         return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{reps}"
 

@@ -112,4 +112,4 @@ def test_runs_that_differ_only_in_profiler_have_different_names():
     from perfconsole.core.spec import RunSpec
 
     base = RunSpec(size="tiny", device="cpu")
-    assert len({base.label(), base.with_(profile="torch").label(), base.with_(memory=True).label()}) == 3
+    assert len({base.label(), base.with_(profile="torch").label(), base.with_(profile="nsys").label()}) == 3

@@ -44,7 +44,7 @@ async def test_sweep_opens_from_runs_into_grids_and_toggles_its_values():
         table = app.query_one("#runs-table")
         assert table.row_count == 1
         assert [plain(c).strip() for c in table.get_row_at(0)][3:5] == ["ok", "40/40 cells"]
-        assert "0 runs, 1 grids" in _text(app, "#runs-title")
+        assert "0 runs, 1 grid " in _text(app, "#runs-title")
         await pilot.press("enter")
         await pilot.pause()
         assert app.query_one("#tabs").active == "grids" and app.focused is app.query_one("#grids-pane")
@@ -200,7 +200,7 @@ async def test_grid_commands_in_the_palette_and_keys_in_help():
         assert "cells: memory before backward (MiB)" in _text(app, "#grids-head")
         await pilot.press("question_mark")
         await pilot.pause()
-        help_text = plain(app.screen.query_one(Static).content)
+        help_text = "".join(plain(s.content) for s in app.screen.query(Static))
         assert "Grids" in help_text and "Values" in help_text
 
 

@@ -1,5 +1,6 @@
 """Two or more marked runs side by side, from core.reports.compare.Comparison: spec differences highlighted,
-phase statistics, speedup with its interval, tokens/s, peak memory, category shares, kernel moves."""
+phase statistics, speedup with its interval, tokens/s, peak memory, category shares, kernel moves, and
+below them each run's step times as a box plot on a shared ms axis."""
 from __future__ import annotations
 
 from rich.console import Group
@@ -13,6 +14,7 @@ from textual.widgets import Static
 from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, speedup_text
 from perfconsole.tui.format import num, shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
+from perfconsole.tui.widgets.step_distribution import StepDistribution
 
 
 class ComparePane(VerticalScroll):
@@ -28,10 +30,12 @@ class ComparePane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("mark two or more runs in Runs (5, space) and press c", id="compare-body")
+        yield StepDistribution(self.glyphs, id="compare-dist")
 
     def show(self, c: Comparison | None) -> None:
         self.comparison = c
         body = self.query_one("#compare-body", Static)
+        self.query_one("#compare-dist", StepDistribution).show(c.runs if c is not None else [])
         if c is None:
             body.update("mark two or more runs in Runs (5, space) and press c")
             return

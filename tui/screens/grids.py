@@ -1,7 +1,8 @@
 """A sweep or an attention grid as grids: for a sweep, one table per (mode, precision) with sizes as
 rows and contexts as columns; for an attention grid, one per variant with d as rows and seq as
-columns. `t` switches what the cells hold. Cells that did not run show their status as a word as well
-as a colour (OOM, error, cancelled, not run), so monochrome and ASCII terminals show it too."""
+columns. `t` switches what the cells hold; `c` shows one table at a time as a chart (`n` for the next
+table). Cells that did not run show their status as a word as well as a colour (OOM, error, cancelled,
+not run), so monochrome and ASCII terminals show it too; on the chart they are gaps the legend names."""
 from __future__ import annotations
 
 from typing import Any
@@ -18,10 +19,14 @@ from perfconsole.core.reports import attention as report_attention
 from perfconsole.core.reports import sweep as report_sweep
 from perfconsole.core.reports.sweep import GRID_STATUSES, GridCell, GridTable, grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.grid_chart import GridChart
 
 STATUS_WORD = {"ok": "ok", "oom": "OOM", "error": "error", "cancelled": "cancelled", "not_run": "not run"}
 STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "bold red", "cancelled": "magenta", "not_run": "dim"}
 EMPTY = "open a sweep or an attention grid in Runs (5, o) and press Enter on it"
+# The chart plots one number per cell: an attention cell's forward and backward add up to its step.
+CHART_LABELS = {"fwd_bwd_ms": "forward + backward (ms)"}
+CHART_MIN_H = 14
 
 
 def metrics_of(grid: Any) -> dict[str, str]:
@@ -98,6 +103,8 @@ class GridsPane(ScrollableContainer):
     """Scrolls both ways (arrows, PgUp/PgDn, Home/End) so wide grids stay readable at 80x24."""
     BINDINGS = [
         Binding("t", "next_metric", "Values", id="grids.metric"),
+        Binding("c", "toggle_chart", "Chart", id="grids.chart"),
+        Binding("n", "next_table", "Next table", id="grids.next_table"),
         Binding("e", "app.export_grid", "Export", id="grids.export"),
         Binding("s", "app.save_grid", "Save", id="grids.save"),
     ]
@@ -107,16 +114,38 @@ class GridsPane(ScrollableContainer):
         self.glyphs = glyphs
         self.grid: Any = None
         self.metric = ""
+        self.chart = False       # the tables, or one of them as a chart
+        self.table_index = 0     # which table the chart shows
 
     def compose(self) -> ComposeResult:
         yield Static(EMPTY, id="grids-head", classes="title")
         yield Static("", id="grids-body")
+        yield GridChart(self.glyphs, id="grids-chart")
         yield Static("", id="grids-findings")
 
     def show(self, grid: Any) -> None:
         if grid is not self.grid:
             self.metric = next(iter(metrics_of(grid))) if grid is not None else ""
+            self.table_index = 0
         self.grid = grid
+        self._draw()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # `n` only means something on the chart; the footer leaves it out under the tables.
+        return self.chart if action == "next_table" else True
+
+    def action_toggle_chart(self) -> None:
+        if self.grid is None:
+            self.app.notify("no grid open", severity="warning")
+            return
+        self.chart = not self.chart
+        self.refresh_bindings()
+        self._draw()
+
+    def action_next_table(self) -> None:
+        if self.grid is None or not self.chart:
+            return
+        self.table_index += 1
         self._draw()
 
     def action_next_metric(self) -> None:
@@ -136,6 +165,7 @@ class GridsPane(ScrollableContainer):
             head.update(EMPTY)
             body.update("")
             notes.update("")
+            self.set_class(False, "-chart")
             return
         env = g.environment
         device = env.get("gpu_name") or env.get("cpu") or "?"
@@ -144,11 +174,49 @@ class GridsPane(ScrollableContainer):
         text = Text()
         text.append(g.name, style="bold")
         text.append(f"\n{device} · torch {env.get('torch', '?')} · {setup_line(g)} · {g.status} · {counts_line(g)}\n")
-        text.append("cells: ")
-        text.append(metrics[self.metric], style="bold")
-        text.append(f"   (t: {others})")
-        head.update(text)
         tables = tables_of(g, self.metric)
+        if self.chart:
+            self._draw_chart(text, tables, metrics[self.metric], others)
+            head.update(text)
+            self.set_class(True, "-chart")
+            body.update("")
+        else:
+            text.append("cells: ")
+            text.append(metrics[self.metric], style="bold")
+            text.append(f"   (t: {others})")
+            head.update(text)
+            self.set_class(False, "-chart")
+            self._draw_tables(body, tables)
+        lines = Text("Findings\n", style="bold")
+        for f in findings_of(g):
+            lines.append(f"- {f}\n", style="")
+        notes.update(lines)
+
+    def _draw_chart(self, head: Text, tables: list[GridTable], label: str, others: str) -> None:
+        """One table as a chart; the head says which of how many, and the keys that move on."""
+        chart = self.query_one("#grids-chart", GridChart)
+        if not tables:
+            chart.show(None, "", "", STATUS_WORD, STATUS_STYLE)
+            return
+        self.table_index %= len(tables)
+        table = tables[self.table_index]
+        head.append(f"chart {self.table_index + 1}/{len(tables)}", style="bold")
+        head.append(f"   (n: next, c: tables; t: {others})")
+        chart.show(table, f"{table.col_name} (tokens)", CHART_LABELS.get(self.metric, label), STATUS_WORD,
+                   STATUS_STYLE)
+        self.call_after_refresh(self._fit_chart)
+
+    def on_resize(self) -> None:
+        if self.chart:
+            self.call_after_refresh(self._fit_chart)
+
+    def _fit_chart(self) -> None:
+        """The chart takes the pane's height below the head (fr heights do not apply in a scrolling pane)."""
+        head = self.query_one("#grids-head", Static)
+        room = self.scrollable_content_region.height - head.outer_size.height
+        self.query_one("#grids-chart", GridChart).styles.height = max(CHART_MIN_H, room)
+
+    def _draw_tables(self, body: Static, tables: list[GridTable]) -> None:
         # One width for every value column of every table, so the tables line up for comparing.
         width = max((cell_text(c, self.metric).cell_len for t in tables for row in t.cells for c in row), default=0)
         parts: list[Any] = []
@@ -157,7 +225,3 @@ class GridsPane(ScrollableContainer):
                 parts.append(Text(""))
             parts.append(render_grid(table, self.metric, width))
         body.update(Group(*parts))
-        lines = Text("Findings\n", style="bold")
-        for f in findings_of(g):
-            lines.append(f"- {f}\n", style="")
-        notes.update(lines)

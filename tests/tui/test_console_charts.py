@@ -180,7 +180,7 @@ async def test_compare_shows_each_runs_step_time_spread_and_median(size):
         marks = []
         for i, r in enumerate(runs):
             median = statistics.median(s.total_ms for s in r.steps if not s.warmup)
-            row = next(line for line in lines if line.startswith(f"{i} "))
+            row = next(line for line in lines if line.startswith(f"{i + 1} "))  # runs are numbered from 1
             assert row.rstrip().endswith(f"median {median:,.3f} ms")
             assert row.count("┃") == 1
             marks.append(row.index("┃"))
@@ -202,7 +202,7 @@ async def test_every_chart_renders_at_80x24_in_ascii(tmp_path):
         await pilot.press("5", "space", "down", "space", "c", "end")
         await pilot.pause()
         text = app.query_one("#compare-dist").render().plain
-        rows = [line for line in text.splitlines() if line[:2] in ("0 ", "1 ")]
+        rows = [line for line in text.splitlines() if line[:2] in ("1 ", "2 ")]
         assert text.isascii() and len(rows) == 2 and all("|" in r and " ms" in r for r in rows)
         texts: dict[str, list[str]] = {}
         for row in (2, 3):  # the runs list holds the two runs, then the two grids

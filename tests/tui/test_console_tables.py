@@ -239,3 +239,16 @@ async def test_a_filter_that_matches_nothing_says_so():
         await pilot.press("escape", "4", "slash", *"zzqq")
         await pilot.pause()
         assert "no range matches 'zzqq'" in plain(app.query_one("#range-title", Static).content)
+
+
+async def test_compare_numbers_runs_from_1_and_flags_unlike_work():
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-fwd-ctx64.json")])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        for _ in range(2):
+            await pilot.press("m", "down")
+        await pilot.press("c")
+        await pilot.pause()
+        text = "".join(plain(s.content) for s in app.query("#compare-pane Static"))
+        assert "against run 1" in text and "unlike work: ctx, mode differ" in text

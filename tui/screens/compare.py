@@ -46,7 +46,7 @@ class ComparePane(VerticalScroll):
                   box=None, show_edge=False)
         t.add_column("")
         for i, r in enumerate(c.runs):
-            t.add_column(f"{i}{' (base)' if i == 0 else ''}\n{shorten(r.name, 24)}", justify="right")
+            t.add_column(f"{i + 1}{' (base)' if i == 0 else ''}\n{shorten(r.name, 24)}", justify="right")
         return t
 
     def _tables(self, c: Comparison) -> list:
@@ -68,12 +68,15 @@ class ComparePane(VerticalScroll):
         times.add_row("tokens/s", *(num(v, ",.0f") for v in c.tokens_per_s()))
         times.add_row("peak MiB", *(num(v, ",.0f") for v in c.peak_memory_mib()))
         out += [times, Text("")]
-        sp = Text("Speedup of the step against run 0:\n", style="bold")
+        sp = Text("Speedup of the step against run 1:\n", style="bold")
+        note = c.work_note()
+        if note:  # a ratio of unlike work is no speedup: say so before the numbers
+            sp.append(f"  {note}\n", style="bold red")
         for i, (r, s) in enumerate(zip(c.runs, c.speedups())):
             if i == 0:
                 continue
             style = "dim" if s is None or not s.significant else ("green" if s.ratio > 1 else "red")
-            sp.append(f"  {i} {shorten(r.name, 30)}: ", style="")
+            sp.append(f"  {i + 1} {shorten(r.name, 30)}: ", style="")
             sp.append(speedup_text(s) + "\n", style=style)
         sp.append(f"  ({c.interval_basis()})\n", style="dim")
         out += [sp]
@@ -91,7 +94,7 @@ class ComparePane(VerticalScroll):
                       box=None, pad_edge=False)
             t.add_column("kernel")
             for i in range(len(c.runs)):
-                t.add_column(str(i), justify="right")
+                t.add_column(str(i + 1), justify="right")
             t.add_column("change", justify="right")
             for m in moves:
                 t.add_row(shorten(m.name, 40), *("-" if v is None else f"{v / 1e6:,.3f}" for v in m.times_ns),

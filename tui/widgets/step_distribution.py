@@ -73,7 +73,7 @@ def distribution_text(runs: list[RunRecord], width: int, glyphs: Glyphs) -> Text
         out.append(f" {word}  ", style="dim")
     out.append("\n")
     present = [s for s in spreads if s is not None]
-    label_w = len(str(len(runs) - 1)) + 1
+    label_w = len(str(len(runs))) + 1
     stats = [f"median {s.median:,.3f} ms" if s else "no measured steps" for s in spreads]
     stats_w = max(map(len, stats), default=0)
     plot_w = max(MIN_PLOT_W, width - label_w - 1 - stats_w - 1)
@@ -84,7 +84,7 @@ def distribution_text(runs: list[RunRecord], width: int, glyphs: Glyphs) -> Text
         return 0 if hi <= lo else round((v - lo) / (hi - lo) * (plot_w - 1))
 
     for i, (s, stat) in enumerate(zip(spreads, stats)):
-        out.append(f"{i:<{label_w}} ", style="bold")
+        out.append(f"{i + 1:<{label_w}} ", style="bold")  # runs are numbered from 1 everywhere
         cells: list[tuple[str, str]] = [(" ", "")] * plot_w
         if s is not None:
             a, b, c, d, e = col(s.lo), col(s.q1), col(s.median), col(s.q3), col(s.hi)

@@ -53,3 +53,18 @@ async def test_console_keys_work_from_a_field_and_esc_leaves_it():
         await pilot.press("ctrl+e")                           # queue the run, not "end of line"
         await pilot.pause()
         assert any(isinstance(m, LaunchRequested) and m.queue for m in seen)
+
+
+async def test_the_focused_field_stands_out_and_an_open_dropdown_is_framed():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        ctx, batch = app.query_one("#f-ctx", Input), app.query_one("#f-batch", Input)
+        ctx.focus()
+        await pilot.pause()
+        assert ctx.styles.background != batch.styles.background
+        size = app.query_one("#f-size")
+        size.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        overlay = app.query_one("SelectOverlay")
+        assert overlay.display and overlay.styles.border_top[0] == "round"

@@ -24,6 +24,7 @@ COMMANDS = [
     "perfconsole.core.cli.profile_import",
     "perfconsole.core.cli.sweep",
     "perfconsole.core.cli.attention",
+    "perfconsole.core.cli.compare",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130

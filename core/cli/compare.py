@@ -1,0 +1,105 @@
+"""`perfconsole compare --vary FIELD=A,B[,...] [run flags] --repeat N`: one configuration against
+variants of it, their replicate processes interleaved (A1 B1 A2 B2 ...), as a comparison snapshot.
+
+The base spec comes from the same flags as `run`; each value of --vary replaces that one field. With
+--repeat N every variant runs in N processes and the speedups use the spread between processes; a
+stop signal keeps what was measured (saved and printed), as `run` does.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from rich.console import Console
+
+from perfconsole.core import events as ev
+from perfconsole.core import store
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, add_spec_arguments,
+                                       reader_may_be_gone, save_path, save_snapshot, spec_from_args)
+from perfconsole.core.cli.tables import CliTable, Column
+from perfconsole.core.launch.interleave import InterleavedRuns
+from perfconsole.core.launch.processes import install_exit_handlers
+from perfconsole.core.reports.compare import Comparison, speedup_text
+from perfconsole.core.spec import RunSpec, SpecError
+
+VARYING = ("size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "seed", "warmup", "steps")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="a configuration against variants of it, processes interleaved")
+    add_spec_arguments(p)
+    p.add_argument("--vary", required=True, metavar="FIELD=A,B",
+                   help=f"the field that differs and its values, the first the baseline ({', '.join(VARYING)})")
+    p.add_argument("--json", action="store_true", help="print the comparison's snapshot instead of a table")
+    p.add_argument("--save", default=None, metavar="FILE", help="save the comparison snapshot (JSON) here")
+    p.set_defaults(func=run)
+
+
+def variants(base: RunSpec, vary: str) -> list[RunSpec]:
+    """The specs --vary describes, each validated; one-line errors name the field and the values."""
+    field, sep, values = vary.partition("=")
+    field = field.strip().replace("-", "_")
+    if not sep or field not in VARYING:
+        raise UsageError(f"--vary: give FIELD=A,B with FIELD one of {', '.join(VARYING)}, not {vary!r}")
+    kind = {f.name: f.type for f in fields(RunSpec)}[field]
+    out = []
+    for raw in [v.strip() for v in values.split(",")]:
+        try:
+            value: object = (raw.lower() in ("1", "true", "yes", "on") if "bool" in str(kind)
+                             else int(raw) if "int" in str(kind) else raw)
+        except ValueError:
+            raise UsageError(f"--vary {field}: {raw!r} is not an integer") from None
+        out.append(base.with_(**{field: value}).validate())
+    if len(out) < 2 or len({repr(s) for s in out}) < len(out):
+        raise SpecError("vary", f"give at least two different values of {field}")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    base = spec_from_args(args)
+    specs = variants(base, args.vary)
+    save = save_path(args.save)
+    stop = install_exit_handlers()
+    runner = InterleavedRuns(specs)
+    err = Console(stderr=True, highlight=False)
+
+    def progress(i: int, event: ev.Event) -> None:
+        if isinstance(event, ev.Replicate):
+            with reader_may_be_gone():
+                err.print(f"[dim]{specs[i].label()}[/] process {event.index + 1} of {event.of}")
+        elif isinstance(event, ev.Step) and not event.warmup:
+            n = event.index - specs[i].warmup + 1
+            with reader_may_be_gone():
+                err.print(f"  step {n}/{specs[i].steps}: {event.total_ms:.3f} ms")
+        elif isinstance(event, ev.Error):
+            with reader_may_be_gone():
+                err.print(f"[bold red]{specs[i].label()}: {event.kind}[/]: {event.message}")
+
+    with stop.cancelling(runner.cancel):
+        records = runner.run(progress)
+    comparison = Comparison(records)
+    text = store.dumps(comparison)
+    saved = save is not None and save_snapshot(save, text)
+    statuses = {r.status for r in records}
+    code = EXIT_OK if statuses == {"ok"} else EXIT_CANCELLED if "cancelled" in statuses else EXIT_ERROR
+    with reader_may_be_gone():
+        if saved:
+            err.print(f"saved {save}")
+        if args.json:
+            print(text, end="", flush=True)
+        else:
+            Console().print(comparison_table(comparison))
+    return stop.exit_code(code if saved or save is None else EXIT_ERROR)
+
+
+def comparison_table(c: Comparison) -> CliTable:
+    t = CliTable(f"compare: {c.name}", [Column("run", "label"), Column("status", "label"), Column("median (ms)"),
+                                          Column("processes"), Column("speedup vs run 1", "label")],
+                 title_justify="left")
+    for i, (r, s) in enumerate(zip(c.runs, c.speedups())):
+        st = r.summary.interval_stat() if r.summary else None
+        t.add_row(f"{i + 1}: {r.name}", r.status, "-" if st is None else f"{st.median:,.3f}",
+                  str(r.summary.processes if r.summary else 0), speedup_text(s))
+    note = c.work_note()
+    t.caption = (f"processes ran interleaved; {c.interval_basis()}" + (f"\n{note}" if note else ""))
+    return t

@@ -1,3 +1,3 @@
-"""The headless CLI: `perfconsole run | sweep | attention | import | export`, one module a command,
+"""The headless CLI: `perfconsole run | sweep | attention | compare | import | export`, one module a command,
 `main` for the parser and the flags shared with the console. The top of core/: may import any part.
 """

@@ -15,7 +15,7 @@ from rich.console import Console
 from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, add_spec_arguments,
-                                       reader_may_be_gone, save_path, save_snapshot, spec_from_args)
+                                       deliver, reader_may_be_gone, save_path, spec_from_args)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
@@ -78,18 +78,9 @@ def run(args: argparse.Namespace) -> int:
     with stop.cancelling(runner.cancel):
         records = runner.run(progress)
     comparison = Comparison(records)
-    text = store.dumps(comparison)
-    saved = save is not None and save_snapshot(save, text)
     statuses = {r.status for r in records}
     code = EXIT_OK if statuses == {"ok"} else EXIT_CANCELLED if "cancelled" in statuses else EXIT_ERROR
-    with reader_may_be_gone():
-        if saved:
-            err.print(f"saved {save}")
-        if args.json:
-            print(text, end="", flush=True)
-        else:
-            Console().print(comparison_table(comparison))
-    return stop.exit_code(code if saved or save is None else EXIT_ERROR)
+    return deliver(store.dumps(comparison), lambda: comparison_table(comparison), save, args.json, err, stop, code)
 
 
 def comparison_table(c: Comparison) -> CliTable:

@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 from perfconsole.core import store
@@ -96,6 +97,25 @@ def save_path(arg: str | None) -> Path | None:
         return store.writable_file(arg)
     except store.SnapshotError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def deliver(text: str, table: Callable[[], Any], save: Path | None, as_json: bool, err: Any, stop: Any,
+            code: int) -> int:
+    """The end of a measuring command: save the snapshot `text`, then print it (--json) or `table()`.
+
+    Returns the exit code: 128 + a stop signal, else `code`, or an error when the save failed.
+    """
+    saved = save is not None and save_snapshot(save, text)
+    with reader_may_be_gone():
+        if saved:
+            err.print(f"saved {save}")
+        if as_json:
+            print(text, end="", flush=True)
+        else:
+            from rich.console import Console
+
+            Console().print(table())
+    return stop.exit_code(code if saved or save is None else EXIT_ERROR)
 
 
 def save_snapshot(path: Path, text: str) -> bool:

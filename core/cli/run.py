@@ -10,8 +10,8 @@ from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments,
-                                        reader_may_be_gone, save_path, save_snapshot, spec_from_args)
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments, deliver,
+                                        save_path, spec_from_args)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
@@ -118,13 +118,5 @@ def run(args: argparse.Namespace) -> int:
     record = RunRecord(spec)
     err = Console(stderr=True, highlight=False)
     execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
-    text, code = store.dumps(record), EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
-    saved = save is not None and save_snapshot(save, text)
-    with reader_may_be_gone():
-        if saved:
-            err.print(f"saved {save}")
-        if args.json:
-            print(text, end="", flush=True)
-        else:
-            Console().print(summary_table(record))
-    return stop.exit_code(code if saved or save is None else EXIT_ERROR)
+    return deliver(store.dumps(record), lambda: summary_table(record), save, args.json, err, stop,
+                   EXIT_BY_STATUS.get(record.status, EXIT_ERROR))

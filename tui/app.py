@@ -64,6 +64,8 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
         Binding("q", "quit_console", "Quit", id="app.quit"),
         Binding("ctrl+q", "quit_console", "Quit", show=False, priority=True, id="app.quit_now"),
         Binding("ctrl+k", "cancel_run", "Cancel run", show=False, id="app.cancel"),
+        # Fields would take ctrl+c as "copy" and say nothing: a user pressing it wants out, so say how.
+        Binding("ctrl+c", "quit_hint", "How to quit", show=False, priority=True, id="app.ctrl_c"),
     ]
 
     def __init__(self, prefill: RunSpec | None = None, start: bool = False, ascii_only: bool = False,
@@ -244,6 +246,10 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
                 self.exit(0)
 
         self.push_screen(ConfirmScreen(f"{self.active.name} is running. Quit and end it? (y/n)"), answer)
+
+    def action_quit_hint(self) -> None:
+        running = " (it asks first while a run is going; ctrl+k cancels the run)" if self.active else ""
+        self.notify(f"q or ctrl+q quits{running}", timeout=4)
 
     def hang_up(self) -> None:
         """SIGHUP / SIGTERM: the terminal or SSH session is gone; end every run and leave."""

@@ -68,3 +68,14 @@ async def test_the_focused_field_stands_out_and_an_open_dropdown_is_framed():
         await pilot.pause()
         overlay = app.query_one("SelectOverlay")
         assert overlay.display and overlay.styles.border_top[0] == "round"
+
+
+async def test_ctrl_c_says_how_to_quit_from_anywhere():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.query_one("#f-ctx", Input).focus()
+        await pilot.pause()
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["q or ctrl+q quits"]
+        assert app.is_running

@@ -45,6 +45,7 @@ class RunSpec:
     memory: bool = False
     peak_tflops: float | None = None   # overrides the GPU table for MFU
     repeat: int = 1                    # replicate processes, one after the other (core.launch.replicates)
+    step_sync: bool = False            # synchronise after every step instead of keeping one in flight
     # Only for size == "custom":
     d_model: int | None = None
     d_ff: int | None = None
@@ -63,7 +64,8 @@ class RunSpec:
 
     def label(self) -> str:
         extra = "".join(f" {x}" for x, on in (("sdpa", self.attention == "sdpa"), ("compile", self.compile),
-                                               ("tf32", self.tf32), (self.profile, self.profile != "none")) if on)
+                                               ("tf32", self.tf32), ("step-sync", self.step_sync),
+                                               (self.profile, self.profile != "none")) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
         return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{reps}"
 
@@ -81,7 +83,7 @@ class RunSpec:
         _int_range("vocab_size", self.vocab_size, 2, 1 << 24)
         _int_range("repeat", self.repeat, 1, 100)
         _int_range("seed", self.seed, 0, 2**63 - 1)
-        for name in ("compile", "tf32", "memory"):
+        for name in ("compile", "tf32", "memory", "step_sync"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(name, f"must be true or false, not {getattr(self, name)!r}")
         custom = ("d_model", "d_ff", "n_layers", "n_heads")
@@ -111,6 +113,8 @@ class RunSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         known = {f.name for f in fields(cls)}
+        if "step_sync" not in data:  # recorded before the field existed, when every step was synchronised
+            data = {**data, "step_sync": True}
         unknown = sorted(set(data) - known)
         if unknown:
             raise SpecError(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")

@@ -1,8 +1,9 @@
 """An independent timing of one training/inference step, to check perfconsole's own numbers.
 
 It shares only the model definition with perfconsole (what is measured), not the timed loop: the
-step is written out here again, and timed two ways per step: one CUDA event pair around the whole
-step, and a wall clock between two synchronisations. Prints one JSON line.
+step is written out here again, and timed three ways: per step, one CUDA event pair around the whole
+step and a wall clock between two synchronisations; then the same number of steps back to back, with
+one synchronisation at each end (the mean). Prints one JSON line.
 
     python3 scripts/independent_timing.py --size small --ctx 512 --precision bf16 --mode train
 """
@@ -77,8 +78,17 @@ def main() -> None:
         torch.cuda.synchronize()
         wall_ms.append((time.perf_counter() - t0) * 1e3)
         event_ms.append(start.elapsed_time(end))
+    # Back to back, as a training loop that reads nothing back runs: one synchronisation at each end,
+    # the mean step is the wall time over the steps (what perfconsole's default, a step in flight, gives).
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        step()
+    torch.cuda.synchronize()
+    back_to_back_ms = (time.perf_counter() - t0) * 1e3 / a.steps
     print(json.dumps({"event_median_ms": statistics.median(event_ms), "wall_median_ms": statistics.median(wall_ms),
-                      "event_ms": event_ms, "gpu": torch.cuda.get_device_name()}))
+                      "back_to_back_mean_ms": back_to_back_ms, "event_ms": event_ms,
+                      "gpu": torch.cuda.get_device_name()}))
 
 
 if __name__ == "__main__":

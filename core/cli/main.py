@@ -72,6 +72,9 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
     p.add_argument("--attention", default=d.attention, help=f"{', '.join(ATTENTIONS)}")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
+    p.add_argument("--step-sync", action="store_true",
+                   help="synchronise after every step (as a loop that reads the loss each step); by default "
+                        "the next step is queued while the GPU finishes the last")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--vocab-size", type=int, default=d.vocab_size)
     p.add_argument("--profile", default=d.profile, help=f"{', '.join(PROFILERS)}")
@@ -162,8 +165,8 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
     spec = RunSpec(
         size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
         warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
-        attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
-        vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
+        attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync,
+        seed=args.seed, vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
         n_layers=args.n_layers, n_heads=args.n_heads,
     )

@@ -57,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", default="naive", help=f"{', '.join(ATTENTIONS)}")
     p.add_argument("--compile", action="store_true", help="torch.compile every cell's model")
     p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
+    p.add_argument("--step-sync", action="store_true", help="synchronise after every step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab-size", type=int, default=10_000)
     p.add_argument("--json", action="store_true",
@@ -70,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
     base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, repeat=args.repeat,
                    device=args.device or default_device(),
-                   attention=args.attention, compile=args.compile, tf32=args.tf32, seed=args.seed,
+                   attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync, seed=args.seed,
                    vocab_size=args.vocab_size)
     check_device(base.device)
     return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),

@@ -1,8 +1,10 @@
 """The timed loop: build the model a RunSpec describes, run warm-up and measured steps, emit events.
 
-Timing: on CUDA, events are recorded before the forward and after each phase of every step and the
-step ends with a synchronisation, so each phase's time is GPU time between its events; on the CPU a
-monotonic wall clock is read around each phase. Warm-up steps are timed the same way and flagged,
+Timing: on CUDA, events are recorded before the forward and after each phase of every step, so each
+phase's time is GPU time between its events; the events of a step are read once the next step is
+queued (core.measure.pipeline), so the GPU runs steps back to back as in training, unless the spec
+asks for a synchronisation after every step (`step_sync`). On the CPU a monotonic wall clock is read
+around each phase. Warm-up steps are timed the same way and flagged,
 so the cost of few (or zero) warm-up steps is visible. The forward phase includes the loss.
 Gradients are cleared outside the timed region.
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ContextManager
@@ -30,6 +31,7 @@ import torch.nn.functional as F
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure.environment import Environment
+from perfconsole.core.measure.pipeline import StepPipeline
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.model import annotate
@@ -140,54 +142,10 @@ class Stepper:
                 self.optimizer.step()
 
 
-class PhaseClock:
-    """Marks between phases: CUDA events on a GPU, perf_counter on the CPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.marks: list[Any] = []
-
-    def mark(self) -> None:
-        if self.cuda:
-            e = torch.cuda.Event(enable_timing=True)
-            e.record()
-            self.marks.append(e)
-        else:
-            self.marks.append(time.perf_counter())
-
-    def intervals_ms(self) -> list[float]:
-        if self.cuda:
-            self.marks[-1].synchronize()
-            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
-        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
-
-
-def timed_step(stepper: Stepper, index: int, warmup: bool,
-               after_phase: Callable[[str], None] | None = None) -> ev.Step:
-    """`after_phase(name)` runs after each phase's end mark (memory profiling reads peaks there)."""
-    after = after_phase or (lambda _name: None)
-    stepper.zero_grad()
-    clock = PhaseClock(stepper.device)
-    clock.mark()
-    loss = stepper.forward()
-    clock.mark()
-    after("forward")
-    if stepper.spec.mode != "fwd":
-        stepper.backward(loss)
-        clock.mark()
-        after("backward")
-    if stepper.optimizer is not None:
-        stepper.optimizer_step()
-        clock.mark()
-        after("optimizer_step")
-    phases = clock.intervals_ms() + [None, None]
-    return ev.Step(index=index, warmup=warmup, total_ms=sum(p for p in phases if p is not None),
-                   forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2])
-
-
 def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None,
         before_step: StepHook | None = None) -> None:
-    """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure."""
+    """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure,
+    after emitting every step whose timings could still be read."""
     device = torch.device(spec.device)
     torch.manual_seed(spec.seed)
     configure_backends(spec)
@@ -200,32 +158,36 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         model = torch.compile(model)
     stepper = Stepper(spec, model, device)
     cuda = device.type == "cuda"
-
-    emit(ev.Progress("warmup", f"{spec.warmup} steps"))
-    index = 0
+    # A memory capture reads peaks between phases, so its steps end with a synchronisation.
+    pipe = StepPipeline(stepper, in_flight=cuda and not spec.step_sync and not spec.memory,
+                        before_step=before_step)
     warmup_steps: list[ev.Step] = []
-    for _ in range(spec.warmup):
-        if before_step:
-            before_step(index)
-        step = timed_step(stepper, index, warmup=True)
-        warmup_steps.append(step)
-        emit(step)
-        index += 1
+    steps: list[ev.Step] = []
+
+    def keep(done: list[ev.Step]) -> None:
+        for step in done:
+            (warmup_steps if step.warmup else steps).append(step)
+            emit(step)
 
     memory = _memory_capture(spec, out_dir)
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    emit(ev.Progress("measuring", f"{spec.steps} steps"))
-    steps: list[ev.Step] = []
-    with memory:
-        for _ in range(spec.steps):
-            if before_step:
-                before_step(index)
-            step = timed_step(stepper, index, warmup=False, after_phase=memory.after_phase)
-            steps.append(step)
-            emit(step)
-            index += 1
+    try:
+        emit(ev.Progress("warmup", f"{spec.warmup} steps"))
+        for index in range(spec.warmup):
+            keep(pipe.step(index, warmup=True))
+        if spec.memory:
+            keep(pipe.drain())
+        if cuda:
+            if spec.memory:
+                torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        emit(ev.Progress("measuring", f"{spec.steps} steps"))
+        with memory:
+            for index in range(spec.warmup, spec.warmup + spec.steps):
+                keep(pipe.step(index, warmup=False, after_phase=memory.after_phase))
+            keep(pipe.drain())
+    except BaseException:
+        keep(pipe.salvage())
+        raise
 
     peak_alloc = peak_reserved = None
     if cuda:
@@ -236,23 +198,23 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
     if spec.profile != "none":
-        _profiled_steps(spec, stepper, steps, emit, out_dir, index, before_step)
+        _profiled_steps(spec, pipe, steps, emit, out_dir, spec.warmup + spec.steps)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved)
     emit(ev.SummaryReady(summary.to_dict()))
 
 
-def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
-                    index: int, before_step: StepHook | None) -> None:
-    """The same number of steps again, under the profiler; their cost against the quiet ones."""
+def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
+                    index: int) -> None:
+    """The same number of steps again, under the profiler, queued as the quiet ones were; their cost
+    against the quiet ones."""
     capture = _profiler(spec, out_dir)
     emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
     profiled: list[float] = []
     with capture.active():
         for i in range(spec.steps):
-            if before_step:
-                before_step(index + i)
-            profiled.append(timed_step(stepper, index + i, warmup=False).total_ms)
+            profiled += [s.total_ms for s in pipe.step(index + i, warmup=False)]
+        profiled += [s.total_ms for s in pipe.drain()]
     set_ranges(None, False)
     if quiet and profiled:
         quiet_ms = statistics.median(s.total_ms for s in quiet)

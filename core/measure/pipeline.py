@@ -1,0 +1,122 @@
+"""Queuing a step's phases between marks, and reading the marks back: the timed loop's clock.
+
+On CUDA the marks are events recorded on the stream, so a phase's time is GPU time between its
+marks; on the CPU a monotonic clock is read. `StepPipeline` decides when marks are read: with a step
+in flight (the default on CUDA) or with a synchronisation after every step (`--step-sync`).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from perfconsole.core import events as ev
+
+if TYPE_CHECKING:
+    from perfconsole.core.measure.bench import Stepper
+
+StepHook = Callable[[int], None]
+
+
+class PhaseClock:
+    """Marks between phases: CUDA events on a GPU, perf_counter on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.marks.append(e)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def intervals_ms(self) -> list[float]:
+        if self.cuda:
+            self.marks[-1].synchronize()
+            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
+
+
+class PendingStep:
+    """A step whose work is queued; `resolve()` waits for its last mark and gives its timings."""
+
+    def __init__(self, index: int, warmup: bool, clock: PhaseClock) -> None:
+        self.index, self.warmup, self.clock = index, warmup, clock
+
+    def resolve(self) -> ev.Step:
+        phases = self.clock.intervals_ms() + [None, None]
+        return ev.Step(index=self.index, warmup=self.warmup, total_ms=sum(p for p in phases if p is not None),
+                       forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2])
+
+
+def launch_step(stepper: Stepper, index: int, warmup: bool,
+                after_phase: Callable[[str], None] | None = None) -> PendingStep:
+    """Queue one step with a mark before it and after each phase. `after_phase(name)` runs after each
+    phase's end mark (memory profiling reads peaks there)."""
+    after = after_phase or (lambda _name: None)
+    stepper.zero_grad()
+    clock = PhaseClock(stepper.device)
+    clock.mark()
+    loss = stepper.forward()
+    clock.mark()
+    after("forward")
+    if stepper.spec.mode != "fwd":
+        stepper.backward(loss)
+        clock.mark()
+        after("backward")
+    if stepper.optimizer is not None:
+        stepper.optimizer_step()
+        clock.mark()
+        after("optimizer_step")
+    return PendingStep(index, warmup, clock)
+
+
+def timed_step(stepper: Stepper, index: int, warmup: bool,
+               after_phase: Callable[[str], None] | None = None) -> ev.Step:
+    """One step, synchronised at its end."""
+    return launch_step(stepper, index, warmup, after_phase).resolve()
+
+
+class StepPipeline:
+    """Runs steps back to back and hands each one's timings back once its GPU work is done.
+
+    With `in_flight`, step k's marks are read only after step k+1 is queued: the host queues the next
+    step while the GPU finishes this one, as a training loop that reads nothing back does, and a phase's
+    time is the GPU's time for it rather than the GPU waiting for the host to start a step after a
+    synchronisation. Without it, every step ends with a synchronisation before the next is queued (as
+    a loop that reads the loss every step does). Either way the marks are CUDA events on the stream.
+    """
+
+    def __init__(self, stepper: Stepper, in_flight: bool, before_step: StepHook | None = None) -> None:
+        self.stepper = stepper
+        self.in_flight = in_flight
+        self.before_step = before_step
+        self.pending: PendingStep | None = None
+
+    def step(self, index: int, warmup: bool, after_phase: Callable[[str], None] | None = None) -> list[ev.Step]:
+        """Queue step `index`; the steps whose timings are now known, in order."""
+        if self.before_step:
+            self.before_step(index)
+        queued = launch_step(self.stepper, index, warmup, after_phase)
+        done, self.pending = self.pending, queued
+        ready = [done.resolve()] if done is not None else []
+        return ready if self.in_flight else ready + self.drain()
+
+    def drain(self) -> list[ev.Step]:
+        """The step still in flight, once its GPU work is done."""
+        pending, self.pending = self.pending, None
+        return [pending.resolve()] if pending is not None else []
+
+    def salvage(self) -> list[ev.Step]:
+        """After a failure: the step in flight if its marks can still be read (an OOM leaves them
+        readable; a CUDA fault does not), so that no finished step is lost."""
+        try:
+            return self.drain()
+        except Exception:
+            self.pending = None
+            return []

@@ -4,7 +4,8 @@
 # logs go to $OUT; the evidence (JSON and Markdown) to docs/results/, each with its command and device.
 #
 # SECTIONS picks what runs (default: tests xl):
-#   telemetry: the gpu telemetry test, and scripts/telemetry_overhead.py on xl bf16
+#   telemetry: the gpu telemetry test, and scripts/telemetry_overhead.py on xl and 2.7B bf16 (the
+#              parent's sampler switched on and off inside one process)
 #   tests:     the gpu tests of the phase ranges (autograd's thread; medium fp32 under torch and nsys)
 #   xl:        xl, ctx 512, batch 4, bf16, train, 3 warm-up + 8 measured steps, under nsys and under the
 #              torch profiler: per-phase kernel time against the timed phases, unattributed share
@@ -15,9 +16,11 @@
 #   compiled:  2.7B, ctx 512, batch 4, bf16, train, sdpa + torch.compile, 3 warm-up + 8 steps, under
 #              the torch profiler and under nsys: the profiled steps against the quiet ones
 set -uo pipefail
-OUT=${OUT:-"$PWD/out-truth"}
+# The device brings back at most 8 files: the work goes to $WORK, and $OUT gets the timeline and one tarball.
+FINAL=${OUT:-"$PWD/out-truth"}
+OUT=${WORK:-/tmp/truth-work}
 RES=docs/results
-mkdir -p "$OUT" "$RES"
+mkdir -p "$OUT" "$RES" "$FINAL"
 export PERFCONSOLE_DATA_DIR="$OUT/data"
 PC=(python3 -m perfconsole.tui.main)
 DEV=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
@@ -77,7 +80,7 @@ if want flight; then
     section "a step in flight against a synchronised step"
     timeout 200 python3 -m pytest -q -m gpu tests/core/measure/test_gpu_timing.py -k flight > "$OUT/flight_test.txt" 2>&1
     echo "flight test exit $?" | tee -a "$OUT/timeline.log"; tail -2 "$OUT/flight_test.txt"
-    timeout 300 python3 scripts/step_in_flight.py "$RES/step_in_flight_$DEV.md" --size 2.7B --size xl \
+    timeout 300 python3 scripts/step_in_flight.py "$RES/step_in_flight_$DEV.md" ${FLIGHT_SIZES:---size 2.7B --size xl} \
         > "$OUT/step_in_flight.txt" 2>&1
     echo "step in flight exit $?" | tee -a "$OUT/timeline.log"; tail -8 "$OUT/step_in_flight.txt"
 fi
@@ -85,7 +88,7 @@ if want telemetry; then
     section "telemetry: the gpu test, and what sampling costs (xl bf16, on/off alternated)"
     timeout 120 python3 -m pytest -q -m gpu tests/core/telemetry > "$OUT/telemetry_tests.txt" 2>&1
     echo "telemetry tests exit $?" | tee -a "$OUT/timeline.log"; tail -2 "$OUT/telemetry_tests.txt"
-    timeout 300 python3 scripts/telemetry_overhead.py "$RES/telemetry_overhead_$DEV.md" --size xl --pairs 2 \
+    timeout 300 python3 scripts/telemetry_overhead.py "$RES/telemetry_overhead_$DEV.md" --size xl --size 2.7B --steps 80 \
         > "$OUT/telemetry_overhead.txt" 2>&1
     echo "telemetry overhead exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/telemetry_overhead.txt"
 fi
@@ -99,5 +102,6 @@ for r in d['runs']:
           'overhead', o.get('ratio'), 'k/step', o.get('kernels_per_step'))" "$f"
 done
 # Everything in one file: the device tool brings back a handful of files per call.
-tar czf "$OUT/truth.tgz" "$RES" $(ls "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log 2>/dev/null) 2>/dev/null
-ls -la "$OUT/truth.tgz"
+tar czf "$FINAL/truth.tgz" "$RES" $(ls "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log 2>/dev/null) 2>/dev/null
+cp "$OUT/timeline.log" "$FINAL/" 2>/dev/null
+ls -la "$FINAL/truth.tgz"

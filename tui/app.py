@@ -23,6 +23,7 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from perfconsole.core.launch import launcher, processes
+from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.queue import RunQueue
 from perfconsole.core.launch.replicates import RepeatedLaunch
 from perfconsole.core.telemetry import nvml
@@ -87,7 +88,8 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
         self.times: dict[str, list[float | None]] = {}
         self.feeds: dict[str, RunFeed] = {}
         self.queue = RunQueue()
-        self.launch: launcher.Launch | RepeatedLaunch | None = None
+        self.launch: launcher.Launch | RepeatedLaunch | InterleavedRuns | None = None
+        self.group: set[str] = set()             # ids of an interleaved entry's runs not yet ended
         self.active: RunRecord | None = None     # the run streaming now
         self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
         self.comparison = None
@@ -220,7 +222,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
     # --- launching -----------------------------------------------------------------------------
     @on(LaunchRequested)
     def _launch_requested(self, event: LaunchRequested) -> None:
-        self.enqueue(event.specs, event.queue)
+        self.enqueue(event.specs, event.queue, event.interleave)
 
     # --- showing runs --------------------------------------------------------------------------
     def show_current(self) -> None:
@@ -241,8 +243,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.queue.clear()
-                processes.kill_all()
+                self.end_runs()
                 self.exit(0)
 
         self.push_screen(ConfirmScreen(f"{self.active.name} is running. Quit and end it? (y/n)"), answer)
@@ -253,8 +254,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
 
     def hang_up(self) -> None:
         """SIGHUP / SIGTERM: the terminal or SSH session is gone; end every run and leave."""
-        self.queue.clear()
-        processes.kill_all()
+        self.end_runs()
         self.exit(129)
 
 

@@ -1,5 +1,9 @@
 """Launching and following runs in the console: the queue, one worker thread per run that reads the
-launch's events, folding them into the run's record, redrawing at most four times a second, cancel."""
+launch's events, folding them into the run's record, redrawing at most four times a second, cancel.
+
+An interleaved entry (specs compared with several processes each) is one worker thread for all its
+runs: their processes run in rounds (core.launch.interleave), and the live pane follows the run
+whose process is running."""
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +15,8 @@ from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
 from perfconsole.core import events as ev
-from perfconsole.core.launch import launcher
+from perfconsole.core.launch import launcher, processes
+from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
@@ -26,12 +31,15 @@ REDRAW_S = 0.25              # live pane redraws at most 4 times a second, howev
 class RunDriver:
     """Mixed into the console's App: uses its runs, queue, feeds, times, panes and notify()."""
 
-    def enqueue(self, specs: list[RunSpec], queue: bool) -> None:
+    def enqueue(self, specs: list[RunSpec], queue: bool, interleave: bool = False) -> None:
         if not queue and self.active is not None:
             self.notify("a run is in progress: ctrl+e queues this one, ctrl+k cancels the running one",
                         severity="warning")
             return
-        self.queue.extend(specs)
+        if interleave and len(specs) > 1:
+            self.queue.add_interleaved(specs)
+        else:
+            self.queue.extend(specs)
         self._show_queue()
         if self.active is None:
             self._start_next()
@@ -48,23 +56,52 @@ class RunDriver:
         self._show_queue()
         self.notify(f"dropped {n} queued run(s)")
 
+    def end_runs(self) -> None:
+        """Quitting: nothing queued starts, the running entry stops, and no process is left."""
+        self.queue.clear()
+        if self.launch is not None:
+            self.launch.cancel()
+        processes.kill_all()
+
     def _start_next(self) -> None:
-        spec = self.queue.pop()
+        group = self.queue.pop()
         self._show_queue()
-        if spec is None:
+        if group is None:
             return
-        record = RunRecord(spec)
-        self.runs.append(record)
-        self.active = self.current = record
+        records = [RunRecord(spec) for spec in group]
+        self.runs += records
+        self.active = self.current = records[0]
         self._gpu_busy = True
-        self.times[record.id] = [time.monotonic(), None]
-        feed = self.feeds[record.id] = RunFeed()
-        self.launch = make_launch(spec, env=self.launch_env)
+        for record in records:
+            self.times[record.id] = [time.monotonic(), None]
+            self.feeds[record.id] = RunFeed()
+        if len(group) == 1:
+            self.launch = make_launch(group[0], env=self.launch_env)
+        else:
+            self.launch = InterleavedRuns(list(group), env=self.launch_env)
+            self.group = {r.id for r in records}
         self.refresh_bindings()
         self.show_current()
         self.action_show_tab("live")
         self.refresh_runs()
-        self.drive_run(record.id, self.launch, feed)
+        if isinstance(self.launch, InterleavedRuns):
+            self.drive_interleaved([r.id for r in records], self.launch)
+        else:
+            self.drive_run(records[0].id, self.launch, self.feeds[records[0].id])
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="run")
+    def drive_interleaved(self, run_ids: list[str], runner: InterleavedRuns) -> None:
+        feeds = [self.feeds[i] for i in run_ids]
+
+        def on_event(i: int, event: ev.Event) -> None:
+            feeds[i].push(event)
+            self.post_message(RunUpdated(run_ids[i]))
+
+        try:
+            runner.run(on_event)
+        finally:
+            for run_id in run_ids:
+                self.post_message(RunEnded(run_id))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run")
     def drive_run(self, run_id: str, launch: launcher.Launch | RepeatedLaunch, feed: RunFeed) -> None:
@@ -88,6 +125,10 @@ class RunDriver:
             record.apply(event)
         if not events:
             return None
+        if record.id in self.group and record is not self.active and any(isinstance(e, ev.Replicate) for e in events):
+            # An interleaved entry moved on to this run's next process: the live pane follows it.
+            self.active = self.current = record
+            self.show_current()
         if record is self.current:
             self._schedule_redraw()
             if any(isinstance(e, ev.ProfileReady) for e in events):
@@ -127,14 +168,18 @@ class RunDriver:
             live.refresh_record()
             self.main(KernelsPane).show_record(record)
             self.main(NvtxPane).show_record(record)
-        self.active, self.launch = None, None
-        self.refresh_bindings()
-        self._gpu_busy = self.main(TabbedContent).active == "live"
-        self.refresh_runs()
         if record is not None:
             sev = "information" if record.status == "ok" else "error"
             self.notify(f"{record.name}: {record.status}" + (f" ({record.error.message})" if record.error and
                                                               record.status != "ok" else ""), severity=sev)
+        self.group.discard(message.run_id)
+        if self.group:  # the interleaved entry's other runs end with it, just after
+            self.refresh_runs()
+            return
+        self.active, self.launch = None, None
+        self.refresh_bindings()
+        self._gpu_busy = self.main(TabbedContent).active == "live"
+        self.refresh_runs()
         self._start_next()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -1,7 +1,9 @@
 """A queue of run specs that run one after another, as a user lines up fp32, bf16 and fp16 of a config.
 
 Only one run uses the GPU at a time, so timings never overlap. The queue holds specs, not processes:
-whoever drives it (the console) takes the next spec when the previous run has finished.
+whoever drives it (the console) takes the next entry when the previous one has finished. An entry is
+one spec, or specs to be compared, whose replicate processes run in rounds (A1 B1 A2 B2 ...;
+core.launch.interleave), so drift over the minutes hits every side alike.
 """
 from __future__ import annotations
 
@@ -13,27 +15,33 @@ from perfconsole.core.spec import PRECISIONS, RunSpec
 
 class RunQueue:
     def __init__(self, specs: Iterable[RunSpec] = ()) -> None:
-        self._pending: deque[RunSpec] = deque()
+        self._pending: deque[tuple[RunSpec, ...]] = deque()
         self.extend(specs)
 
     def add(self, spec: RunSpec) -> None:
-        self._pending.append(spec.validate())
+        self._pending.append((spec.validate(),))
 
     def extend(self, specs: Iterable[RunSpec]) -> None:
         for spec in specs:
             self.add(spec)
 
-    def pop(self) -> RunSpec | None:
-        """The next spec to run, or None when the queue is empty."""
+    def add_interleaved(self, specs: Iterable[RunSpec]) -> None:
+        """Specs whose processes run in rounds, as one entry; one spec alone is a plain entry."""
+        group = tuple(spec.validate() for spec in specs)
+        if group:
+            self._pending.append(group)
+
+    def pop(self) -> tuple[RunSpec, ...] | None:
+        """The next entry to run (one spec, or specs to interleave), or None when the queue is empty."""
         return self._pending.popleft() if self._pending else None
 
     def clear(self) -> int:
-        n = len(self._pending)
+        n = len(self.pending())
         self._pending.clear()
         return n
 
     def pending(self) -> list[RunSpec]:
-        return list(self._pending)
+        return [spec for group in self._pending for spec in group]
 
     def __len__(self) -> int:
         return len(self._pending)

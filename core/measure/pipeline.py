@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from perfconsole.core import events as ev
+from perfconsole.core.spec import RunSpec
 
-if TYPE_CHECKING:
-    from perfconsole.core.measure.bench import Stepper
+
+class Stepper(Protocol):
+    """One step of a spec's mode in phases (core.measure.bench.Stepper)."""
+    spec: RunSpec
+    device: torch.device
+    optimizer: Any
+
+    def zero_grad(self) -> None: ...
+    def forward(self) -> torch.Tensor: ...
+    def backward(self, loss: torch.Tensor) -> None: ...
+    def optimizer_step(self) -> None: ...
 
 StepHook = Callable[[int], None]
 

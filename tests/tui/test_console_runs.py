@@ -8,6 +8,7 @@ import pytest
 from console_helpers import TINY, make_app, plain, wait_for
 from textual.widgets import Button, Static
 
+from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.tui.messages import RunEnded, RunUpdated
 from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.tui.screens.launch import LaunchPane
@@ -133,6 +134,25 @@ async def test_queue_runs_fp32_bf16_fp16_one_after_another():
         assert all(a[1] <= b[0] for a, b in zip(starts, starts[1:]))  # never two at once
         assert {r.status for r in app.runs[:2]} == {"ok"}
         assert app.runs[2].status in ("ok", "error")  # fp16 autocast on CPU depends on the torch build
+
+
+@pytest.mark.slow
+async def test_queued_precisions_with_several_processes_run_in_rounds():
+    app = make_app(TINY.with_(steps=2, mode="fwd", repeat=2))
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: app.launch is not None)
+        runner = app.launch
+        assert isinstance(runner, InterleavedRuns) and app.queue.pending() == []
+        await wait_for(pilot, lambda: len(app.runs) == 3 and all(r.finished for r in app.runs), timeout=240)
+        await wait_for(pilot, lambda: app.launch is None)
+        assert [r.spec.precision for r in app.runs] == ["fp32", "bf16", "fp16"]
+        fp16_ok = app.runs[2].status == "ok"  # fp16 autocast on CPU depends on the torch build
+        assert runner.order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1)] + ([(2, 1)] if fp16_ok else [])
+        for r in app.runs[:2]:
+            assert r.status == "ok" and len(r.replicates) == 2
+            assert r.summary.between_processes is not None
 
 
 def test_first_frame_does_not_import_torch():

@@ -54,9 +54,11 @@ def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | Non
 
 
 class LaunchRequested(Message):
-    def __init__(self, specs: list[RunSpec], queue: bool) -> None:
+    """`interleave`: the specs are compared, their processes run in rounds (A1 B1 A2 B2 ...)."""
+
+    def __init__(self, specs: list[RunSpec], queue: bool, interleave: bool = False) -> None:
         super().__init__()
-        self.specs, self.queue = specs, queue
+        self.specs, self.queue, self.interleave = specs, queue, interleave
 
 
 class LaunchPane(VerticalScroll):
@@ -156,7 +158,8 @@ class LaunchPane(VerticalScroll):
         except SpecError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.post_message(LaunchRequested(specs, queue=True))
+        # With several processes each, the three precisions run in rounds, so drift hits all three.
+        self.post_message(LaunchRequested(specs, queue=True, interleave=self.spec.repeat > 1))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("launch", "enqueue", "enqueue_ladder") and self.spec is None:

@@ -88,10 +88,17 @@ def test_snapshot_round_trip_and_every_export(tmp_path):
 def test_queue_is_first_in_first_out_and_the_ladder_is_fp32_bf16_fp16():
     spec = RunSpec(size="tiny", device="cpu")
     q = RunQueue(precision_ladder(spec))
-    assert [q.pop().precision for _ in range(3)] == ["fp32", "bf16", "fp16"] and q.pop() is None
+    assert [q.pop()[0].precision for _ in range(3)] == ["fp32", "bf16", "fp16"] and q.pop() is None
     with pytest.raises(SpecError):
         q.add(spec.with_(ctx=0))
     assert len(q) == 0
+    q.add_interleaved(precision_ladder(spec.with_(repeat=2)))
+    q.add(spec)
+    assert len(q) == 2 and [s.precision for s in q.pending()] == ["fp32", "bf16", "fp16", "fp32"]
+    assert [s.precision for s in q.pop()] == ["fp32", "bf16", "fp16"] and len(q.pop()) == 1
+    with pytest.raises(SpecError):
+        q.add_interleaved([spec, spec.with_(ctx=0)])
+    assert q.clear() == 0
 
 
 def test_unlike_work_is_flagged_and_like_work_is_not():

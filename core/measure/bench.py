@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, ContextManager
 
 import torch
-import torch.nn.functional as F
 
 from perfconsole.core import events as ev
+from perfconsole.core.measure import fast_paths
 from perfconsole.core.measure.environment import Environment
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
@@ -90,9 +90,11 @@ def configure_backends(spec: RunSpec) -> None:
 class Stepper:
     """One training/inference step of the spec's mode, split into phases for timing."""
 
-    def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device) -> None:
+    def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device,
+                 loss_fn: fast_paths.Loss | None = None) -> None:
         self.spec = spec
         self.model = model
+        self.loss_fn = loss_fn or fast_paths.apply(spec, model)
         self.device = device
         gen = torch.Generator(device="cpu").manual_seed(spec.seed)
         ids = torch.randint(0, spec.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
@@ -104,8 +106,9 @@ class Stepper:
         self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and spec.mode != "fwd" else None
         self.optimizer = None
         if spec.mode == "train":
-            fused = device.type == "cuda"
-            self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+            self.optimizer = fast_paths.make_optimizer(spec, model, device)
+        # CUDA graphs: tell the graph trees a new step begins, so the last step's outputs may be overwritten.
+        self.graphs = spec.compile and spec.compile_mode == "reduce-overhead"
 
     def zero_grad(self) -> None:
         if self.spec.mode == "fwd":
@@ -117,9 +120,11 @@ class Stepper:
 
     def forward(self) -> torch.Tensor:
         grad = contextlib.nullcontext() if self.spec.mode != "fwd" else torch.no_grad()
+        if self.graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with grad, phase("forward"), self.autocast:
             logits = self.model(self.inputs)
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), self.targets.reshape(-1))
+            loss = self.loss_fn(logits, self.targets)
         return loss
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -168,6 +173,7 @@ def timed_step(stepper: Stepper, index: int, warmup: bool,
     after = after_phase or (lambda _name: None)
     stepper.zero_grad()
     clock = PhaseClock(stepper.device)
+    issued = time.perf_counter()
     clock.mark()
     loss = stepper.forward()
     clock.mark()
@@ -180,9 +186,14 @@ def timed_step(stepper: Stepper, index: int, warmup: bool,
         stepper.optimizer_step()
         clock.mark()
         after("optimizer_step")
+    # The host has issued the whole step; on a GPU the work may still be queued. The GPU span minus this
+    # is time the GPU spent on work queued after the host finished: a lower bound on its busy time.
+    host_ms = (time.perf_counter() - issued) * 1e3 if clock.cuda else None
     phases = clock.intervals_ms() + [None, None]
+    value = float(loss.detach())  # after the synchronisation above: a copy of a ready scalar, no extra wait
     return ev.Step(index=index, warmup=warmup, total_ms=sum(p for p in phases if p is not None),
-                   forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2])
+                   forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2],
+                   loss=value if value == value and abs(value) != float("inf") else None, host_ms=host_ms)
 
 
 def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None,
@@ -190,15 +201,18 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure."""
     device = torch.device(spec.device)
     torch.manual_seed(spec.seed)
+    fast_paths.check(spec, device)
+    peaks = _peaks(spec, device, emit)
     configure_backends(spec)
     emit(ev.Progress("building", f"{spec.size} {spec.dims()}"))
     model = build_model(spec, device)
     if spec.mode == "fwd":
         model.eval()
+    loss_fn = fast_paths.apply(spec, model)
     if spec.compile:
-        emit(ev.Progress("compiling", "torch.compile: the first step compiles"))
-        model = torch.compile(model)
-    stepper = Stepper(spec, model, device)
+        emit(ev.Progress("compiling", f"torch.compile ({spec.compile_mode}): the first step compiles"))
+        model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    stepper = Stepper(spec, model, device, loss_fn)
     cuda = device.type == "cuda"
 
     emit(ev.Progress("warmup", f"{spec.warmup} steps"))
@@ -235,16 +249,31 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
+    busy = None
     if spec.profile != "none":
-        _profiled_steps(spec, stepper, steps, emit, out_dir, index, before_step)
+        busy = _profiled_steps(spec, stepper, steps, emit, out_dir, index, before_step)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
-                              peak_alloc, peak_reserved)
+                              peak_alloc, peak_reserved, peaks, busy)
     emit(ev.SummaryReady(summary.to_dict()))
 
 
+def _peaks(spec: RunSpec, device: torch.device, emit: Emit) -> dict[str, Any] | None:
+    """The device's peaks (cached, else measured now, before the model takes memory), emitted for the record.
+    Nothing is measured when both are overridden."""
+    if spec.peak_tflops and spec.peak_gbps:
+        return None
+    from perfconsole.core.measure.peaks import peaks_for
+
+    emit(ev.Progress("peaks", "the device's matmul and copy peaks (measured once, then cached)"))
+    found = peaks_for(device).to_dict()
+    emit(ev.Peaks(found))
+    return found
+
+
 def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
-                    index: int, before_step: StepHook | None) -> None:
-    """The same number of steps again, under the profiler; their cost against the quiet ones."""
+                    index: int, before_step: StepHook | None) -> float | None:
+    """The same number of steps again, under the profiler; their cost against the quiet ones.
+    Returns the GPU's busy share over the profiled steps, where the profile can say."""
     capture = _profiler(spec, out_dir)
     emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
     profiled: list[float] = []
@@ -254,12 +283,14 @@ def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit:
                 before_step(index + i)
             profiled.append(timed_step(stepper, index + i, warmup=False).total_ms)
     set_ranges(None, False)
+    busy = capture.busy_share(sum(profiled)) if spec.device == "cuda" else None
     if quiet and profiled:
         quiet_ms = statistics.median(s.total_ms for s in quiet)
         profiled_ms = statistics.median(profiled)
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
-                                len(profiled), profiled))
+                                len(profiled), profiled, gpu_busy_share=busy))
     capture.finish(emit)
+    return busy
 
 
 class _NoCapture:
@@ -268,6 +299,9 @@ class _NoCapture:
 
     def finish(self, emit: Emit) -> None:
         pass
+
+    def busy_share(self, span_ms: float) -> float | None:
+        return None
 
 
 class _NsysCapture(_NoCapture):
@@ -296,6 +330,12 @@ class _TorchCapture(_NoCapture):
 
     def active(self) -> contextlib.AbstractContextManager:
         return self.capture
+
+    def busy_share(self, span_ms: float) -> float | None:
+        from perfconsole.core.profiling.torch_trace import gpu_busy_ms
+
+        busy = gpu_busy_ms(Path(self.capture.files[0]).read_text(encoding="utf-8")) if self.capture.files else None
+        return None if busy is None or span_ms <= 0 else min(1.0, busy / span_ms)
 
     def finish(self, emit: Emit) -> None:
         emit(ev.Progress("profiling", "building tables from the torch profiler"))

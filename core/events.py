@@ -105,7 +105,7 @@ class ProfileOverhead(Event):
 
 @dataclass(frozen=True)
 class Peaks(Event):
-    """The device's peaks the run's speed of light uses (core.speed_of_light.Peaks' fields)."""
+    """The device's peaks the run's speed of light uses (core.flops.Peaks' fields)."""
     type: ClassVar[str] = "peaks"
     peaks: dict[str, Any]
 

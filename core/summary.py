@@ -10,9 +10,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfconsole.core.events import Step
-from perfconsole.core.flops import peak_tflops, step_flops
+from perfconsole.core.flops import busy_label, peak_tflops, speed_of_light, step_flops
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.speed_of_light import busy_label, speed_of_light
 from perfconsole.core.stats import Stat, summarize
 
 PHASES = ("total_ms", "forward_ms", "backward_ms", "optimizer_ms")
@@ -35,13 +34,13 @@ class Summary:
     processes: int = 1              # replicate processes whose steps are pooled here
     # Per phase, the statistics of the processes' median step times (n = processes); None for one process.
     between_processes: dict[str, Stat] | None = None
-    # core.speed_of_light: {phase: {floor_ms, measured_ms, fraction}, "peaks": {...}}; None without peaks.
+    # core.flops: {phase: {floor_ms, measured_ms, fraction}, "peaks": {...}}; None without peaks.
     speed_of_light: dict[str, Any] | None = None
     # Share of the step with GPU kernels running: "profile" measures it (union of kernel intervals over
     # the profiled steps' time), "events" gives a lower bound (core.measure.bench.timed_step); None on the CPU.
     gpu_busy_share: float | None = None
     gpu_busy_source: str | None = None
-    bound: str | None = None        # host-bound | gpu-bound | None (core.speed_of_light.busy_label)
+    bound: str | None = None        # host-bound | gpu-bound | None (core.flops.busy_label)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

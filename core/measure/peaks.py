@@ -1,7 +1,7 @@
 """Measure the device's peaks for speed of light: dense matmul TFLOP/s per precision and copy GB/s.
 
 Run in the worker before the model is built (so nothing else holds the device) and never inside the
-timed steps; the result is cached by device name, driver and torch version (core.speed_of_light), so
+timed steps; the result is cached by device name, driver and torch version (core.flops), so
 a device is measured once. Each figure is the median of several timed repetitions after warm-up:
 CUDA events on a GPU, perf_counter on the CPU (where the CPU's own matmul and memcpy peaks are the
 ones a CPU run can reach).
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from perfconsole.core.speed_of_light import Peaks, cache_key, cached_peaks, save_peaks
+from perfconsole.core.flops import Peaks, cache_key, cached_peaks, save_peaks
 
 # (n for the square matmul, bytes copied): large enough to reach the peak, small enough to take ~1 s.
 CUDA_SIZES = (8192, 1 << 30)

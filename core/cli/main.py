@@ -26,6 +26,7 @@ COMMANDS = [
     "perfconsole.core.cli.sweep",
     "perfconsole.core.cli.attention",
     "perfconsole.core.cli.compare",
+    "perfconsole.core.cli.ladder",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130

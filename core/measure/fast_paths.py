@@ -29,12 +29,7 @@ class Unsupported(RuntimeError):
 
 def check(spec: RunSpec, device: torch.device) -> None:
     """Raise Unsupported for what cannot run here; called before the model is built."""
-    if spec.compile_mode == "reduce-overhead" and device.type != "cuda":
-        raise Unsupported("CUDA graphs (compile mode reduce-overhead) need device cuda")
-    if spec.kernels == "liger":
-        _need("liger_kernel", "liger-kernel")
-        if device.type != "cuda":
-            raise Unsupported("liger-kernel's Triton kernels need device cuda")
+    # The ladder's last change is checked first, so a rung's reason is its own change's, not an earlier one's.
     if spec.fp8:
         _need("torchao", "torchao")
         if device.type != "cuda":
@@ -44,6 +39,12 @@ def check(spec: RunSpec, device: torch.device) -> None:
             raise Unsupported(f"fp8 needs compute capability >= 8.9, this GPU has {cap[0]}.{cap[1]}")
         if spec.precision == "fp32":
             raise Unsupported("fp8 matmuls here follow bf16 or fp16 training; choose precision bf16")
+    if spec.kernels == "liger":
+        _need("liger_kernel", "liger-kernel")
+        if device.type != "cuda":
+            raise Unsupported("liger-kernel's Triton kernels need device cuda")
+    if spec.compile_mode == "reduce-overhead" and device.type != "cuda":
+        raise Unsupported("CUDA graphs (compile mode reduce-overhead) need device cuda")
 
 
 def _need(module: str, package: str) -> None:

@@ -2,13 +2,13 @@
 
 Run in the worker before the model is built (so nothing else holds the device) and never inside the
 timed steps; the result is cached by device name, driver and torch version (core.flops), so
-a device is measured once. Each figure is the median of several timed repetitions after warm-up:
-CUDA events on a GPU, perf_counter on the CPU (where the CPU's own matmul and memcpy peaks are the
-ones a CPU run can reach).
+a device is measured once. Each figure is the fastest of several timed repetitions after warm-up (a
+peak is what the device can reach; a shared CPU's slow repetitions are its neighbours'): CUDA events
+on a GPU, perf_counter on the CPU (where the CPU's own matmul and memcpy peaks are the ones a CPU run
+can reach).
 """
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
@@ -18,7 +18,7 @@ from perfconsole.core.flops import Peaks, cache_key, cached_peaks, save_peaks
 
 # (n for the square matmul, bytes copied): large enough to reach the peak, small enough to take ~1 s.
 CUDA_SIZES = (8192, 1 << 30)
-CPU_SIZES = (512, 64 << 20)
+CPU_SIZES = (1024, 64 << 20)
 REPEATS = 7
 
 
@@ -41,7 +41,7 @@ def device_key(device: torch.device) -> str:
 
 
 def _time_ms(fn: Callable[[], object], device: torch.device) -> float:
-    """Median ms of `fn` over REPEATS, after two warm-up calls."""
+    """The fastest ms of `fn` over REPEATS, after two warm-up calls."""
     for _ in range(2):
         fn()
     times = []
@@ -57,7 +57,7 @@ def _time_ms(fn: Callable[[], object], device: torch.device) -> float:
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return min(times)
 
 
 def measure(device: torch.device) -> Peaks:

@@ -107,8 +107,12 @@ class Peaks:
                    float(d["bandwidth_gbps"]), str(d.get("source", "measured")))
 
 
+# Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
+PEAKS_METHOD = 2
+
+
 def cache_key(device_name: str, driver: str | None, torch_version: str) -> str:
-    return f"{device_name} | driver {driver or 'none'} | torch {torch_version}"
+    return f"{device_name} | driver {driver or 'none'} | torch {torch_version} | method {PEAKS_METHOD}"
 
 
 def cached_peaks(key: str) -> Peaks | None:

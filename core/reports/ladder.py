@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from perfconsole.core.profiling.categories import category_shares
 from perfconsole.core.record import RunRecord
 
+from perfconsole.core.grids.ladder import RUNG_NAMES
+
 if TYPE_CHECKING:
     from perfconsole.core.grids.ladder import LadderRecord, Rung
 
@@ -75,8 +77,8 @@ def rows(ladder: LadderRecord) -> list[LadderRow]:
     first: LadderRow | None = None
     previous: LadderRow | None = None
     first_losses: dict[int, float] = {}
-    for i, (rung, r) in enumerate(zip(ladder.rungs, ladder.runs)):
-        row = _row(i, rung, r)
+    for rung, r in zip(ladder.rungs, ladder.runs):
+        row = _row(RUNG_NAMES.index(rung.name), rung, r)
         if row.median_ms is not None:
             losses = _losses(r)
             if first is None:
@@ -130,6 +132,10 @@ def _f(v: float | None, digits: int = 2, suffix: str = "") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}{suffix}"
 
 
+def _g(v: float) -> str:
+    return f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
@@ -172,8 +178,11 @@ def markdown(ladder: LadderRecord) -> str:
              "measured copy bandwidth, over the median step", ""]
     sol = next(((r.summary.speed_of_light or {}).get("peaks") for r in ladder.runs if r.summary), None)
     if sol:
-        lines[-1:-1] = [f"- peaks: {sol['matmul_tflops']:,.1f} TFLOP/s {sol['precision']} ({sol['matmul_source']}), "
-                        f"{sol['bandwidth_gbps']:,.0f} GB/s ({sol['bandwidth_source']})"]
+        lines[-1:-1] = [f"- peaks: {_g(sol['matmul_tflops'])} TFLOP/s {sol['precision']} ({sol['matmul_source']}), "
+                        f"{_g(sol['bandwidth_gbps'])} GB/s ({sol['bandwidth_source']})"]
+    skipped = [n for n in RUNG_NAMES[:RUNG_NAMES.index(ladder.spec.rungs_in_order()[-1])] if n not in ladder.spec.rungs]
+    if skipped:
+        lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
     lines += ["| " + " | ".join(MD_COLUMNS) + " |", "| " + " | ".join(["---"] * 3 + ["--:"] * 8 + ["---"]) + " |"]
     for row in rs:
         interval = (f"{_f(row.interval_low_ms)}-{_f(row.interval_high_ms)}" if row.interval_low_ms is not None else "-")

@@ -1,4 +1,5 @@
-"""The run's statistics as they fill in: mean, std, median, CI, tokens/s, TFLOP/s, MFU, peak memory."""
+"""The run's statistics as they fill in: mean, std, median, CI, tokens/s, TFLOP/s, MFU, fraction of speed of
+light, the GPU's busy share (with host-bound named), peak memory."""
 from __future__ import annotations
 
 from rich.table import Table
@@ -9,7 +10,7 @@ from perfconsole.tui.format import NA, num, pct
 
 
 class StatsPanel(Static):
-    DEFAULT_CSS = "StatsPanel { height: 13; }"  # fixed, so an update needs no layout pass
+    DEFAULT_CSS = "StatsPanel { height: 15; }"  # fixed, so an update needs no layout pass
 
     def show(self, summary: Summary | None) -> None:
         t = Table.grid(padding=(0, 1))
@@ -32,5 +33,11 @@ class StatsPanel(Static):
         t.add_row("tokens/s", num(summary.tokens_per_s, ",.0f"))
         t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
         t.add_row("MFU", pct(summary.mfu))
+        sol = (summary.speed_of_light or {}).get("total_ms") or {}
+        t.add_row("speed of light", pct(sol.get("fraction")))
+        busy = pct(summary.gpu_busy_share)
+        if summary.gpu_busy_share is not None and summary.gpu_busy_source == "events":
+            busy = f">= {busy}"  # the events give a lower bound
+        t.add_row("GPU busy", busy + (f" {summary.bound}" if summary.bound == "host-bound" else ""))
         t.add_row("peak mem", num(summary.peak_allocated_mib, ",.0f", " MiB"))
         self.update(t, layout=False)

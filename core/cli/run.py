@@ -10,7 +10,7 @@ from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments, deliver,
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, add_spec_arguments, deliver,
                                         save_path, spec_from_args)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
@@ -20,7 +20,8 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
 from perfconsole.core.reports.run import tflops_text
 
-EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED}
+# unsupported: the spec asks for what this machine lacks (a GPU, perfconsole[fast]); like bad input, not a crash.
+EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED, "unsupported": EXIT_USAGE}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -185,7 +185,7 @@ def markdown(ladder: LadderRecord) -> str:
         lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
     lines += ["| " + " | ".join(MD_COLUMNS) + " |", "| " + " | ".join(["---"] * 3 + ["--:"] * 8 + ["---"]) + " |"]
     for row in rs:
-        interval = (f"{_f(row.interval_low_ms)}-{_f(row.interval_high_ms)}" if row.interval_low_ms is not None else "-")
+        interval = (f"[{_f(row.interval_low_ms)}, {_f(row.interval_high_ms)}]" if row.interval_low_ms is not None else "-")
         loss = "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}"
         lines.append("| " + " | ".join([
             f"{row.rung} {row.name}", row.what, status_text(row).replace("|", "/"), _f(row.median_ms), interval,

@@ -56,7 +56,7 @@ def test_sol_bars_fill_the_floors_share_and_the_stats_name_it():
     panel = StatsPanel()
     panel.show(run.summary)
     shown = plain(panel.content)
-    sol_line = next(line for line in shown.splitlines() if line.startswith("speed of light"))
-    assert sol_line.split()[-1] == f"{100 * sol['total_ms']['fraction']:.1f}%"
+    sol_line = next(line for line in shown.splitlines() if line.startswith("MFU · SoL"))
+    assert sol_line.split()[-3:] == ["-", "·", f"{100 * sol['total_ms']['fraction']:.1f}%"]   # no MFU on a CPU
     assert run.summary.gpu_busy_share is None    # a CPU run: no GPU to be busy
     assert next(line for line in shown.splitlines() if line.startswith("GPU busy")).split()[-1] == "-"

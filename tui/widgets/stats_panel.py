@@ -10,7 +10,7 @@ from perfconsole.tui.format import NA, num, pct
 
 
 class StatsPanel(Static):
-    DEFAULT_CSS = "StatsPanel { height: 15; }"  # fixed, so an update needs no layout pass
+    DEFAULT_CSS = "StatsPanel { height: 13; }"  # fixed, so an update needs no layout pass
 
     def show(self, summary: Summary | None) -> None:
         t = Table.grid(padding=(0, 1))
@@ -32,9 +32,9 @@ class StatsPanel(Static):
                 t.add_row(f" {name[:-3]}", f"{ph.mean:,.3f} ms")
         t.add_row("tokens/s", num(summary.tokens_per_s, ",.0f"))
         t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
-        t.add_row("MFU", pct(summary.mfu))
+        # MFU and the fraction of speed of light share a row: 13 rows fit beside the GPU panel at 80x24.
         sol = (summary.speed_of_light or {}).get("total_ms") or {}
-        t.add_row("speed of light", pct(sol.get("fraction")))
+        t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {pct(sol.get('fraction'))}")
         busy = pct(summary.gpu_busy_share)
         if summary.gpu_busy_share is not None and summary.gpu_busy_source == "events":
             busy = f">= {busy}"  # the events give a lower bound

@@ -78,7 +78,7 @@ def test_markdown_table_shape_and_snapshot_round_trip(ladder):
     table = [line for line in md.splitlines() if line.startswith("|")]
     assert table[0] == "| " + " | ".join(MD_COLUMNS) + " |"
     assert len(table) == 2 + 5 and all(line.count("|") == len(MD_COLUMNS) + 1 for line in table)
-    assert "| 3 cuda-graphs |" in md and "unsupported: CUDA graphs" in md
+    assert "| 5 cuda-graphs |" in md and "unsupported: CUDA graphs" in md   # numbered by its place in the ladder
     loaded = store.load(save)
     assert loaded.kind == "ladder" and [r.status for r in loaded.runs] == [r.status for r in record.runs]
     assert export.export(loaded, "md") == md

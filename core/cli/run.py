@@ -81,6 +81,16 @@ def summary_table(r: RunRecord) -> CliTable:
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
                  + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
+    sol = sm.speed_of_light or {}
+    if "total_ms" in sol:
+        phases = ", ".join(f"{k[:-3]} {sol[k]['fraction']:.0%}" for k in ("forward_ms", "backward_ms", "optimizer_ms")
+                           if k in sol and sol[k]["fraction"] is not None)
+        t.caption += (f"\nspeed of light: floor {sol['total_ms']['floor_ms']:,.3f} ms, "
+                      f"{sol['total_ms']['fraction']:.1%} of it ({phases})")
+    if sm.gpu_busy_share is not None:
+        lower = "at least " if sm.gpu_busy_source == "events" else ""
+        t.caption += (f"\nGPU busy {lower}{sm.gpu_busy_share:.0%} of the step ({sm.gpu_busy_source})"
+                      + (f": {sm.bound}" if sm.bound else ""))
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "

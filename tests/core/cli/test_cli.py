@@ -135,3 +135,15 @@ def test_one_step_shows_no_spread_and_a_profiled_run_says_where_its_files_went(t
     assert trace.is_file() and f"files: {trace}" in prof.stdout
     assert "profile (torch):" in prof.stdout and "in no phase" in prof.stdout and "profiled " in prof.stdout
     assert pc("import", str(trace)).returncode == 0
+
+
+def test_run_names_its_speed_of_light_and_an_unsupported_spec_exits_2():
+    out = pc("run", *TINY, "--mode", "train")
+    assert out.returncode == 0, out.stderr
+    assert "speed of light: floor " in out.stdout and "(forward " in out.stdout
+    bad = pc("run", *TINY, "--mode", "train", "--fp8", "--precision", "bf16", "--json")
+    assert bad.returncode == 2
+    doc = json.loads(bad.stdout)["data"]
+    assert doc["status"] == "unsupported" and doc["error"]["kind"] == "unsupported"
+    assert doc["error"]["message"] in ("unsupported: torchao is not installed: install perfconsole[fast]",
+                                       "unsupported: fp8 matmuls need device cuda")

@@ -51,6 +51,10 @@ class Step(Event):
     forward_ms: float
     backward_ms: float | None = None
     optimizer_ms: float | None = None
+    # The step's loss, read after the step's own synchronisation (no extra sync), for numerics checks.
+    loss: float | None = None
+    # Host time to issue the step (CUDA only): the events' GPU span against it bounds how busy the GPU was.
+    host_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,15 @@ class ProfileOverhead(Event):
     profiled_step_ms: list[float] = field(default_factory=list)
     kernels_per_step: float | None = None
     quiet_kernels_per_step: float | None = None
+    # Union of GPU kernel (and copy) intervals over the profiled steps / their summed step time.
+    gpu_busy_share: float | None = None
+
+
+@dataclass(frozen=True)
+class Peaks(Event):
+    """The device's peaks the run's speed of light uses (core.flops.Peaks' fields)."""
+    type: ClassVar[str] = "peaks"
+    peaks: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,7 @@ class Telemetry(Event):
 # the launcher consumes it, so consumers of Launch.events() never see it.
 HELD = "held"
 
-ERROR_KINDS = ("oom", "cuda", "spec", "crash", "cancelled", "profiler")
+ERROR_KINDS = ("oom", "cuda", "spec", "crash", "cancelled", "profiler", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -129,14 +142,14 @@ class Error(Event):
 
 @dataclass(frozen=True)
 class Finished(Event):
-    """The last event of a run: status ok | oom | error | cancelled."""
+    """The last event of a run: status ok | oom | error | cancelled | unsupported."""
     type: ClassVar[str] = "finished"
     status: str
 
 
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
-                               ProfileOverhead, Telemetry, Replicate, Error, Finished)
+                               ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks)
 }
 
 

@@ -1,10 +1,35 @@
-"""Model FLOPs per step and the dense peak throughput of common GPUs, for TFLOP/s and MFU.
+"""Model FLOPs per step, the dense peak throughput of common GPUs (for TFLOP/s and MFU), and speed of light.
 
 FLOPs count the matmuls only (2 per multiply-add): the projections, the feed-forward, lm_head and the
 two attention matmuls over the full (unmasked) score matrix, as is usual for MFU. Backward costs twice
 the forward, so fwd_bwd and train count 3x the forward. The optimizer's FLOPs are negligible.
+
+Speed of light is the time each phase of a step would take at the device's measured peaks.
+
+A phase's floor is its matmul FLOPs at the measured dense matmul peak for the run's precision (the
+forward's FLOPs, and twice them for the backward, as counted above), plus, for the optimizer,
+the bytes AdamW must move at the measured memory bandwidth: it reads the parameters, the gradients and
+both moment estimates and writes the parameters and both moments, 7 tensors of 4-byte fp32 values per
+parameter (the model's parameters are fp32; autocast only changes the matmuls). `fraction` is floor /
+measured median, so 1.0 would be a step at the speed of light.
+
+The peaks are measured once per device in the worker (core.measure.peaks), before any timed step,
+and cached here in the data directory keyed by device name, driver and torch version, so a new driver
+or torch is measured again. `--peak-tflops` and `--peak-gbps` override them; `source` says which of
+measured, cached or override each came from.
+
+`gpu_busy_share` says how much of a step the GPU spent running kernels; a step below
+HOST_BOUND_BELOW is named host-bound (see `busy_label`).
 """
 from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from perfconsole.core.paths import data_dir
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.stats import Stat
 
 # Dense (no sparsity) peak TFLOP/s by precision class. "tf32" applies to fp32 with TF32 matmuls on.
 # Sources: NVIDIA data sheets (SXM parts where the name does not say PCIe).
@@ -51,3 +76,125 @@ def step_flops(mode: str, d_model: int, d_ff: int, n_layers: int, vocab_size: in
                ctx: int) -> float:
     fwd = forward_flops(d_model, d_ff, n_layers, vocab_size, batch, ctx)
     return fwd if mode == "fwd" else 3.0 * fwd
+
+
+# --- speed of light ----------------------------------------------------------------------------
+PEAKS_FILE = "peaks.json"
+PEAK_KEYS = ("bf16", "fp16", "fp32", "tf32")
+ADAMW_BYTES_PER_PARAM = 7 * 4     # read p, g, m, v; write p, m, v; fp32 each
+# A share of the step with kernels running, measured by the profiler, below which the GPU waited on the host.
+HOST_BOUND_BELOW = 0.8
+# The events give only a lower bound (see core.measure.pipeline.launch_step): the share of the step the GPU
+# spent on work queued before the host finished issuing the step. Below this the GPU kept pace with the
+# host to the end, so the host set the pace.
+HOST_BOUND_BELOW_LOWER_BOUND = 0.1
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """A device's measured peaks: dense matmul TFLOP/s per precision key and copy bandwidth in GB/s."""
+    device: str                         # the cache key: name, driver, torch
+    matmul_tflops: dict[str, float]     # bf16, fp16, fp32, tf32 (fp32 with TF32 matmuls allowed)
+    bandwidth_gbps: float               # device-to-device copy: bytes read + bytes written per second
+    source: str = "measured"            # measured | cached
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Peaks:
+        return cls(str(d["device"]), {k: float(v) for k, v in d["matmul_tflops"].items()},
+                   float(d["bandwidth_gbps"]), str(d.get("source", "measured")))
+
+
+# Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
+PEAKS_METHOD = 2
+
+
+def cache_key(device_name: str, driver: str | None, torch_version: str) -> str:
+    return f"{device_name} | driver {driver or 'none'} | torch {torch_version} | method {PEAKS_METHOD}"
+
+
+def cached_peaks(key: str) -> Peaks | None:
+    """The peaks cached for `key`, or None (no cache, another device, or a damaged file: measure again)."""
+    try:
+        doc = json.loads((data_dir() / PEAKS_FILE).read_text(encoding="utf-8"))
+        return Peaks.from_dict({**doc[key], "source": "cached"})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def save_peaks(peaks: Peaks) -> None:
+    """Add `peaks` to the cache file, keeping other devices' entries; written atomically."""
+    from perfconsole.core.store import write_atomic
+
+    path = data_dir() / PEAKS_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = doc if isinstance(doc, dict) else {}
+    except (OSError, ValueError):
+        doc = {}
+    doc[peaks.device] = {**peaks.to_dict(), "source": "measured"}
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def peak_key(spec: RunSpec) -> str:
+    return "tf32" if spec.precision == "fp32" and spec.tf32 else spec.precision
+
+
+def adamw_bytes(spec: RunSpec) -> float:
+    d_model, d_ff, n_layers, _ = spec.dims()
+    params = 2 * spec.vocab_size * d_model + n_layers * (4 * d_model**2 + 3 * d_model * d_ff + 2 * d_model) + d_model
+    return float(ADAMW_BYTES_PER_PARAM * params)
+
+
+def floors_ms(spec: RunSpec, tflops: float, gbps: float) -> dict[str, float | None]:
+    """Each phase's floor in ms (None where the mode lacks it) and the total, their sum."""
+    d_model, d_ff, n_layers, _ = spec.dims()
+    fwd = forward_flops(d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx) / (tflops * 1e9)
+    out: dict[str, float | None] = {"forward_ms": fwd, "backward_ms": None, "optimizer_ms": None}
+    if spec.mode != "fwd":
+        out["backward_ms"] = 2 * fwd
+    if spec.mode == "train":
+        out["optimizer_ms"] = adamw_bytes(spec) / (gbps * 1e6)
+    out["total_ms"] = sum(v for v in out.values() if v is not None)
+    return out
+
+
+def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`{phase: {floor_ms, measured_ms, fraction}}` for total_ms and each phase the mode has, plus
+    `peaks` (the figures used and where each came from). `phases` maps a phase to its statistics;
+    measured_ms is the median. None without peaks (a run from before they were measured)."""
+    if not peaks:
+        return None
+    key = peak_key(spec)
+    tflops, gbps = peaks["matmul_tflops"].get(key), peaks["bandwidth_gbps"]
+    tflops_src = gbps_src = peaks.get("source", "measured")
+    if spec.peak_tflops:
+        tflops, tflops_src = float(spec.peak_tflops), "override"
+    if spec.peak_gbps:
+        gbps, gbps_src = float(spec.peak_gbps), "override"
+    if not tflops or not gbps:
+        return None
+    out: dict[str, Any] = {}
+    for name, floor in floors_ms(spec, tflops, gbps).items():
+        stat = phases.get(name)
+        if floor is None or stat is None:
+            continue
+        out[name] = {"floor_ms": floor, "measured_ms": stat.median,
+                     "fraction": floor / stat.median if stat.median > 0 else None}
+    out["peaks"] = {"precision": key, "matmul_tflops": tflops, "matmul_source": tflops_src,
+                    "bandwidth_gbps": gbps, "bandwidth_source": gbps_src, "device": peaks.get("device")}
+    return out
+
+
+def busy_label(share: float | None, source: str | None) -> str | None:
+    """'host-bound' or 'gpu-bound' for a step's gpu_busy_share, None where it is not known."""
+    if share is None:
+        return None
+    if source == "profile":
+        return "host-bound" if share < HOST_BOUND_BELOW else "gpu-bound"
+    if share < HOST_BOUND_BELOW_LOWER_BOUND:
+        return "host-bound"
+    # A lower bound past one half: the host finished issuing with half the step's GPU work still queued.
+    return "gpu-bound" if share >= 0.5 else None

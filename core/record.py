@@ -15,7 +15,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import Summary, between_processes, compute_summary
 
-STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported")
+STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported", "unsupported")
 
 
 @dataclass
@@ -95,6 +95,7 @@ class RunRecord:
     # and the top-level summary is computed over the pool, with `between_processes` beside it.
     replicates: list[Replicate] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    peaks: dict[str, Any] | None = None             # ev.Peaks: what the speed of light is measured against
 
     kind = "run"
 
@@ -139,6 +140,8 @@ class RunRecord:
             self.overhead = asdict(event)
             if self.profile is not None:
                 self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
+        elif isinstance(event, ev.Peaks):
+            self.peaks = dict(event.peaks)
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
         elif isinstance(event, ev.Error):
@@ -159,7 +162,8 @@ class RunRecord:
         pooled = compute_summary(self.spec, self.steps, self.warmup_steps,
                                  self.environment.get("gpu_name"), self.spec.peak_tflops,
                                  mem.peak_allocated_mib if mem else None,
-                                 mem.peak_reserved_mib if mem else None)
+                                 mem.peak_reserved_mib if mem else None, self.peaks,
+                                 _busy(self.overhead or (self.profile.overhead if self.profile else None)))
         if pooled is None or not self.replicates:
             return pooled
         whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
@@ -179,6 +183,7 @@ class RunRecord:
             "telemetry": self.telemetry,
             "replicates": [r.to_dict() for r in self.replicates],
             "error": _error_dict(self.error),
+            "peaks": self.peaks,
         }
 
     @classmethod
@@ -194,8 +199,12 @@ class RunRecord:
             profile=Profile.from_dict(d["profile"]) if d.get("profile") else None,
             telemetry=d.get("telemetry"),
             replicates=[Replicate.from_dict(r) for r in d.get("replicates", [])],
-            error=ev.Error(**err) if err else None,
+            error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
         )
+
+
+def _busy(overhead: dict[str, Any] | None) -> float | None:
+    return (overhead or {}).get("gpu_busy_share")
 
 
 def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
@@ -209,7 +218,7 @@ def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[d
 
 def _step_dict(s: ev.Step) -> dict[str, Any]:
     return {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
-            "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms}
+            "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms, "loss": s.loss, "host_ms": s.host_ms}
 
 
 def _error_dict(e: ev.Error | None) -> dict[str, Any] | None:

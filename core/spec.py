@@ -16,6 +16,9 @@ MODES = ("fwd", "fwd_bwd", "train")
 ATTENTIONS = ("naive", "sdpa")
 DEVICES = ("cuda", "cpu")
 PROFILERS = ("none", "nsys", "torch")
+OPTIMIZERS = ("fused", "foreach", "forloop")                     # AdamW's implementation
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")   # torch.compile modes
+KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGLU/cross-entropy kernels
 
 
 class SpecError(ValueError):
@@ -51,6 +54,12 @@ class RunSpec:
     d_ff: int | None = None
     n_layers: int | None = None
     n_heads: int | None = None
+    # The optimization ladder's knobs (core.grids.ladder); the defaults are the program measured before them.
+    optimizer: str = "fused"           # fused on CUDA (the CPU falls back to foreach), foreach, forloop
+    compile_mode: str = "default"      # reduce-overhead = CUDA graphs; only with compile
+    kernels: str = "torch"             # liger: liger-kernel's fused kernels (perfconsole[fast])
+    fp8: bool = False                  # torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)
+    peak_gbps: float | None = None     # overrides the measured memory bandwidth for speed of light
 
     def dims(self) -> tuple[int, int, int, int]:
         """(d_model, d_ff, n_layers, n_heads) of the model this spec builds."""
@@ -66,6 +75,9 @@ class RunSpec:
         extra = "".join(f" {x}" for x, on in (("sdpa", self.attention == "sdpa"), ("compile", self.compile),
                                                ("tf32", self.tf32), ("step-sync", self.step_sync),
                                                (self.profile, self.profile != "none")) if on)
+        extra += "".join(f" {x}" for x, on in ((f"adamw-{self.optimizer}", self.optimizer != "fused"),
+                                                (self.compile_mode, self.compile_mode != "default"),
+                                                (self.kernels, self.kernels != "torch"), ("fp8", self.fp8)) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
         return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{reps}"
 
@@ -76,6 +88,11 @@ class RunSpec:
         _choice("attention", self.attention, ATTENTIONS)
         _choice("device", self.device, DEVICES)
         _choice("profile", self.profile, PROFILERS)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("compile_mode", self.compile_mode, COMPILE_MODES)
+        _choice("kernels", self.kernels, KERNELS)
+        if self.compile_mode != "default" and not self.compile:
+            raise SpecError("compile_mode", f"{self.compile_mode} needs compile")
         _int_range("ctx", self.ctx, 1, 1 << 20)
         _int_range("batch", self.batch, 1, 1 << 16)
         _int_range("warmup", self.warmup, 0, 100_000)
@@ -83,7 +100,7 @@ class RunSpec:
         _int_range("vocab_size", self.vocab_size, 2, 1 << 24)
         _int_range("repeat", self.repeat, 1, 100)
         _int_range("seed", self.seed, 0, 2**63 - 1)
-        for name in ("compile", "tf32", "memory", "step_sync"):
+        for name in ("compile", "tf32", "memory", "step_sync", "fp8"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(name, f"must be true or false, not {getattr(self, name)!r}")
         custom = ("d_model", "d_ff", "n_layers", "n_heads")
@@ -101,6 +118,9 @@ class RunSpec:
         if self.peak_tflops is not None and (isinstance(self.peak_tflops, bool) or not isinstance(
                 self.peak_tflops, (int, float)) or not 0 < self.peak_tflops < 1e6):
             raise SpecError("peak_tflops", f"must be a positive number of TFLOP/s, not {self.peak_tflops!r}")
+        if self.peak_gbps is not None and (isinstance(self.peak_gbps, bool) or not isinstance(
+                self.peak_gbps, (int, float)) or not 0 < self.peak_gbps < 1e7):
+            raise SpecError("peak_gbps", f"must be a positive number of GB/s, not {self.peak_gbps!r}")
         if self.memory and self.device != "cuda":
             raise SpecError("memory", "memory profiling needs device cuda")
         if self.profile == "nsys" and self.device != "cuda":

@@ -37,6 +37,7 @@ KINDS: dict[str, str] = {
     "sweep": "perfconsole.core.grids.sweep:SweepRecord",
     "attention": "perfconsole.core.grids.attention:AttentionRecord",
     "comparison": "perfconsole.core.reports.compare:Comparison",
+    "ladder": "perfconsole.core.grids.ladder:LadderRecord",
 }
 
 

@@ -5,11 +5,12 @@ rebuilds from a partial run (after a crash or a cancel) are the same numbers.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfconsole.core.events import Step
-from perfconsole.core.flops import peak_tflops, step_flops
+from perfconsole.core.flops import busy_label, peak_tflops, speed_of_light, step_flops
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.stats import Stat, summarize
 
@@ -33,6 +34,13 @@ class Summary:
     processes: int = 1              # replicate processes whose steps are pooled here
     # Per phase, the statistics of the processes' median step times (n = processes); None for one process.
     between_processes: dict[str, Stat] | None = None
+    # core.flops: {phase: {floor_ms, measured_ms, fraction}, "peaks": {...}}; None without peaks.
+    speed_of_light: dict[str, Any] | None = None
+    # Share of the step with GPU kernels running: "profile" measures it (union of kernel intervals over
+    # the profiled steps' time), "events" gives a lower bound (core.measure.pipeline.launch_step); None on the CPU.
+    gpu_busy_share: float | None = None
+    gpu_busy_source: str | None = None
+    bound: str | None = None        # host-bound | gpu-bound | None (core.flops.busy_label)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,7 +77,8 @@ def between_processes(summaries: list[Summary]) -> dict[str, Stat] | None:
 def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
                     gpu_name: str | None, peak_override: float | None = None,
                     peak_allocated_mib: float | None = None,
-                    peak_reserved_mib: float | None = None) -> Summary | None:
+                    peak_reserved_mib: float | None = None, peaks: dict[str, Any] | None = None,
+                    profile_busy: float | None = None) -> Summary | None:
     """None when no measured step exists yet."""
     if not steps:
         return None
@@ -85,10 +94,24 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
     achieved = flops / seconds / 1e12
     peak = peak_override if peak_override else (
         peak_tflops(gpu_name, spec.precision, spec.tf32) if spec.device == "cuda" else None)
+    phases = {"total_ms": total, "forward_ms": stat("forward_ms"), "backward_ms": stat("backward_ms"),
+              "optimizer_ms": stat("optimizer_ms")}
+    busy, source = (profile_busy, "profile") if profile_busy is not None else (_events_busy(steps), "events")
+    source = source if busy is not None else None
     return Summary(
-        total_ms=total, forward_ms=stat("forward_ms"), backward_ms=stat("backward_ms"),
-        optimizer_ms=stat("optimizer_ms"), warmup_ms=[s.total_ms for s in warmup_steps],
+        total_ms=total, forward_ms=phases["forward_ms"], backward_ms=phases["backward_ms"],
+        optimizer_ms=phases["optimizer_ms"], warmup_ms=[s.total_ms for s in warmup_steps],
         tokens_per_s=spec.tokens_per_step / seconds, flops_per_step=flops,
         achieved_tflops=achieved, peak_tflops=peak, mfu=achieved / peak if peak else None,
         peak_allocated_mib=peak_allocated_mib, peak_reserved_mib=peak_reserved_mib,
+        speed_of_light=speed_of_light(spec, phases, peaks), gpu_busy_share=busy, gpu_busy_source=source,
+        bound=busy_label(busy, source),
     )
+
+
+def _events_busy(steps: list[Step]) -> float | None:
+    """The median over steps of (GPU span - host issue time) / GPU span, at least 0: a lower bound on the
+    share of the step the GPU was busy (the work still queued when the host finished runs without gaps).
+    None where the steps carry no host time (the CPU, or a record from before it was measured)."""
+    shares = [max(0.0, (s.total_ms - s.host_ms) / s.total_ms) for s in steps if s.host_ms is not None and s.total_ms > 0]
+    return statistics.median(shares) if shares else None

@@ -19,7 +19,7 @@ from perfconsole.core.spec import RunSpec
 
 SNAPSHOTS = "snapshots"
 EXPORTS = "exports"
-GRID_KINDS = ("sweep", "attention")
+GRID_KINDS = ("sweep", "attention", "ladder")
 
 
 def snapshot_choices() -> list[Path]:

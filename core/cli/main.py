@@ -16,8 +16,8 @@ from typing import Any
 from pathlib import Path
 
 from perfconsole.core import store
-from perfconsole.core.spec import (ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES,
-                                   RunSpec, SpecError)
+from perfconsole.core.spec import (ATTENTIONS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZERS, PRECISIONS,
+                                   PROFILERS, SIZE_NAMES, RunSpec, SpecError)
 
 COMMANDS = [
     "perfconsole.core.cli.run",
@@ -26,6 +26,7 @@ COMMANDS = [
     "perfconsole.core.cli.sweep",
     "perfconsole.core.cli.attention",
     "perfconsole.core.cli.compare",
+    "perfconsole.core.cli.ladder",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130
@@ -79,7 +80,13 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
     p.add_argument("--vocab-size", type=int, default=d.vocab_size)
     p.add_argument("--profile", default=d.profile, help=f"{', '.join(PROFILERS)}")
     p.add_argument("--memory", action="store_true", help="record CUDA memory history (memory_viz snapshot)")
-    p.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak, for MFU")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the GPU's dense peak, for MFU and speed of light (default: measured)")
+    p.add_argument("--peak-gbps", type=float, default=None, help="memory bandwidth for speed of light (default: measured)")
+    p.add_argument("--optimizer", default=d.optimizer, help=f"AdamW: {', '.join(OPTIMIZERS)}")
+    p.add_argument("--compile-mode", default=d.compile_mode, help=f"with --compile: {', '.join(COMPILE_MODES)}")
+    p.add_argument("--kernels", default=d.kernels, help=f"{', '.join(KERNELS)} (liger needs perfconsole[fast])")
+    p.add_argument("--fp8", action="store_true", help="torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)")
     for dim in ("d-model", "d-ff", "n-layers", "n-heads"):
         p.add_argument(f"--{dim}", type=int, default=None, help="custom size only")
 
@@ -168,7 +175,8 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync,
         seed=args.seed, vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
-        n_layers=args.n_layers, n_heads=args.n_heads,
+        n_layers=args.n_layers, n_heads=args.n_heads, optimizer=args.optimizer, compile_mode=args.compile_mode,
+        kernels=args.kernels, fp8=args.fp8, peak_gbps=args.peak_gbps,
     )
     if validate:
         spec.validate()

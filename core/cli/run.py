@@ -10,7 +10,7 @@ from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments, deliver,
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, add_spec_arguments, deliver,
                                         save_path, spec_from_args)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
@@ -20,7 +20,8 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
 from perfconsole.core.reports.run import tflops_text
 
-EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED}
+# unsupported: the spec asks for what this machine lacks (a GPU, perfconsole[fast]); like bad input, not a crash.
+EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED, "unsupported": EXIT_USAGE}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -80,6 +81,16 @@ def summary_table(r: RunRecord) -> CliTable:
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
                  + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
+    sol = sm.speed_of_light or {}
+    if "total_ms" in sol:
+        phases = ", ".join(f"{k[:-3]} {sol[k]['fraction']:.0%}" for k in ("forward_ms", "backward_ms", "optimizer_ms")
+                           if k in sol and sol[k]["fraction"] is not None)
+        t.caption += (f"\nspeed of light: floor {sol['total_ms']['floor_ms']:,.3f} ms, "
+                      f"{sol['total_ms']['fraction']:.1%} of it ({phases})")
+    if sm.gpu_busy_share is not None:
+        lower = "at least " if sm.gpu_busy_source == "events" else ""
+        t.caption += (f"\nGPU busy {lower}{sm.gpu_busy_share:.0%} of the step ({sm.gpu_busy_source})"
+                      + (f": {sm.bound}" if sm.bound else ""))
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, ContextManager
 
 import torch
-import torch.nn.functional as F
 
 from perfconsole.core import events as ev
+from perfconsole.core.measure import fast_paths
 from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline
 from perfconsole.core.spec import RunSpec
@@ -92,9 +92,11 @@ def configure_backends(spec: RunSpec) -> None:
 class Stepper:
     """One training/inference step of the spec's mode, split into phases for timing."""
 
-    def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device) -> None:
+    def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device,
+                 loss_fn: fast_paths.Loss | None = None) -> None:
         self.spec = spec
         self.model = model
+        self.loss_fn = loss_fn or fast_paths.apply(spec, model)
         self.device = device
         gen = torch.Generator(device="cpu").manual_seed(spec.seed)
         ids = torch.randint(0, spec.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
@@ -106,8 +108,9 @@ class Stepper:
         self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and spec.mode != "fwd" else None
         self.optimizer = None
         if spec.mode == "train":
-            fused = device.type == "cuda"
-            self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+            self.optimizer = fast_paths.make_optimizer(spec, model, device)
+        # CUDA graphs: tell the graph trees a new step begins, so the last step's outputs may be overwritten.
+        self.graphs = spec.compile and spec.compile_mode == "reduce-overhead"
 
     def zero_grad(self) -> None:
         if self.spec.mode == "fwd":
@@ -119,9 +122,11 @@ class Stepper:
 
     def forward(self) -> torch.Tensor:
         grad = contextlib.nullcontext() if self.spec.mode != "fwd" else torch.no_grad()
+        if self.graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with grad, phase("forward"), self.autocast:
             logits = self.model(self.inputs)
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), self.targets.reshape(-1))
+            loss = self.loss_fn(logits, self.targets)
         return loss
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -148,15 +153,18 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     after emitting every step whose timings could still be read."""
     device = torch.device(spec.device)
     torch.manual_seed(spec.seed)
+    fast_paths.check(spec, device)
+    peaks = _peaks(spec, device, emit)
     configure_backends(spec)
     emit(ev.Progress("building", f"{spec.size} {spec.dims()}"))
     model = build_model(spec, device)
     if spec.mode == "fwd":
         model.eval()
+    loss_fn = fast_paths.apply(spec, model)
     if spec.compile:
-        emit(ev.Progress("compiling", "torch.compile: the first step compiles"))
-        model = torch.compile(model)
-    stepper = Stepper(spec, model, device)
+        emit(ev.Progress("compiling", f"torch.compile ({spec.compile_mode}): the first step compiles"))
+        model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    stepper = Stepper(spec, model, device, loss_fn)
     cuda = device.type == "cuda"
     # A memory capture reads peaks between phases, so its steps end with a synchronisation.
     pipe = StepPipeline(stepper, in_flight=cuda and not spec.step_sync and not spec.memory,
@@ -197,17 +205,31 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
+    busy = None
     if spec.profile != "none":
-        _profiled_steps(spec, pipe, steps, emit, out_dir, spec.warmup + spec.steps)
+        busy = _profiled_steps(spec, pipe, steps, emit, out_dir, spec.warmup + spec.steps)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
-                              peak_alloc, peak_reserved)
+                              peak_alloc, peak_reserved, peaks, busy)
     emit(ev.SummaryReady(summary.to_dict()))
 
 
+def _peaks(spec: RunSpec, device: torch.device, emit: Emit) -> dict[str, Any] | None:
+    """The device's peaks (cached, else measured now, before the model takes memory), emitted for the record.
+    Nothing is measured when both are overridden."""
+    if spec.peak_tflops and spec.peak_gbps:
+        return None
+    from perfconsole.core.measure.peaks import peaks_for
+
+    emit(ev.Progress("peaks", "the device's matmul and copy peaks (measured once, then cached)"))
+    found = peaks_for(device).to_dict()
+    emit(ev.Peaks(found))
+    return found
+
+
 def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
-                    index: int) -> None:
+                    index: int) -> float | None:
     """The same number of steps again, under the profiler, queued as the quiet ones were; their cost
-    against the quiet ones."""
+    against the quiet ones. Returns the GPU's busy share over the profiled steps, where the profile can say."""
     capture = _profiler(spec, out_dir)
     emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
     profiled: list[float] = []
@@ -216,12 +238,14 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
             profiled += [s.total_ms for s in pipe.step(index + i, warmup=False)]
         profiled += [s.total_ms for s in pipe.drain()]
     set_ranges(None, False)
+    busy = capture.busy_share(sum(profiled)) if spec.device == "cuda" else None
     if quiet and profiled:
         quiet_ms = statistics.median(s.total_ms for s in quiet)
         profiled_ms = statistics.median(profiled)
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
-                                len(profiled), profiled))
+                                len(profiled), profiled, gpu_busy_share=busy))
     capture.finish(emit)
+    return busy
 
 
 class _NoCapture:
@@ -230,6 +254,9 @@ class _NoCapture:
 
     def finish(self, emit: Emit) -> None:
         pass
+
+    def busy_share(self, span_ms: float) -> float | None:
+        return None
 
 
 class _NsysCapture(_NoCapture):
@@ -258,6 +285,12 @@ class _TorchCapture(_NoCapture):
 
     def active(self) -> contextlib.AbstractContextManager:
         return self.capture
+
+    def busy_share(self, span_ms: float) -> float | None:
+        from perfconsole.core.profiling.torch_trace import gpu_busy_ms
+
+        busy = gpu_busy_ms(Path(self.capture.files[0]).read_text(encoding="utf-8")) if self.capture.files else None
+        return None if busy is None or span_ms <= 0 else min(1.0, busy / span_ms)
 
     def finish(self, emit: Emit) -> None:
         emit(ev.Progress("profiling", "building tables from the torch profiler"))

@@ -21,6 +21,7 @@ class Stepper(Protocol):
     spec: RunSpec
     device: torch.device
     optimizer: Any
+    graphs: bool             # CUDA graphs (compile mode reduce-overhead) replay into the same outputs
 
     def zero_grad(self) -> None: ...
     def forward(self) -> torch.Tensor: ...
@@ -55,13 +56,16 @@ class PhaseClock:
 class PendingStep:
     """A step whose work is queued; `resolve()` waits for its last mark and gives its timings."""
 
-    def __init__(self, index: int, warmup: bool, clock: PhaseClock) -> None:
-        self.index, self.warmup, self.clock = index, warmup, clock
+    def __init__(self, index: int, warmup: bool, clock: PhaseClock, loss: torch.Tensor,
+                 host_ms: float | None) -> None:
+        self.index, self.warmup, self.clock, self.loss, self.host_ms = index, warmup, clock, loss, host_ms
 
     def resolve(self) -> ev.Step:
         phases = self.clock.intervals_ms() + [None, None]
+        value = float(self.loss.detach())  # after the wait above: a copy of a ready scalar, no extra wait
         return ev.Step(index=self.index, warmup=self.warmup, total_ms=sum(p for p in phases if p is not None),
-                       forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2])
+                       forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2],
+                       loss=value if value == value and abs(value) != float("inf") else None, host_ms=self.host_ms)
 
 
 def launch_step(stepper: Stepper, index: int, warmup: bool,
@@ -71,6 +75,7 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     after = after_phase or (lambda _name: None)
     stepper.zero_grad()
     clock = PhaseClock(stepper.device)
+    issued = time.perf_counter()
     clock.mark()
     loss = stepper.forward()
     clock.mark()
@@ -83,7 +88,14 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
         stepper.optimizer_step()
         clock.mark()
         after("optimizer_step")
-    return PendingStep(index, warmup, clock)
+    # The host has issued the whole step; the GPU may not have run it yet. The GPU can only have waited
+    # inside the step's span while the host was still issuing it, so span minus this is a lower bound
+    # on the GPU's busy time (core.summary), with a step in flight or not.
+    host_ms = (time.perf_counter() - issued) * 1e3 if clock.cuda else None
+    kept = loss.detach()
+    if getattr(stepper, "graphs", False):  # CUDA graphs overwrite their outputs when the next step replays
+        kept = kept.clone()
+    return PendingStep(index, warmup, clock, kept, host_ms)
 
 
 def timed_step(stepper: Stepper, index: int, warmup: bool,

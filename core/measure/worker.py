@@ -183,8 +183,14 @@ def serve(emit: EventWriter, device: str, started: dict, body) -> int:
         return 1
     env = collect(device)
     emit(ev.RunStarted(started, env.to_dict(), os.getpid()))
+    from perfconsole.core.measure.fast_paths import Unsupported
+
     try:
         body(env)
+    except Unsupported as exc:  # not a failure: this machine lacks what the spec asks for, and says what
+        emit(ev.Error("unsupported", f"unsupported: {exc}"))
+        emit(ev.Finished("unsupported"))
+        return 0
     except Exception as exc:  # every failure becomes an event; the launcher keeps the steps so far
         kind = classify(exc)
         emit(ev.Error(kind, str(exc).splitlines()[0] if str(exc) else type(exc).__name__,

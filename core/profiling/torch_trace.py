@@ -134,3 +134,28 @@ def _range_kernels(ranges: list[dict], leaves: list[Leaf], instances: dict[str, 
                      **stats_row(values, "kern_inst"), "name": name})
     rows.sort(key=lambda r: -r["total_time_ns"])
     return rows
+
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def gpu_busy_ms(text: str) -> float | None:
+    """Milliseconds in which the GPU ran at least one kernel, copy or memset: the union of their intervals
+    (overlapping streams count once). None when the trace has no GPU activity or is not a trace."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events or []
+                   if isinstance(e, dict) and e.get("cat") in GPU_CATS and e.get("ph") == "X"
+                   and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)))
+    if not spans:
+        return None
+    total, (lo, hi) = 0.0, spans[0]
+    for start, end in spans[1:]:
+        if start > hi:
+            total, lo, hi = total + hi - lo, start, end
+        else:
+            hi = max(hi, end)
+    return (total + hi - lo) / 1e3  # trace times are microseconds

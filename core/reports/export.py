@@ -1,4 +1,4 @@
-"""Turn any snapshot (run, sweep, attention grid, comparison) into Markdown, CSV or JSON text, and a
+"""Turn any snapshot (run, sweep, attention grid, comparison, ladder) into Markdown, CSV or JSON text, and a
 run into a Chrome trace-event document (`trace`, for ui.perfetto.dev and chrome://tracing).
 
 The table below is the one place that says which kind exports how; the report modules only format.
@@ -11,6 +11,7 @@ from typing import Any
 
 from perfconsole.core.reports import attention as report_attention
 from perfconsole.core.reports import compare as report_compare
+from perfconsole.core.reports import ladder as report_ladder
 from perfconsole.core.reports import run as report_run
 from perfconsole.core.reports import sweep as report_sweep
 from perfconsole.core.reports import trace as report_trace
@@ -31,6 +32,9 @@ _EXPORTERS: dict[tuple[str, str], Callable[[Any], str]] = {
     ("comparison", "md"): report_compare.markdown,
     ("comparison", "csv"): report_compare.csv_text,
     ("comparison", "json"): lambda c: json.dumps(report_compare.document(c), indent=2) + "\n",
+    ("ladder", "md"): report_ladder.markdown,
+    ("ladder", "csv"): report_ladder.csv_text,
+    ("ladder", "json"): report_ladder.json_text,
 }
 
 

@@ -67,3 +67,26 @@ def test_round_trip_and_unknown_fields():
     with pytest.raises(SpecError) as e:
         RunSpec.from_dict({**spec.to_dict(), "colour": "red"})
     assert e.value.field == "colour"
+
+
+@pytest.mark.parametrize("changes, field, allowed", [
+    ({"optimizer": "sgd"}, "optimizer", "fused, foreach, forloop"),
+    ({"compile": True, "compile_mode": "fast"}, "compile_mode", "default, reduce-overhead, max-autotune"),
+    ({"kernels": "apex"}, "kernels", "torch, liger"),
+])
+def test_ladder_knobs_name_field_and_allowed_values(changes, field, allowed):
+    with pytest.raises(SpecError) as e:
+        RunSpec(**changes).validate()
+    assert e.value.field == field and str(e.value).startswith(f"{field}: must be one of {allowed}")
+
+
+def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
+    with pytest.raises(SpecError, match="compile_mode: reduce-overhead needs compile"):
+        RunSpec(compile_mode="reduce-overhead").validate()
+    with pytest.raises(SpecError, match="fp8: must be true or false"):
+        RunSpec(fp8="yes").validate()
+    with pytest.raises(SpecError, match="peak_gbps: must be a positive number"):
+        RunSpec(peak_gbps=0).validate()
+    assert RunSpec().label() == "small ctx256 b4 fp32 fwd_bwd"  # the defaults are today's program, unnamed
+    spec = RunSpec(compile=True, compile_mode="reduce-overhead", optimizer="forloop", kernels="liger", fp8=True)
+    assert spec.validate().label() == "small ctx256 b4 fp32 fwd_bwd compile adamw-forloop reduce-overhead liger fp8"

@@ -16,25 +16,32 @@ from textual.containers import ScrollableContainer
 from textual.widgets import Static
 
 from perfconsole.core.reports import attention as report_attention
+from perfconsole.core.reports import ladder as report_ladder
 from perfconsole.core.reports import sweep as report_sweep
 from perfconsole.core.reports.sweep import GRID_STATUSES, GridCell, GridTable, grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.grid_chart import GridChart
+from perfconsole.tui.widgets.sol_bars import busy_text, sol_table
 
 STATUS_WORD = {"ok": "ok", "oom": "OOM", "error": "error", "cancelled": "cancelled", "not_run": "not run"}
 STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "bold red", "cancelled": "magenta", "not_run": "dim"}
-EMPTY = "open a sweep or an attention grid in Runs (5, o) and press Enter on it"
+EMPTY = "open a sweep, an attention grid or a ladder in Runs (5, o) and press Enter on it"
 # The chart plots one number per cell: an attention cell's forward and backward add up to its step.
 CHART_LABELS = {"fwd_bwd_ms": "forward + backward (ms)"}
 CHART_MIN_H = 14
 
 
+LADDER_METRICS = {"step_ms": "median step time (ms)"}
+
+
 def metrics_of(grid: Any) -> dict[str, str]:
+    if grid.kind == "ladder":
+        return LADDER_METRICS
     return report_sweep.SWEEP_METRICS if grid.kind == "sweep" else report_attention.ATTENTION_METRICS
 
 
 def cells_of(grid: Any) -> list[Any]:
-    return grid.runs if grid.kind == "sweep" else grid.cells
+    return grid.runs if grid.kind in ("sweep", "ladder") else grid.cells
 
 
 def _short_ms(v: float) -> str:
@@ -81,6 +88,9 @@ def findings_of(grid: Any) -> list[str]:
 
 
 def setup_line(grid: Any) -> str:
+    if grid.kind == "ladder":
+        b = grid.spec.base
+        return f"{b.precision} batch {b.batch} ctx {b.ctx}, {b.warmup} warm-up + {b.steps} steps x{b.repeat}"
     if grid.kind == "sweep":
         b = grid.spec.base
         return f"batch {b.batch}, {','.join(map(str, grid.spec.warmups))} warm-up + {b.steps} steps"
@@ -138,6 +148,9 @@ class GridsPane(ScrollableContainer):
         if self.grid is None:
             self.app.notify("no grid open", severity="warning")
             return
+        if self.grid.kind == "ladder":
+            self.app.notify("a ladder has no chart; its bars are speed of light", severity="warning")
+            return
         self.chart = not self.chart
         self.refresh_bindings()
         self._draw()
@@ -174,6 +187,12 @@ class GridsPane(ScrollableContainer):
         text = Text()
         text.append(g.name, style="bold")
         text.append(f"\n{device} · torch {env.get('torch', '?')} · {setup_line(g)} · {g.status} · {counts_line(g)}\n")
+        if g.kind == "ladder":
+            head.update(text)
+            self.set_class(False, "-chart")
+            body.update(ladder_view(g, self.glyphs))
+            notes.update("")
+            return
         tables = tables_of(g, self.metric)
         if self.chart:
             self._draw_chart(text, tables, metrics[self.metric], others)
@@ -225,3 +244,28 @@ class GridsPane(ScrollableContainer):
                 parts.append(Text(""))
             parts.append(render_grid(table, self.metric, width))
         body.update(Group(*parts))
+
+
+def ladder_view(ladder: Any, glyphs: Glyphs) -> Group:
+    """The ladder's table, then each rung that ran as speed-of-light bars with its GPU busy share."""
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1), title_justify="left")
+    for name in ("rung", "status", "step ms", "vs first", "vs prev", "MFU", "SoL", "GPU busy", "loss", "moved ms/step"):
+        t.add_column(name, justify="left" if name in ("rung", "status", "moved ms/step") else "right", no_wrap=True)
+    rows = report_ladder.rows(ladder)
+    for row in rows:
+        ok = row.status == "ok"
+        t.add_row(f"{row.rung} {row.name}", Text(report_ladder.status_text(row) if not ok else "ok",
+                                                   style="green" if ok else "yellow"),
+                  "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
+                  "-" if row.speedup_vs_first is None else f"{row.speedup_vs_first:.2f}x",
+                  "-" if row.speedup_vs_previous is None else f"{row.speedup_vs_previous:.2f}x",
+                  "-" if row.mfu is None else f"{100 * row.mfu:.1f}%",
+                  "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%",
+                  report_ladder.busy_text(row),
+                  "-" if row.numerics is None else row.numerics, report_ladder.moved_text(row))
+    parts: list[Any] = [t]
+    for row, run in zip(rows, ladder.runs):
+        if run.summary is not None and row.status == "ok":
+            parts += [Text(""), Text(f"{row.rung} {row.name}: speed of light · {busy_text(run.summary)}", style="bold"),
+                      sol_table(run.summary.speed_of_light, glyphs=glyphs)]
+    return Group(*parts)

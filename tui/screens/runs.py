@@ -63,7 +63,7 @@ class RunsPane(Vertical):
                       Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
                       Path(sources[r.id]).name if r.id in sources else "session", key=r.id)
         for g in grids:
-            cells = g.runs if g.kind == "sweep" else g.cells
+            cells = g.runs if g.kind in ("sweep", "ladder") else g.cells
             done = sum(grid_status(c.status) != "not_run" for c in cells)
             # Grid names list every axis value; shortened, the status and source stay in view at 80 columns.
             t.add_row(" ", "", shorten(g.name, 40), Text(g.status, style=STATUS_STYLE.get(g.status, "")),

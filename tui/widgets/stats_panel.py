@@ -1,4 +1,5 @@
-"""The run's statistics as they fill in: mean, std, median, CI, tokens/s, TFLOP/s, MFU, peak memory."""
+"""The run's statistics as they fill in: mean, std, median, CI, tokens/s, TFLOP/s, MFU, fraction of speed of
+light, the GPU's busy share (with host-bound named), peak memory."""
 from __future__ import annotations
 
 from rich.table import Table
@@ -31,6 +32,12 @@ class StatsPanel(Static):
                 t.add_row(f" {name[:-3]}", f"{ph.mean:,.3f} ms")
         t.add_row("tokens/s", num(summary.tokens_per_s, ",.0f"))
         t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
-        t.add_row("MFU", pct(summary.mfu))
+        # MFU and the fraction of speed of light share a row: 13 rows fit beside the GPU panel at 80x24.
+        sol = (summary.speed_of_light or {}).get("total_ms") or {}
+        t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {pct(sol.get('fraction'))}")
+        busy = pct(summary.gpu_busy_share)
+        if summary.gpu_busy_share is not None and summary.gpu_busy_source == "events":
+            busy = f">= {busy}"  # the events give a lower bound
+        t.add_row("GPU busy", busy + (f" {summary.bound}" if summary.bound == "host-bound" else ""))
         t.add_row("peak mem", num(summary.peak_allocated_mib, ",.0f", " MiB"))
         self.update(t, layout=False)

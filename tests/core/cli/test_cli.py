@@ -22,7 +22,9 @@ def test_run_json_prints_the_snapshot_save_writes(tmp_path):
     run = doc["data"]
     assert run["status"] == "ok" and run["spec"]["size"] == "tiny"
     assert len(run["warmup_steps"]) == 1 and len(run["steps"]) == 3
-    assert set(run["steps"][0]) == {"index", "warmup", "total_ms", "forward_ms", "backward_ms", "optimizer_ms"}
+    assert set(run["steps"][0]) == {"index", "warmup", "total_ms", "forward_ms", "backward_ms", "optimizer_ms",
+                                    "loss", "host_ms"}
+    assert run["steps"][0]["loss"] > 0 and run["steps"][0]["host_ms"] is None   # no GPU: no host/GPU split
     assert set(run["summary"]["total_ms"]) >= {"mean", "std", "median", "min", "max", "n", "ci95_low"}
     for key in ("tokens_per_s", "flops_per_step", "achieved_tflops", "mfu", "peak_allocated_mib"):
         assert key in run["summary"]
@@ -133,3 +135,15 @@ def test_one_step_shows_no_spread_and_a_profiled_run_says_where_its_files_went(t
     assert trace.is_file() and f"files: {trace}" in prof.stdout
     assert "profile (torch):" in prof.stdout and "in no phase" in prof.stdout and "profiled " in prof.stdout
     assert pc("import", str(trace)).returncode == 0
+
+
+def test_run_names_its_speed_of_light_and_an_unsupported_spec_exits_2():
+    out = pc("run", *TINY, "--mode", "train")
+    assert out.returncode == 0, out.stderr
+    assert "speed of light: floor " in out.stdout and "(forward " in out.stdout
+    bad = pc("run", *TINY, "--mode", "train", "--fp8", "--precision", "bf16", "--json")
+    assert bad.returncode == 2
+    doc = json.loads(bad.stdout)["data"]
+    assert doc["status"] == "unsupported" and doc["error"]["kind"] == "unsupported"
+    assert doc["error"]["message"] in ("unsupported: torchao is not installed: install perfconsole[fast]",
+                                       "unsupported: fp8 matmuls need device cuda")

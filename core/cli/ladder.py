@@ -1,0 +1,96 @@
+"""`perfconsole ladder`: the optimization ladder, one process per rung (or --repeat N), each rung the last
+plus one change; the table goes to stdout, or with --json the ladder's snapshot (what --save writes).
+
+Progress, signals and exit codes are the sweep's (core/cli/cells.py). An unsupported rung (no GPU for
+CUDA graphs, no perfconsole[fast] for liger or fp8) is a row that says why, not an error: the exit
+code is 1 only where a rung failed.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.text import Text
+
+from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.cli.main import check_device, default_device, default_size, save_path
+from perfconsole.core.cli.sweep import parse_list
+from perfconsole.core.cli.tables import CliTable, Column
+from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
+from perfconsole.core.launch.processes import install_exit_handlers
+from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.ladder import busy_text, moved_text, rows, status_text
+from perfconsole.core.spec import DEVICES, PRECISIONS, SIZE_NAMES, RunSpec
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ladder", help="the optimization ladder: rungs from eager to fp8, one process each")
+    p.add_argument("--size", default=None, help=f"{', '.join(n for n in SIZE_NAMES if n != 'custom')} "
+                                                "(default: small on cuda, tiny on cpu)")
+    p.add_argument("--ctx", type=int, default=512, help="context length (tokens)")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--precision", default="bf16", help=f"{', '.join(PRECISIONS)}")
+    p.add_argument("--warmup", type=int, default=3, help="warm-up steps per process (compiling rungs compile here)")
+    p.add_argument("--steps", type=int, default=10, help="measured steps per process (at least 2)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="each rung in N fresh processes, for the interval between processes")
+    p.add_argument("--rungs", default=",".join(RUNG_NAMES),
+                   help="comma list of the rungs to run; one left out still passes its change up")
+    p.add_argument("--no-profile", action="store_true",
+                   help="skip each rung's torch-profiler pass (no kernel categories, no measured GPU busy share)")
+    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab-size", type=int, default=10_000)
+    p.add_argument("--peak-tflops", type=float, default=None, help="override the measured matmul peak")
+    p.add_argument("--peak-gbps", type=float, default=None, help="override the measured copy bandwidth")
+    p.add_argument("--json", action="store_true", help="print the snapshot (what --save writes) instead of a table")
+    p.add_argument("--save", default=None, metavar="FILE", help="save the ladder snapshot here (after every rung)")
+    p.add_argument("--out-dir", default=None, help="where rungs' profiler files go")
+    add_start_ahead_argument(p)
+    p.set_defaults(func=run)
+
+
+def ladder_spec_from_args(args: argparse.Namespace) -> LadderSpec:
+    device = args.device or default_device()
+    base = RunSpec(size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision,
+                   mode="train", warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
+                   seed=args.seed, vocab_size=args.vocab_size, peak_tflops=args.peak_tflops,
+                   peak_gbps=args.peak_gbps)
+    base.validate()
+    check_device(base.device)
+    return LadderSpec(base, parse_list(args.rungs, str, "rungs"), profile=not args.no_profile).validate()
+
+
+def ladder_table(ladder: LadderRecord) -> CliTable:
+    t = CliTable(f"{ladder.name} — {ladder.status}",
+                 [Column("rung", "label"), Column("status"), Column("step (ms)"), Column("vs first"),
+                  Column("vs prev"), Column("MFU"), Column("SoL"), Column("GPU busy"), Column("loss Δ"),
+                  Column("moved (ms/step)")], title_justify="left")
+    for row in rows(ladder):
+        st = status_text(row)
+        t.add_row(f"{row.rung} {row.name}", Text(st, style="green" if row.status == "ok" else "yellow"),
+                  "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
+                  "-" if row.speedup_vs_first is None else f"{row.speedup_vs_first:.2f}x",
+                  "-" if row.speedup_vs_previous is None else f"{row.speedup_vs_previous:.2f}x",
+                  "-" if row.mfu is None else f"{100 * row.mfu:.1f}%",
+                  "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%", busy_text(row),
+                  "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}",
+                  moved_text(row))
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = ladder_spec_from_args(args)
+    save = save_path(args.save)
+    stop = install_exit_handlers()
+    record = LadderRecord.new(spec)
+    runner = LadderRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
+                          start_ahead=args.start_ahead)
+    err = run_cells(runner, len(record.runs), lambda r: r.name, _outcome, stop)
+    return finish(record, (r.status for r in record.runs), save, args.json, ladder_table, err, stop)
+
+
+def _outcome(r: RunRecord) -> str:
+    if r.status == "ok" and r.summary:
+        return f"{r.summary.total_ms.median:,.2f} ms (median)"
+    return r.status + (f" ({r.error.message})" if r.error else "")

@@ -1,0 +1,141 @@
+"""The optimization ladder: a fixed sequence of rungs, each the one before it plus one change, each rung a
+normal run in its own process (run by the sweep's runner: held starts, cancel, saving as it goes).
+
+A rung that needs what this machine lacks (CUDA, compute capability 8.9 for fp8, an optional package)
+finishes `unsupported` with the reason, decided in its own worker, and the ladder goes on: the next
+rung still carries that rung's change, so every rung means the same thing on every machine. By
+default each rung also runs a short torch-profiler pass after its quiet steps (`--profile torch`: the
+figures are the quiet ones) so the report can say which kernel categories moved.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from perfconsole.core.grids.sweep import SweepRunner
+from perfconsole.core.record import RunRecord, new_id
+from perfconsole.core.spec import RunSpec, SpecError
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str
+    change: dict[str, Any]      # the RunSpec fields this rung sets, on top of the rung before it
+    what: str                   # the change, in words
+    needs: str = ""             # what it needs beyond torch, in words
+    same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
+
+
+# The first rung sets every knob the later ones turn, so the ladder starts from the same program
+# whatever the base spec says.
+RUNGS: tuple[Rung, ...] = (
+    Rung("eager", {"attention": "naive", "compile": False, "compile_mode": "default", "optimizer": "forloop",
+                   "kernels": "torch", "fp8": False}, "eager, naive attention, for-loop AdamW"),
+    Rung("sdpa", {"attention": "sdpa"}, "scaled_dot_product_attention (flash / memory-efficient kernels)"),
+    Rung("compile", {"compile": True}, "torch.compile of the model"),
+    Rung("fused-adamw", {"optimizer": "fused"}, "fused AdamW: one kernel for all parameters"),
+    Rung("cuda-graphs", {"compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead)",
+         "device cuda"),
+    Rung("liger", {"kernels": "liger"}, "liger-kernel fused RMSNorm, SwiGLU and cross-entropy",
+         "device cuda, perfconsole[fast]"),
+    Rung("fp8", {"fp8": True}, "torchao float8 matmuls", "compute capability >= 8.9, perfconsole[fast]",
+         same_numerics=False),
+)
+RUNG_NAMES = tuple(r.name for r in RUNGS)
+
+
+def rung(name: str) -> Rung:
+    return RUNGS[RUNG_NAMES.index(name)]
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    """`base` gives size, ctx, batch, precision, steps and the rest; `rungs` names the rungs to run
+    (in ladder order; a rung left out still passes its change up)."""
+    base: RunSpec
+    rungs: tuple[str, ...] = RUNG_NAMES
+    profile: bool = True
+
+    def rungs_in_order(self) -> list[str]:
+        return [n for n in RUNG_NAMES if n in self.rungs]
+
+    def cells(self) -> list[RunSpec]:
+        """One spec per rung run, in ladder order."""
+        out, spec = [], self.base
+        for r in RUNGS:
+            spec = replace(spec, **r.change)
+            if r.name in self.rungs:
+                out.append(replace(spec, profile="torch" if self.profile else "none"))
+        return out
+
+    def validate(self) -> LadderSpec:
+        unknown = [n for n in self.rungs if n not in RUNG_NAMES]
+        if unknown or not self.rungs:
+            raise SpecError("rungs", f"must be names from {', '.join(RUNG_NAMES)}, not {', '.join(unknown) or 'none'}")
+        if len(set(self.rungs)) != len(self.rungs):
+            raise SpecError("rungs", "a rung is named twice")
+        if self.base.mode != "train":
+            raise SpecError("mode", f"the ladder times train steps (its rungs change the optimizer), not {self.base.mode}")
+        if self.base.steps < 2:
+            raise SpecError("steps", f"a ladder needs at least 2 measured steps for a std, not {self.base.steps}")
+        if self.base.profile != "none" or self.base.memory:
+            raise SpecError("profile", "the ladder chooses its own profiling (--no-profile turns it off)")
+        for cell in self.cells():
+            cell.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base.to_dict(), "rungs": list(self.rungs), "profile": self.profile}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LadderSpec:
+        return cls(RunSpec.from_dict(d["base"]), tuple(d["rungs"]), bool(d.get("profile", True)))
+
+
+@dataclass
+class LadderRecord:
+    spec: LadderSpec
+    runs: list[RunRecord]       # one per rung run, in ladder order
+    id: str = field(default_factory=new_id)
+    name: str = ""
+    created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    status: str = "pending"     # pending | running | ok | cancelled
+    cell_seconds: list[float | None] = field(default_factory=list)
+
+    kind = "ladder"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            b = self.spec.base
+            self.name = f"ladder {b.size} ctx{b.ctx} b{b.batch} {b.precision}" + (f" x{b.repeat}" if b.repeat > 1 else "")
+        if len(self.cell_seconds) < len(self.runs):
+            self.cell_seconds += [None] * (len(self.runs) - len(self.cell_seconds))
+
+    @classmethod
+    def new(cls, spec: LadderSpec) -> LadderRecord:
+        return cls(spec, [RunRecord(cell, name=f"{name}: {cell.label()}")
+                          for name, cell in zip(spec.rungs_in_order(), spec.cells())])
+
+    @property
+    def rungs(self) -> list[Rung]:
+        return [rung(n) for n in self.spec.rungs_in_order()]
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return next((r.environment for r in self.runs if r.environment), {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
+                "spec": self.spec.to_dict(), "runs": [r.to_dict() for r in self.runs],
+                "cell_seconds": self.cell_seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LadderRecord:
+        return cls(LadderSpec.from_dict(d["spec"]), [RunRecord.from_dict(r) for r in d["runs"]], id=d["id"],
+                   name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
+                   cell_seconds=list(d.get("cell_seconds", [])))
+
+
+class LadderRunner(SweepRunner):
+    """A ladder's rungs are runs like a sweep's cells: same runner, one process (or --repeat N) per rung."""

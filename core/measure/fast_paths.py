@@ -1,0 +1,124 @@
+"""The ladder's faster paths, applied to a built model: the AdamW implementation, CUDA graphs, liger-kernel's
+fused RMSNorm/SwiGLU/cross-entropy and torchao's float8 matmuls.
+
+The model package stays pure PyTorch; the optional packages (`pip install perfconsole[fast]`) are
+imported here, late, only by a run that asks for them. A path that cannot run here raises `Unsupported`
+with the reason, before any step, and the worker reports the run as `unsupported` rather than failed.
+Every swap keeps the model's own parameters (the same tensors, the same initialisation), so a rung's
+losses can be compared with the first rung's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from perfconsole.core.spec import RunSpec
+
+INSTALL = "install perfconsole[fast]"
+FP8_MIN_CAPABILITY = (8, 9)
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class Unsupported(RuntimeError):
+    """This spec cannot run on this machine; the message says why (and what to install, where that helps)."""
+
+
+def check(spec: RunSpec, device: torch.device) -> None:
+    """Raise Unsupported for what cannot run here; called before the model is built."""
+    # The ladder's last change is checked first, so a rung's reason is its own change's, not an earlier one's.
+    if spec.fp8:
+        _need("torchao", "torchao")
+        if device.type != "cuda":
+            raise Unsupported("fp8 matmuls need device cuda")
+        cap = torch.cuda.get_device_capability(device)
+        if cap < FP8_MIN_CAPABILITY:
+            raise Unsupported(f"fp8 needs compute capability >= 8.9, this GPU has {cap[0]}.{cap[1]}")
+        if spec.precision == "fp32":
+            raise Unsupported("fp8 matmuls here follow bf16 or fp16 training; choose precision bf16")
+    if spec.kernels == "liger":
+        _need("liger_kernel", "liger-kernel")
+        if device.type != "cuda":
+            raise Unsupported("liger-kernel's Triton kernels need device cuda")
+    if spec.compile_mode == "reduce-overhead" and device.type != "cuda":
+        raise Unsupported("CUDA graphs (compile mode reduce-overhead) need device cuda")
+
+
+def _need(module: str, package: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise Unsupported(f"{package} is not installed: {INSTALL}")
+
+
+def apply(spec: RunSpec, model: nn.Module) -> Loss:
+    """Swap in the spec's kernels (in place, before torch.compile); returns the loss function to use."""
+    loss: Loss = _torch_loss
+    if spec.kernels == "liger":
+        loss = _liger(model)
+    if spec.fp8:
+        _float8(model)
+    return loss
+
+
+def _torch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+def _liger(model: nn.Module) -> Loss:
+    from liger_kernel.transformers import LigerCrossEntropyLoss, LigerRMSNorm
+    from liger_kernel.transformers.functional import liger_swiglu
+
+    from perfconsole.model.transformer import RMSNorm, SwiGLU
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, RMSNorm):
+                fused = LigerRMSNorm(child.weight.shape[0], eps=child.eps)
+                fused.weight = child.weight  # the model's own parameter, not a fresh one
+                setattr(parent, name, fused)
+            elif isinstance(child, SwiGLU):
+                # One kernel for silu(w1 x) * w3 x, forward and backward; the projections stay as they are.
+                child.forward = (lambda m: lambda x: m.w2(liger_swiglu(m.w1(x), m.w3(x))))(child)
+    ce = LigerCrossEntropyLoss()
+
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # Liger computes in fp32 inside the kernel: no fp32 copy of the logits is made.
+        return ce(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return loss
+
+
+def _float8(model: nn.Module) -> None:
+    from torchao.float8 import convert_to_float8_training
+
+    from perfconsole.model.transformer import Linear
+
+    # torchao swaps nn.Linear; the model's Linear is its own (no bias), so it becomes an nn.Linear first,
+    # holding the same weight.
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Linear):
+                out_f, in_f = child.weight.shape
+                lin = nn.Linear(in_f, out_f, bias=False, device="meta")
+                lin.weight = child.weight
+                setattr(parent, name, lin)
+    # float8 matmuls need both dimensions divisible by 16.
+    convert_to_float8_training(model, module_filter_fn=lambda m, _fqn: isinstance(m, nn.Linear)
+                               and m.in_features % 16 == 0 and m.out_features % 16 == 0)
+
+
+def make_optimizer(spec: RunSpec, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW as the spec says: fused (one kernel per step; the CPU has foreach instead, as before),
+    foreach (a few multi-tensor kernels) or forloop (one kernel per op and parameter)."""
+    params = model.parameters()
+    if spec.optimizer == "fused" and device.type == "cuda":
+        return torch.optim.AdamW(params, lr=1e-4, fused=True)
+    if spec.optimizer == "forloop":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=False, fused=False)
+    if spec.optimizer == "foreach":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True, fused=False)
+    return torch.optim.AdamW(params, lr=1e-4, fused=False)  # fused on the CPU: what the runs always did

@@ -1,0 +1,223 @@
+"""A ladder as a report: one row per rung with its step time and interval, speedups over the first and
+the previous rung, MFU, fraction of speed of light, the GPU's busy share, the loss against the first
+rung's, and the kernel categories that moved; as Markdown (like the hand-written reports), CSV and JSON.
+
+Speedups divide median step times. The interval is between processes (a t-interval of the processes'
+medians) with `--repeat` 2 or more, else the one process's interval of the mean, and the header says
+which. Numerics: each step's loss against the first rung's loss at the same step index (the same data,
+seed and number of updates before it); the largest relative difference is flagged past the precision's
+tolerance, unless the rung changes rounding on purpose (fp8, whose name says so).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from perfconsole.core.profiling.categories import category_shares
+from perfconsole.core.record import RunRecord
+
+from perfconsole.core.grids.ladder import RUNG_NAMES
+
+if TYPE_CHECKING:
+    from perfconsole.core.grids.ladder import LadderRecord, Rung
+
+# Largest relative loss difference from the first rung that still counts as the same numerics.
+LOSS_TOLERANCE = {"fp32": 1e-3, "bf16": 2e-2, "fp16": 2e-2}
+# A kernel category "moved" when its time per step changed by at least this many ms and this share of the step.
+MOVED_MS, MOVED_SHARE = 0.05, 0.02
+
+
+@dataclass
+class LadderRow:
+    rung: int                                   # 1-based position in the ladder
+    name: str
+    what: str
+    status: str                                 # ok | oom | unsupported | error | cancelled | pending
+    reason: str | None = None                   # why it did not run (unsupported, oom, error)
+    median_ms: float | None = None
+    interval_low_ms: float | None = None
+    interval_high_ms: float | None = None
+    processes: int = 0
+    speedup_vs_first: float | None = None
+    speedup_vs_previous: float | None = None
+    mfu: float | None = None
+    sol_fraction: float | None = None           # speed-of-light floor / measured median step
+    floor_ms: float | None = None
+    gpu_busy_share: float | None = None
+    gpu_busy_source: str | None = None
+    bound: str | None = None
+    loss_max_rel_diff: float | None = None
+    numerics: str | None = None                 # same | DIFFERS | differs by design
+    category_ms: dict[str, float] = field(default_factory=dict)    # kernel ms per step by category
+    moved: list[tuple[str, float]] = field(default_factory=list)    # (category, change in ms per step)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "moved": [{"category": c, "delta_ms": d} for c, d in self.moved]}
+
+
+def _losses(r: RunRecord) -> dict[int, float]:
+    """The first process's losses by step index (warm-up included: its updates shape later steps)."""
+    rep = r.replicates[0] if r.replicates else r
+    return {s.index: s.loss for s in [*rep.warmup_steps, *rep.steps] if s.loss is not None}
+
+
+def _category_ms(r: RunRecord) -> dict[str, float]:
+    if r.profile is None or not r.profile.tables:
+        return {}
+    steps = (r.profile.overhead or {}).get("profiled_steps") or r.spec.steps
+    return {c.category: c.total_ns / steps / 1e6 for c in category_shares(r.profile.tables)}
+
+
+def rows(ladder: LadderRecord) -> list[LadderRow]:
+    out: list[LadderRow] = []
+    first: LadderRow | None = None
+    previous: LadderRow | None = None
+    first_losses: dict[int, float] = {}
+    for rung, r in zip(ladder.rungs, ladder.runs):
+        row = _row(RUNG_NAMES.index(rung.name), rung, r)
+        if row.median_ms is not None:
+            losses = _losses(r)
+            if first is None:
+                first, first_losses = row, losses
+            _compare(row, first, previous, losses, first_losses, rung, r.spec.precision)
+            previous = row
+        out.append(row)
+    return out
+
+
+def _row(i: int, rung: Rung, r: RunRecord) -> LadderRow:
+    row = LadderRow(i + 1, rung.name, rung.what, r.status,
+                    reason=r.error.message if r.error and r.status != "ok" else None)
+    s = r.summary
+    if s is None or r.status != "ok":
+        return row
+    interval = s.interval_stat("total_ms")
+    row.median_ms = s.total_ms.median
+    row.interval_low_ms, row.interval_high_ms = interval.ci95_low, interval.ci95_high
+    row.processes = s.processes
+    row.mfu = s.mfu
+    sol = (s.speed_of_light or {}).get("total_ms") or {}
+    row.sol_fraction, row.floor_ms = sol.get("fraction"), sol.get("floor_ms")
+    row.gpu_busy_share, row.gpu_busy_source, row.bound = s.gpu_busy_share, s.gpu_busy_source, s.bound
+    row.category_ms = _category_ms(r)
+    return row
+
+
+def _compare(row: LadderRow, first: LadderRow, previous: LadderRow | None, losses: dict[int, float],
+             first_losses: dict[int, float], rung: Rung, precision: str) -> None:
+    row.speedup_vs_first = first.median_ms / row.median_ms  # type: ignore[operator]
+    if previous is not None:
+        row.speedup_vs_previous = previous.median_ms / row.median_ms  # type: ignore[operator]
+        if row.category_ms and previous.category_ms:
+            step = previous.median_ms or 0.0
+            deltas = [(c, row.category_ms.get(c, 0.0) - previous.category_ms.get(c, 0.0))
+                      for c in sorted(set(row.category_ms) | set(previous.category_ms))]
+            row.moved = sorted(((c, d) for c, d in deltas if abs(d) >= max(MOVED_MS, MOVED_SHARE * step)),
+                               key=lambda cd: -abs(cd[1]))
+    common = [k for k in losses if k in first_losses and first_losses[k] != 0]
+    if common:
+        row.loss_max_rel_diff = max(abs(losses[k] - first_losses[k]) / abs(first_losses[k]) for k in common)
+        if not rung.same_numerics:
+            row.numerics = "differs by design"
+        else:
+            ok = row.loss_max_rel_diff <= LOSS_TOLERANCE.get(precision, 2e-2)
+            row.numerics = "same" if ok else "DIFFERS"
+
+
+def _f(v: float | None, digits: int = 2, suffix: str = "") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}{suffix}"
+
+
+def _g(v: float) -> str:
+    return f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def moved_text(row: LadderRow, limit: int = 3) -> str:
+    return ", ".join(f"{c} {d:+.2f}" for c, d in row.moved[:limit]) or "-"
+
+
+def status_text(row: LadderRow) -> str:
+    if row.status == "ok":
+        return "ok"
+    return f"{row.status}: {row.reason}" if row.reason and not row.reason.startswith(row.status) else (
+        row.reason or row.status)
+
+
+def busy_text(row: LadderRow) -> str:
+    if row.gpu_busy_share is None:
+        return "-"
+    bound = f" {row.bound}" if row.bound else ""
+    lower = ">= " if row.gpu_busy_source == "events" else ""
+    return f"{lower}{_pct(row.gpu_busy_share)}{bound}"
+
+
+MD_COLUMNS = ("rung", "change", "status", "median step (ms)", "interval (ms)", "vs first (x)",
+              "vs previous (x)", "MFU (%)", "speed of light (%)", "GPU busy (%)", "loss vs first (rel)",
+              "kernel categories moved (ms/step)")
+
+
+def markdown(ladder: LadderRecord) -> str:
+    b = ladder.spec.base
+    env = ladder.environment
+    rs = rows(ladder)
+    reps = b.repeat
+    lines = [f"# {ladder.name}", "",
+             f"- device: {env.get('gpu_name') or env.get('device') or b.device}; torch {env.get('torch', '?')}",
+             f"- {b.size}, ctx {b.ctx}, batch {b.batch}, {b.precision}, train; warm-up {b.warmup}, steps {b.steps}, "
+             f"processes per rung {reps}",
+             f"- interval: {'t-interval of the processes medians' if reps > 1 else 'one process: 95% interval of its mean'}",
+             "- speed of light: the step's matmul FLOPs at the measured matmul peak plus AdamW's bytes at the "
+             "measured copy bandwidth, over the median step", ""]
+    sol = next(((r.summary.speed_of_light or {}).get("peaks") for r in ladder.runs if r.summary), None)
+    if sol:
+        lines[-1:-1] = [f"- peaks: {_g(sol['matmul_tflops'])} TFLOP/s {sol['precision']} ({sol['matmul_source']}), "
+                        f"{_g(sol['bandwidth_gbps'])} GB/s ({sol['bandwidth_source']})"]
+    skipped = [n for n in RUNG_NAMES[:RUNG_NAMES.index(ladder.spec.rungs_in_order()[-1])] if n not in ladder.spec.rungs]
+    if skipped:
+        lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
+    lines += ["| " + " | ".join(MD_COLUMNS) + " |", "| " + " | ".join(["---"] * 3 + ["--:"] * 8 + ["---"]) + " |"]
+    for row in rs:
+        interval = (f"[{_f(row.interval_low_ms)}, {_f(row.interval_high_ms)}]" if row.interval_low_ms is not None else "-")
+        loss = "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}"
+        lines.append("| " + " | ".join([
+            f"{row.rung} {row.name}", row.what, status_text(row).replace("|", "/"), _f(row.median_ms), interval,
+            _f(row.speedup_vs_first, suffix="x"), _f(row.speedup_vs_previous, suffix="x"),
+            _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
+            busy_text(row), loss, moved_text(row)]) + " |")
+    best = min((r for r in rs if r.median_ms is not None), key=lambda r: r.median_ms, default=None)  # type: ignore[arg-type, return-value]
+    if best is not None:
+        lines += ["", f"Best rung: **{best.rung} {best.name}**, {_f(best.median_ms)} ms "
+                      f"({_f(best.speedup_vs_first, suffix='x')} the first rung"
+                      + (f", {_pct(best.sol_fraction)} of speed of light" if best.sol_fraction else "") + ")."]
+    return "\n".join(lines) + "\n"
+
+
+CSV_COLUMNS = ("rung", "name", "status", "reason", "median_ms", "interval_low_ms", "interval_high_ms", "processes",
+               "speedup_vs_first", "speedup_vs_previous", "mfu", "sol_fraction", "floor_ms", "gpu_busy_share",
+               "gpu_busy_source", "bound", "loss_max_rel_diff", "numerics", "moved")
+
+
+def csv_text(ladder: LadderRecord) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for row in rows(ladder):
+        d = row.to_dict()
+        d["moved"] = moved_text(row, limit=20)
+        w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
+    return out.getvalue()
+
+
+def json_text(ladder: LadderRecord) -> str:
+    doc = {"kind": "ladder", "id": ladder.id, "name": ladder.name, "created": ladder.created,
+           "status": ladder.status, "spec": ladder.spec.to_dict(), "environment": ladder.environment,
+           "rungs": [row.to_dict() for row in rows(ladder)]}
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The optimization ladder and speed of light on a GPU. Run from the repository root on the GPU machine
+# after `source scripts/device_env.sh` (torchao and liger-kernel come from the carried wheels; without
+# them the liger and fp8 rungs say "unsupported: install perfconsole[fast]"). Snapshots and logs go to
+# $OUT; the reports to docs/results/ (ladder_<size>_<device>.md/.json, peaks_<device>.json), each with
+# the command that made it and the device. Budget: under 9 minutes on an H200 (2.7B compiles for about a
+# minute per compiling rung); each command has its own timeout, and a ladder stopped by its timeout
+# keeps (and reports) the rungs it finished.
+#
+# SECTIONS picks what runs (default: tests small 2.7B):
+#   tests: the gpu tests of peaks, CUDA graphs and liger (numerics against the plain step)
+#   small: the ladder for small, bf16 train ctx 512 batch 4, no profiler pass, REPEAT_SMALL (2) processes a rung
+#   2.7B:  the ladder for 2.7B, bf16 train ctx 512 batch 4, with each rung's profiler pass, REPEAT_27 (1) processes
+set -uo pipefail
+OUT=${OUT:-"$PWD/out-ladder"}
+RES=docs/results
+mkdir -p "$OUT" "$RES"
+export PERFCONSOLE_DATA_DIR="$OUT/data"
+PC=(python3 -m perfconsole.tui.main)
+DEV=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
+T0=$(date +%s)
+section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
+{ nvidia-smi; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  python3 -c "import torchao; print('torchao', torchao.__version__)"
+  python3 -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))"
+} > "$OUT/environment.txt" 2>&1
+SECTIONS=${SECTIONS:-"tests small 2.7B"}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+if want tests; then
+    section tests
+    timeout 120 python3 -m pytest -q -m gpu tests/core/measure/test_peaks_fast_paths.py > "$OUT/tests.txt" 2>&1
+    echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
+fi
+
+ladder() {  # size cap repeat steps extra...: one ladder, saved after every rung, exported even when stopped
+    local size=$1 cap=$2 rep=$3 steps=$4; shift 4
+    local args=(ladder --size "$size" --ctx 512 --batch 4 --precision bf16 --warmup 3 --steps "$steps" --repeat "$rep"
+                --device cuda "$@")
+    section "ladder $size (repeat $rep)"
+    timeout -s INT -k 30 "$cap" "${PC[@]}" "${args[@]}" --save "$OUT/ladder_$size.json" --out-dir "$OUT/ladder_$size" \
+        > "$OUT/ladder_$size.txt" 2> "$OUT/ladder_$size.log"
+    echo "ladder $size exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
+    [[ -f "$OUT/ladder_$size.json" ]] || return
+    local how="SECTIONS=$size bash scripts/gpu_ladder.sh"
+    "${PC[@]}" export "$OUT/ladder_$size.json" --format md -o "$RES/ladder_${size}_$DEV.md" \
+        && python3 scripts/note_command.py "$RES/ladder_${size}_$DEV.md" "perfconsole ${args[*]}" "$how"
+    "${PC[@]}" export "$OUT/ladder_$size.json" --format json -o "$RES/ladder_${size}_$DEV.json"
+    python3 - "$RES/ladder_${size}_$DEV.json" "perfconsole ${args[*]} (run by \`$how\`)" <<'PY'
+import json, sys
+path, command = sys.argv[1], sys.argv[2]
+doc = json.load(open(path))
+doc["command"] = command
+json.dump(doc, open(path, "w"), indent=2)
+PY
+}
+
+# small: 2 processes a rung, no profiler pass (2 minutes); 2.7B: one process a rung with its profiler pass,
+# 8 steps (the eager rungs' profiles are the slow part; the compiling rungs compile for about a minute each).
+want small && ladder small 150 "${REPEAT_SMALL:-2}" 10 --no-profile
+want 2.7B && ladder 2.7B 330 "${REPEAT_27:-1}" 8
+
+section done
+[[ -f "$PERFCONSOLE_DATA_DIR/peaks.json" ]] && cp "$PERFCONSOLE_DATA_DIR/peaks.json" "$RES/peaks_$DEV.json"
+for f in "$RES"/ladder_*_"$DEV".md; do
+    [[ -f $f ]] && { echo "--- $f"; grep -E '^(\| [0-9]|- peaks|Best)' "$f" | cut -d'|' -f2,4,5,7,10-12; }
+done
+tar czf "$OUT/ladder.tgz" "$RES"/ladder_* "$RES"/peaks_* $(ls "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log 2>/dev/null) 2>/dev/null
+ls -la "$OUT/ladder.tgz"

@@ -1,0 +1,101 @@
+"""The ladder end to end on the CPU with the tiny model: real child processes, one per rung; the rungs the
+CPU cannot run say why; the report's table, the snapshot and the CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from perfconsole.core import store
+from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS, LadderRecord, LadderRunner, LadderSpec
+from perfconsole.core.reports import export
+from perfconsole.core.reports.ladder import MD_COLUMNS, rows
+from perfconsole.core.spec import RunSpec, SpecError
+
+BASE = RunSpec(size="tiny", ctx=16, batch=2, precision="fp32", mode="train", warmup=1, steps=2, device="cpu")
+
+
+def test_each_rung_is_the_last_plus_its_change():
+    cells = LadderSpec(BASE.with_(attention="sdpa", optimizer="fused")).cells()
+    assert [c.attention for c in cells] == ["naive"] + ["sdpa"] * 6    # the first rung resets the knobs
+    assert [c.compile for c in cells] == [False, False] + [True] * 5
+    assert [c.optimizer for c in cells] == ["forloop"] * 3 + ["fused"] * 4
+    assert [c.compile_mode for c in cells][4:] == ["reduce-overhead"] * 3
+    assert [c.kernels for c in cells][5:] == ["liger"] * 2 and [c.fp8 for c in cells] == [False] * 6 + [True]
+    assert all(c.profile == "torch" for c in cells)
+    picked = LadderSpec(BASE, ("eager", "fused-adamw")).cells()
+    assert len(picked) == 2 and picked[1].compile and picked[1].attention == "sdpa"  # skipped rungs pass their change up
+    assert len(RUNGS) == 7
+
+
+@pytest.mark.parametrize("kw, field", [(dict(rungs=("eager", "turbo")), "rungs"), (dict(rungs=()), "rungs"),
+                                       (dict(rungs=("sdpa", "sdpa")), "rungs"),
+                                       (dict(base=BASE.with_(mode="fwd")), "mode"),
+                                       (dict(base=BASE.with_(steps=1)), "steps")])
+def test_bad_ladders_name_the_field(kw, field):
+    with pytest.raises(SpecError) as e:
+        LadderSpec(**{"base": BASE, **kw}).validate()
+    assert e.value.field == field
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory):
+    spec = LadderSpec(BASE, ("eager", "sdpa", "cuda-graphs", "liger", "fp8")).validate()
+    record = LadderRecord.new(spec)
+    save = tmp_path_factory.mktemp("ladder") / "ladder.json"
+    LadderRunner(record, save_to=save, start_ahead=2).run()
+    return record, save
+
+
+def test_the_cpu_runs_what_it_can_and_says_why_for_the_rest(ladder):
+    record, _ = ladder
+    assert [r.status for r in record.runs] == ["ok", "ok", "unsupported", "unsupported", "unsupported"]
+    reasons = [r.error.message for r in record.runs[2:]]
+    assert reasons[0] == "unsupported: CUDA graphs (compile mode reduce-overhead) need device cuda"
+    assert "install perfconsole[fast]" in reasons[1] or "need device cuda" in reasons[1]
+    assert "torchao" in reasons[2] or "fp8" in reasons[2]
+    assert record.status == "ok"
+
+
+def test_rows_compare_with_the_first_and_previous_rung(ladder):
+    record, _ = ladder
+    first, second, *rest = rows(record)
+    assert first.speedup_vs_first == pytest.approx(1.0) and first.speedup_vs_previous is None
+    assert second.speedup_vs_first == pytest.approx(first.median_ms / second.median_ms)
+    assert second.speedup_vs_previous == second.speedup_vs_first
+    # naive and sdpa attention in fp32: the same losses within fp32 tolerance, step by step.
+    assert first.loss_max_rel_diff == 0.0 and second.numerics == "same" and second.loss_max_rel_diff < 1e-3
+    assert 0 < first.sol_fraction and first.floor_ms > 0
+    assert first.category_ms and sum(first.category_ms.values()) > 0    # from the rung's profiler pass
+    assert all(r.median_ms is None and r.reason for r in rest)
+
+
+def test_markdown_table_shape_and_snapshot_round_trip(ladder):
+    record, save = ladder
+    md = export.export(record, "md")
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert table[0] == "| " + " | ".join(MD_COLUMNS) + " |"
+    assert len(table) == 2 + 5 and all(line.count("|") == len(MD_COLUMNS) + 1 for line in table)
+    assert "| 5 cuda-graphs |" in md and "unsupported: CUDA graphs" in md   # numbered by its place in the ladder
+    loaded = store.load(save)
+    assert loaded.kind == "ladder" and [r.status for r in loaded.runs] == [r.status for r in record.runs]
+    assert export.export(loaded, "md") == md
+    doc = json.loads(export.export(loaded, "json"))
+    assert [r["name"] for r in doc["rungs"]] == ["eager", "sdpa", "cuda-graphs", "liger", "fp8"]
+    csv_lines = export.export(loaded, "csv").splitlines()
+    assert len(csv_lines) == 6 and csv_lines[0].startswith("rung,name,status")
+
+
+def test_cli_ladder_json_and_bad_rungs(tmp_path):
+    cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "ladder", "--device", "cpu", "--size", "tiny",
+           "--ctx", "16", "--batch", "2", "--precision", "fp32", "--warmup", "0", "--steps", "2",
+           "--rungs", "eager,fp8", "--no-profile", "--json", "--save", str(tmp_path / "l.json")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "ladder" and [r["status"] for r in doc["data"]["runs"]] == ["ok", "unsupported"]
+    assert (tmp_path / "l.json").read_text() == out.stdout
+    bad = subprocess.run(cmd[:-6] + ["--rungs", "eager,warp"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "rungs: must be names from " + ", ".join(RUNG_NAMES) in bad.stderr

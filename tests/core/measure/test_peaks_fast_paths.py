@@ -1,0 +1,95 @@
+"""The device's peaks (CPU for real; the GPU under the gpu marker), and the ladder's fast paths: what
+runs, what says unsupported and why, and that a swap keeps the model's numbers."""
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+import torch
+
+from perfconsole.core.flops import cached_peaks
+from perfconsole.core.measure import fast_paths
+from perfconsole.core.measure.bench import Stepper, build_model
+from perfconsole.core.measure.pipeline import timed_step
+from perfconsole.core.measure.peaks import device_key, measure, peaks_for
+from perfconsole.core.spec import RunSpec
+
+CPU = torch.device("cpu")
+TINY = RunSpec(size="tiny", ctx=16, batch=2, mode="train", device="cpu")
+
+
+def test_cpu_peaks_are_positive_and_cached_after_the_first_measure():
+    first = peaks_for(CPU)
+    assert first.source == "measured"
+    assert set(first.matmul_tflops) == {"bf16", "fp16", "fp32", "tf32"}
+    assert all(v > 0 for v in first.matmul_tflops.values()) and first.bandwidth_gbps > 0
+    again = peaks_for(CPU)
+    assert again.source == "cached" and again.matmul_tflops == first.matmul_tflops
+    assert cached_peaks(device_key(CPU)) is not None
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"fp8": True}, "torchao is not installed: install perfconsole[fast]"),
+    ({"kernels": "liger"}, "liger-kernel is not installed: install perfconsole[fast]"),
+    ({"compile": True, "compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead) need device cuda"),
+])
+def test_what_cannot_run_on_the_cpu_says_why(changes, reason):
+    spec = TINY.with_(**changes)
+    if "install" in reason and importlib.util.find_spec("torchao" if spec.fp8 else "liger_kernel"):
+        reason = "need device cuda" if not spec.fp8 else "fp8 matmuls need device cuda"
+    with pytest.raises(fast_paths.Unsupported, match=re.escape(reason)):
+        fast_paths.check(spec, CPU)
+
+
+def test_a_rung_whose_own_change_is_missing_names_that_change_first():
+    # fp8 rides on liger and CUDA graphs in the ladder: its reason is its own.
+    spec = TINY.with_(compile=True, compile_mode="reduce-overhead", kernels="liger", fp8=True)
+    with pytest.raises(fast_paths.Unsupported, match="torchao|fp8"):
+        fast_paths.check(spec, CPU)
+
+
+@pytest.mark.parametrize("optimizer, foreach", [("forloop", False), ("foreach", True), ("fused", None)])
+def test_optimizer_choice(optimizer, foreach):
+    model = build_model(TINY, CPU)
+    opt = fast_paths.make_optimizer(TINY.with_(optimizer=optimizer), model, CPU)
+    assert opt.defaults["foreach"] is foreach and not opt.defaults["fused"]
+
+
+def test_every_optimizer_gives_the_same_losses():
+    losses = {}
+    for optimizer in ("forloop", "foreach", "fused"):
+        spec = TINY.with_(optimizer=optimizer)
+        torch.manual_seed(0)
+        stepper = Stepper(spec, build_model(spec, CPU), CPU)
+        losses[optimizer] = [timed_step(stepper, i, False).loss for i in range(3)]
+    assert losses["forloop"][0] == losses["fused"][0]
+    assert losses["forloop"] == pytest.approx(losses["foreach"], rel=1e-5)
+    assert losses["forloop"] == pytest.approx(losses["fused"], rel=1e-5)
+    assert losses["forloop"][2] != losses["forloop"][0]   # the updates happened
+
+
+@pytest.mark.gpu
+def test_gpu_peaks_are_plausible():
+    peaks = measure(torch.device("cuda"))
+    assert peaks.matmul_tflops["bf16"] > peaks.matmul_tflops["tf32"] > peaks.matmul_tflops["fp32"] > 1
+    assert peaks.bandwidth_gbps > 100
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("changes", [{"kernels": "liger"}, {"compile": True, "compile_mode": "reduce-overhead"}])
+def test_gpu_fast_paths_keep_the_losses(changes):
+    if changes.get("kernels") == "liger" and importlib.util.find_spec("liger_kernel") is None:
+        pytest.skip("liger-kernel is not installed (perfconsole[fast])")
+    cuda = torch.device("cuda")
+    base = RunSpec(size="tiny", ctx=64, batch=2, mode="train", precision="bf16", device="cuda")
+    losses = []
+    for spec in (base, base.with_(**changes)):
+        torch.manual_seed(0)
+        model = build_model(spec, cuda)
+        loss_fn = fast_paths.apply(spec, model)
+        if spec.compile:
+            model = torch.compile(model, mode=spec.compile_mode)
+        stepper = Stepper(spec, model, cuda, loss_fn)
+        losses.append([timed_step(stepper, i, False).loss for i in range(4)])
+    assert losses[1] == pytest.approx(losses[0], rel=2e-2)

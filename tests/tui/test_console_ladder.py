@@ -1,0 +1,62 @@
+"""A ladder in the console: listed in Runs, opened into Grids as its table of rungs, with each rung's
+speed-of-light bars and GPU busy share; and a run's statistics name its fraction of speed of light.
+
+On a real CPU ladder of the tiny model (tests/fixtures/ladders/), whose GPU-only rungs say why they did not run."""
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from perfconsole.core import store
+from perfconsole.core.reports.ladder import rows
+from perfconsole.tui.widgets.sol_bars import sol_table
+from perfconsole.tui.widgets.stats_panel import StatsPanel
+from tests.tui.console_helpers import ROOT, make_app, plain
+
+LADDER = ROOT / "tests" / "fixtures" / "ladders" / "ladder_tiny_cpu.json"
+
+
+async def test_ladder_opens_from_runs_into_grids_with_its_rungs_and_bars():
+    app = make_app(snapshots=[LADDER])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.query_one("#runs-table")
+        assert [plain(c).strip() for c in table.get_row_at(0)][3:5] == ["ok", "7/7 cells"]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "grids"
+        head = plain(app.query_one("#grids-head", Static).content)
+        body = plain(app.query_one("#grids-body", Static).content)
+        assert "ladder tiny ctx32 b2 fp32" in head and "7/7 cells finished" in head
+        lines = body.splitlines()
+        assert lines[0].split()[:3] == ["rung", "status", "step"]
+        expected = rows(store.load(LADDER))
+        eager = next(line for line in lines if line.startswith("1 eager"))
+        assert f"{expected[0].median_ms:,.2f}" in eager and "1.00x" in eager
+        assert any(line.startswith("5 cuda-graphs") and "need device cuda" in line for line in lines)
+        assert any(line.startswith("7 fp8") and "install perfconsole[fast]" in line for line in lines)
+        # Each rung that ran has its speed-of-light bars, floors and fractions; the CPU's busy share is unknown.
+        assert body.count("speed of light · GPU busy: not known") == 4
+        step_rows = [line.split() for line in lines if line.split()[:1] == ["step"]]
+        assert len(step_rows) == 4 and all(r[-1].endswith("%") and "floor" in r for r in step_rows)
+        await pilot.press("c")   # no chart for a ladder: said, not drawn
+        await pilot.pause()
+        assert not app.query_one("#grids-pane").chart
+
+
+def test_sol_bars_fill_the_floors_share_and_the_stats_name_it():
+    run = store.load(LADDER).runs[0]
+    sol = run.summary.speed_of_light
+    text = plain(sol_table(sol, width=20))
+    step = next(line for line in text.splitlines() if line.startswith("step"))
+    filled = step.count("█")
+    assert filled == round(20 * min(sol["total_ms"]["fraction"], 1.0))
+    assert f"{100 * sol['total_ms']['fraction']:.1f}%" in step
+    panel = StatsPanel()
+    panel.show(run.summary)
+    shown = plain(panel.content)
+    sol_line = next(line for line in shown.splitlines() if line.startswith("MFU · SoL"))
+    assert sol_line.split()[-3:] == ["-", "·", f"{100 * sol['total_ms']['fraction']:.1f}%"]   # no MFU on a CPU
+    assert run.summary.gpu_busy_share is None    # a CPU run: no GPU to be busy
+    assert next(line for line in shown.splitlines() if line.startswith("GPU busy")).split()[-1] == "-"

@@ -12,9 +12,11 @@
 #   small: the ladder for small, bf16 train ctx 512 batch 4, no profiler pass, REPEAT_SMALL (2) processes a rung
 #   2.7B:  the ladder for 2.7B, bf16 train ctx 512 batch 4, with each rung's profiler pass, REPEAT_27 (1) processes
 set -uo pipefail
-OUT=${OUT:-"$PWD/out-ladder"}
+# The device brings back at most 8 files: the work goes to $WORK, and $OUT gets the timeline and one tarball.
+FINAL=${OUT:-"$PWD/out-ladder"}
+OUT=${WORK:-/tmp/ladder-work}
 RES=docs/results
-mkdir -p "$OUT" "$RES"
+mkdir -p "$OUT" "$RES" "$FINAL"
 export PERFCONSOLE_DATA_DIR="$OUT/data"
 PC=(python3 -m perfconsole.tui.main)
 DEV=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
@@ -58,12 +60,13 @@ PY
 # small: 2 processes a rung, no profiler pass (2 minutes); 2.7B: one process a rung with its profiler pass,
 # 8 steps (the eager rungs' profiles are the slow part; the compiling rungs compile for about a minute each).
 want small && ladder small 150 "${REPEAT_SMALL:-2}" 10 --no-profile
-want 2.7B && ladder 2.7B 330 "${REPEAT_27:-1}" 8
+want 2.7B && ladder 2.7B "${CAP_27:-330}" "${REPEAT_27:-1}" 8
 
 section done
 [[ -f "$PERFCONSOLE_DATA_DIR/peaks.json" ]] && cp "$PERFCONSOLE_DATA_DIR/peaks.json" "$RES/peaks_$DEV.json"
 for f in "$RES"/ladder_*_"$DEV".md; do
     [[ -f $f ]] && { echo "--- $f"; grep -E '^(\| [0-9]|- peaks|Best)' "$f" | cut -d'|' -f2,4,5,7,10-12; }
 done
-tar czf "$OUT/ladder.tgz" "$RES"/ladder_* "$RES"/peaks_* $(ls "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log 2>/dev/null) 2>/dev/null
-ls -la "$OUT/ladder.tgz"
+tar czf "$FINAL/ladder.tgz" "$RES"/ladder_* "$RES"/peaks_* $(ls "$OUT"/*.json "$OUT"/*.txt "$OUT"/*.log 2>/dev/null) 2>/dev/null
+cp "$OUT/timeline.log" "$FINAL/" 2>/dev/null
+ls -la "$FINAL/ladder.tgz"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perfconsole.core import store
@@ -60,10 +61,11 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
         name = f"[{u.index + 1}/{u.total}] {label(u.run)}"
         with reader_may_be_gone():  # stderr gone (a dropped SSH session): the cells go on
             if u.cell_finished:
-                bar.console.print(f"{name}: {outcome(u.run)}")
+                bar.console.print(f"{name}: {outcome(u.run)}", markup=False)
                 bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
             else:
-                bar.update(task, description=f"{name} {u.run.stage}".rstrip(), eta=format_seconds(u.eta_s))
+                # A stage or label may hold brackets ("install perfconsole[fast]"): text, not markup.
+                bar.update(task, description=escape(f"{name} {u.run.stage}".rstrip()), eta=format_seconds(u.eta_s))
 
     with reader_may_be_gone():
         bar.start()

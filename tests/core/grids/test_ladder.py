@@ -97,5 +97,7 @@ def test_cli_ladder_json_and_bad_rungs(tmp_path):
     doc = json.loads(out.stdout)
     assert doc["kind"] == "ladder" and [r["status"] for r in doc["data"]["runs"]] == ["ok", "unsupported"]
     assert (tmp_path / "l.json").read_text() == out.stdout
+    said = " ".join(out.stderr.split())  # the progress lines, unwrapped: the reason's brackets are kept
+    assert "perfconsole[fast])" in said or "fp8 matmuls need device cuda)" in said, said
     bad = subprocess.run(cmd[:-6] + ["--rungs", "eager,warp"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "rungs: must be names from " + ", ".join(RUNG_NAMES) in bad.stderr

@@ -4,9 +4,12 @@ rung's, and the kernel categories that moved; as Markdown (like the hand-written
 
 Speedups divide median step times. The interval is between processes (a t-interval of the processes'
 medians) with `--repeat` 2 or more, else the one process's interval of the mean, and the header says
-which. Numerics: each step's loss against the first rung's loss at the same step index (the same data,
-seed and number of updates before it); the largest relative difference is flagged past the precision's
-tolerance, unless the rung changes rounding on purpose (fp8, whose name says so).
+which. Numerics: each of the first NUMERICS_STEPS steps' loss against the first rung's loss at the same
+step index (the same data, seed and number of updates before it); the largest relative difference is
+flagged past the precision's tolerance, unless the rung changes rounding on purpose (fp8, whose name
+says so). Only the first steps: every step trains on the same batch, and once the model starts to
+memorise it, rounding differences between two correct programs grow without bound (on an H200, 2.7B
+bf16 naive against SDPA attention: 0.4% apart over steps 0-2, 18% by step 10).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 
 # Largest relative loss difference from the first rung that still counts as the same numerics.
 LOSS_TOLERANCE = {"fp32": 1e-3, "bf16": 2e-2, "fp16": 2e-2}
+NUMERICS_STEPS = 3
 # A kernel category "moved" when its time per step changed by at least this many ms and this share of the step.
 MOVED_MS, MOVED_SHARE = 0.05, 0.02
 
@@ -118,7 +122,7 @@ def _compare(row: LadderRow, first: LadderRow, previous: LadderRow | None, losse
                       for c in sorted(set(row.category_ms) | set(previous.category_ms))]
             row.moved = sorted(((c, d) for c, d in deltas if abs(d) >= max(MOVED_MS, MOVED_SHARE * step)),
                                key=lambda cd: -abs(cd[1]))
-    common = [k for k in losses if k in first_losses and first_losses[k] != 0]
+    common = [k for k in losses if k < NUMERICS_STEPS and k in first_losses and first_losses[k] != 0]
     if common:
         row.loss_max_rel_diff = max(abs(losses[k] - first_losses[k]) / abs(first_losses[k]) for k in common)
         if not rung.same_numerics:

@@ -124,3 +124,31 @@ def test_cuda_annotation_twins_do_not_double_the_ranges(tmp_path: Path) -> None:
     kern = {(r["range"], r["name"]): r for r in tables["nvtx_kern_sum"]}
     assert kern[("forward", "nvjet_sm90_tst_gemm")]["nvtx_inst"] == 3
     assert tables["cuda_gpu_kern_sum"][0]["instances"] == 3
+
+
+def test_a_kernel_counts_once_when_several_ops_carry_its_correlation_id(tmp_path: Path) -> None:
+    """On CUDA, torch links a kernel to every op with its correlation id; with torch.compile in the
+    process two ops can share one (a compiled 2.7B step's fused AdamW kernels counted 6 times over on an
+    H200). The events are torch's own FunctionEvent objects, as a CUDA capture yields them."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    def ev(id_, name, start, end, device=DeviceType.CPU, linked=0):
+        return FunctionEvent(id=id_, name=name, thread=1, start_us=start, end_us=end, device_type=device,
+                             linked_correlation_id=linked)
+
+    rng = ev(1, "optimizer_step", 0, 300)
+    step = ev(7, "Optimizer.step#AdamW.step", 5, 250)
+    fused = ev(7, "aten::_fused_adamw_", 10, 200)
+    other = ev(7, "aten::unrelated", 400, 500)      # the same id, closed before the launch
+    step.set_cpu_parent(rng)
+    fused.set_cpu_parent(step)
+    launch = ev(99, "cudaLaunchKernel", 50, 51, linked=7)
+    kernel = ev(100, "multi_tensor_apply_kernel", 60, 80, device=DeviceType.CUDA, linked=7)
+    twin = FunctionEvent(id=101, name="optimizer_step", thread=1, start_us=0, end_us=300,
+                         device_type=DeviceType.CUDA, is_user_annotation=True, linked_correlation_id=1)
+    tables = TorchCapture(tmp_path, "cuda")._build([rng, step, fused, other, launch, kernel, twin])
+    assert [(r["name"], r["instances"], r["total_time_ns"]) for r in tables["cuda_gpu_kern_sum"]] == [
+        ("multi_tensor_apply_kernel", 1, 20_000)]
+    inside = {(r["range"], r["name"]): r["total_time_ns"] for r in tables["nvtx_kern_sum"]}
+    assert inside == {("optimizer_step", "multi_tensor_apply_kernel"): 20_000}

@@ -13,7 +13,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import Summary, between_processes, compute_summary
+from perfconsole.core.summary import Summary, between_processes, compute_summary, with_job_fields
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported")
 
@@ -70,6 +70,26 @@ class Replicate:
                    Summary.from_dict(d["summary"]) if d.get("summary") else None)
 
 
+@dataclass
+class RankRecord:
+    """One rank of a data-parallel job: its own steps (with comm_ms) and a summary of them, per process."""
+    rank: int
+    warmup_steps: list[ev.Step] = field(default_factory=list)
+    steps: list[ev.Step] = field(default_factory=list)
+    summary: Summary | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "warmup_steps": [_step_dict(s) for s in self.warmup_steps],
+                "steps": [_step_dict(s) for s in self.steps],
+                "summary": self.summary.to_dict() if self.summary else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RankRecord:
+        return cls(d["rank"], [ev.Step(**s) for s in d.get("warmup_steps", [])],
+                   [ev.Step(**s) for s in d.get("steps", [])],
+                   Summary.from_dict(d["summary"]) if d.get("summary") else None)
+
+
 def new_id() -> str:
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
@@ -95,6 +115,11 @@ class RunRecord:
     # and the top-level summary is computed over the pool, with `between_processes` beside it.
     replicates: list[Replicate] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    # Data-parallel jobs: every rank's steps; the top-level steps are the slowest rank's, per step.
+    ranks: list[RankRecord] = field(default_factory=list)
+    comm_free_ms: list[float] | None = None         # ev.CommFree: job steps without the all-reduce
+    overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
+    baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
 
     kind = "run"
 
@@ -139,6 +164,18 @@ class RunRecord:
             self.overhead = asdict(event)
             if self.profile is not None:
                 self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
+        elif isinstance(event, ev.RankSteps):
+            for d in event.steps:
+                while len(self.ranks) <= d["rank"]:
+                    self.ranks.append(RankRecord(len(self.ranks)))
+                r = self.ranks[d["rank"]]
+                (r.warmup_steps if event.warmup else r.steps).append(ev.Step(**d))
+        elif isinstance(event, ev.CommFree):
+            self.comm_free_ms = list(event.total_ms)
+        elif isinstance(event, ev.Overlap):
+            self.overlap = [dict(r) for r in event.ranks]
+        elif isinstance(event, ev.Baseline):
+            self.baseline = {"status": event.status, "summary": event.summary}
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
         elif isinstance(event, ev.Error):
@@ -152,14 +189,27 @@ class RunRecord:
                 self.summary = self.recompute_summary()
             elif self.summary is None:
                 self.summary = self.recompute_summary()
+            self._finish_job()
             self.stage = ""
+
+    def _finish_job(self) -> None:
+        """Each rank's own summary, and the weak-scaling efficiency against the one-process run."""
+        one = replace(self.spec, nproc=1, parallel="none")
+        for r in self.ranks:
+            s = compute_summary(one, r.steps, r.warmup_steps, self.environment.get("gpu_name"), self.spec.peak_tflops)
+            r.summary = with_job_fields(s, 1, r.steps, None) if s is not None else None
+        base = (self.baseline or {}).get("summary")
+        if self.summary is not None and base and (self.baseline or {}).get("status") == "ok":
+            single = Summary.from_dict(base).total_ms.median
+            self.summary = replace(self.summary, single_process_ms=single,
+                                   scaling_efficiency=single / self.summary.total_ms.median)
 
     def recompute_summary(self) -> Summary | None:
         mem = self.memory
         pooled = compute_summary(self.spec, self.steps, self.warmup_steps,
                                  self.environment.get("gpu_name"), self.spec.peak_tflops,
                                  mem.peak_allocated_mib if mem else None,
-                                 mem.peak_reserved_mib if mem else None)
+                                 mem.peak_reserved_mib if mem else None, self.comm_free_ms)
         if pooled is None or not self.replicates:
             return pooled
         whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
@@ -179,6 +229,9 @@ class RunRecord:
             "telemetry": self.telemetry,
             "replicates": [r.to_dict() for r in self.replicates],
             "error": _error_dict(self.error),
+            "world_size": self.spec.nproc, "parallel": self.spec.parallel,
+            "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
+            "overlap": self.overlap, "baseline": self.baseline,
         }
 
     @classmethod
@@ -195,6 +248,8 @@ class RunRecord:
             telemetry=d.get("telemetry"),
             replicates=[Replicate.from_dict(r) for r in d.get("replicates", [])],
             error=ev.Error(**err) if err else None,
+            ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
+            comm_free_ms=d.get("comm_free_ms"), overlap=d.get("overlap"), baseline=d.get("baseline"),
         )
 
 
@@ -208,8 +263,11 @@ def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[d
 
 
 def _step_dict(s: ev.Step) -> dict[str, Any]:
-    return {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
-            "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms}
+    d = {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
+         "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms}
+    if s.rank is not None:  # a data-parallel step; one-process steps keep their old form
+        d.update(comm_ms=s.comm_ms, rank=s.rank)
+    return d
 
 
 def _error_dict(e: ev.Error | None) -> dict[str, Any] | None:

@@ -5,7 +5,8 @@ rebuilds from a partial run (after a crash or a cancel) are the same numbers.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import statistics
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from perfconsole.core.events import Step
@@ -33,6 +34,17 @@ class Summary:
     processes: int = 1              # replicate processes whose steps are pooled here
     # Per phase, the statistics of the processes' median step times (n = processes); None for one process.
     between_processes: dict[str, Stat] | None = None
+    # Data-parallel jobs (README "Data parallel"): tokens/s, FLOPs and MFU above are the whole job's
+    # (world_size ranks, each with the spec's batch), the step is the slowest rank's.
+    world_size: int = 1
+    comm_ms: Stat | None = None               # time in collectives per step (the job step's rank)
+    comm_share: float | None = None           # mean comm_ms / mean step
+    comm_free_ms: float | None = None         # median step with DDP's all-reduce skipped (no_sync)
+    exposed_comm_ms: float | None = None      # median step - comm_free_ms: communication the step waited for
+    comm_hidden_share: float | None = None    # 1 - exposed / median comm_ms, 0..1: what DDP's overlap hid
+    slowest_rank: dict[str, int] | None = None  # rank -> measured steps in which it was the slowest
+    single_process_ms: float | None = None    # median step of the one-process run of the same spec
+    scaling_efficiency: float | None = None   # single_process_ms / median step (weak scaling)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -43,6 +55,8 @@ class Summary:
         for name in PHASES:
             if d.get(name) is not None:
                 d[name] = Stat.from_dict(d[name])
+        if d.get("comm_ms") is not None:
+            d["comm_ms"] = Stat.from_dict(d["comm_ms"])
         if d.get("between_processes"):
             d["between_processes"] = {k: Stat.from_dict(v) for k, v in d["between_processes"].items()}
         return cls(**d)
@@ -69,8 +83,9 @@ def between_processes(summaries: list[Summary]) -> dict[str, Stat] | None:
 def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
                     gpu_name: str | None, peak_override: float | None = None,
                     peak_allocated_mib: float | None = None,
-                    peak_reserved_mib: float | None = None) -> Summary | None:
-    """None when no measured step exists yet."""
+                    peak_reserved_mib: float | None = None,
+                    comm_free_ms: list[float] | None = None) -> Summary | None:
+    """None when no measured step exists yet. With nproc > 1 the throughput is the job's."""
     if not steps:
         return None
 
@@ -80,15 +95,37 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
 
     total = summarize([s.total_ms for s in steps])
     d_model, d_ff, n_layers, _ = spec.dims()
-    flops = step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
+    world = spec.nproc
+    flops = world * step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
     seconds = total.mean / 1e3
     achieved = flops / seconds / 1e12
     peak = peak_override if peak_override else (
         peak_tflops(gpu_name, spec.precision, spec.tf32) if spec.device == "cuda" else None)
-    return Summary(
+    peak = peak * world if peak else None
+    summary = Summary(
         total_ms=total, forward_ms=stat("forward_ms"), backward_ms=stat("backward_ms"),
         optimizer_ms=stat("optimizer_ms"), warmup_ms=[s.total_ms for s in warmup_steps],
-        tokens_per_s=spec.tokens_per_step / seconds, flops_per_step=flops,
+        tokens_per_s=world * spec.tokens_per_step / seconds, flops_per_step=flops,
         achieved_tflops=achieved, peak_tflops=peak, mfu=achieved / peak if peak else None,
         peak_allocated_mib=peak_allocated_mib, peak_reserved_mib=peak_reserved_mib,
     )
+    return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms)
+
+
+def with_job_fields(summary: Summary, world: int, steps: list[Step], comm_free_ms: list[float] | None) -> Summary:
+    """The data-parallel figures: communication share, exposed communication, the slowest ranks."""
+    comms = [s.comm_ms for s in steps]
+    comm = summarize(comms) if comms and all(c is not None for c in comms) else None
+    slowest: dict[str, int] = {}
+    for s in steps:
+        if s.rank is not None:
+            slowest[str(s.rank)] = slowest.get(str(s.rank), 0) + 1
+    free = statistics.median(comm_free_ms) if comm_free_ms else None
+    exposed = summary.total_ms.median - free if free is not None else None
+    hidden = None
+    if comm is not None and exposed is not None and comm.median > 0:
+        hidden = min(1.0, max(0.0, 1 - exposed / comm.median))
+    return replace(summary, world_size=world,
+                   comm_ms=comm, comm_share=comm.mean / summary.total_ms.mean if comm else None,
+                   comm_free_ms=free, exposed_comm_ms=exposed, comm_hidden_share=hidden,
+                   slowest_rank=slowest or None)

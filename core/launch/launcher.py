@@ -69,10 +69,22 @@ class Launch(ChildProcess):
                 out = self._need_out_dir()
                 self._rep_base = out / "profile"
                 self._pending.append(ev.Progress("profiling", f"under nsys {self._nsys.version}"))
+                if spec.nproc > 1:  # one capture per rank: nsys expands %q{RANK} from torchrun's env
+                    return self._torchrun(profile_command(self._nsys, worker_argv(spec, out),
+                                                          out / "profile-rank%q{RANK}"))
                 return profile_command(self._nsys, worker_argv(spec, out), self._rep_base)
-        if spec.profile == "torch" or spec.memory:
+        if spec.profile == "torch" or spec.memory or spec.nproc > 1:
             self._need_out_dir()
+        if spec.nproc > 1:
+            return self._torchrun(worker_argv(spec, self.out_dir))
         return worker_argv(spec, self.out_dir)
+
+    def _torchrun(self, argv: list[str]) -> list[str]:
+        from perfconsole.core.launch.distributed import torchrun_command
+
+        assert self.out_dir is not None
+        self._pending.append(ev.Progress("starting", f"torchrun: {self.spec.nproc} processes"))
+        return torchrun_command(self.spec.nproc, self.out_dir / "torchrun", argv)
 
     def start(self, hold: bool = False) -> None:
         """Start the child. With `hold` it imports what it needs and then waits (see `worker.hold`):
@@ -84,6 +96,8 @@ class Launch(ChildProcess):
         if hold:
             if self._nsys is not None:
                 raise ValueError("a launch under nsys cannot be held: nsys would record the wait")
+            if self.spec.nproc > 1:
+                raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
             argv = [*argv, "--hold"]
         self._held = hold
         self.spawn(argv)
@@ -146,6 +160,8 @@ class Launch(ChildProcess):
             yield from self._unexpected_end(code)
             return
         if self._nsys is not None and finished.status == "ok":
+            if self.spec.nproc > 1:
+                self._rep_base = self.out_dir / "profile-rank0"  # type: ignore[operator]
             yield from self._nsys_tables()
         yield finished
 
@@ -162,6 +178,11 @@ class Launch(ChildProcess):
         if self.cancelled.is_set():
             yield ev.Error("cancelled", "cancelled by the user", tail)
             yield ev.Finished("cancelled")
+            return
+        if self.spec.nproc > 1 and self.out_dir is not None:
+            from perfconsole.core.launch.distributed import failure_events
+
+            yield from failure_events(self.out_dir / "torchrun", code, list(self.stderr_tail))
             return
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure.environment import Environment
+from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.model import annotate
@@ -186,30 +187,43 @@ def timed_step(stepper: Stepper, index: int, warmup: bool,
 
 
 def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None,
-        before_step: StepHook | None = None) -> None:
-    """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure."""
-    device = torch.device(spec.device)
+        before_step: StepHook | None = None, job: Job | None = None) -> None:
+    """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure.
+
+    With `job` (one rank of a data-parallel run, core.measure.job) the model is wrapped in DDP or FSDP
+    and every step is gathered on rank 0, which emits the job's steps."""
+    device = job.device if job else torch.device(spec.device)
     torch.manual_seed(spec.seed)
     configure_backends(spec)
     emit(ev.Progress("building", f"{spec.size} {spec.dims()}"))
     model = build_model(spec, device)
     if spec.mode == "fwd":
         model.eval()
+    if job:
+        emit(ev.Progress("building", f"{spec.parallel} over {spec.nproc} processes"))
+        model = job.wrap(model)
     if spec.compile:
         emit(ev.Progress("compiling", "torch.compile: the first step compiles"))
         model = torch.compile(model)
     stepper = Stepper(spec, model, device)
     cuda = device.type == "cuda"
 
+    def one_step(index: int, warmup: bool, after_phase: Callable[[str], None] | None = None) -> ev.Step:
+        if before_step:
+            before_step(index)
+        if job:
+            job.begin()
+        step = timed_step(stepper, index, warmup=warmup, after_phase=after_phase)
+        if job:
+            return job.publish(step, emit)  # outside the timed region: the step is complete
+        emit(step)
+        return step
+
     emit(ev.Progress("warmup", f"{spec.warmup} steps"))
     index = 0
     warmup_steps: list[ev.Step] = []
     for _ in range(spec.warmup):
-        if before_step:
-            before_step(index)
-        step = timed_step(stepper, index, warmup=True)
-        warmup_steps.append(step)
-        emit(step)
+        warmup_steps.append(one_step(index, True))
         index += 1
 
     memory = _memory_capture(spec, out_dir)
@@ -220,11 +234,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     steps: list[ev.Step] = []
     with memory:
         for _ in range(spec.steps):
-            if before_step:
-                before_step(index)
-            step = timed_step(stepper, index, warmup=False, after_phase=memory.after_phase)
-            steps.append(step)
-            emit(step)
+            steps.append(one_step(index, False, memory.after_phase))
             index += 1
 
     peak_alloc = peak_reserved = None
@@ -235,15 +245,19 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
+    if job:
+        emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
+        job.comm_free(lambda: timed_step(stepper, index, warmup=False), emit)
     if spec.profile != "none":
-        _profiled_steps(spec, stepper, steps, emit, out_dir, index, before_step)
+        _profiled_steps(spec, stepper, steps, emit, job.out_dir(out_dir) if job else out_dir, index,
+                        before_step, job)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
-                              peak_alloc, peak_reserved)
+                              peak_alloc, peak_reserved, job.comm_free_ms if job else None)
     emit(ev.SummaryReady(summary.to_dict()))
 
 
 def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
-                    index: int, before_step: StepHook | None) -> None:
+                    index: int, before_step: StepHook | None, job: Job | None = None) -> None:
     """The same number of steps again, under the profiler; their cost against the quiet ones."""
     capture = _profiler(spec, out_dir)
     emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
@@ -260,6 +274,8 @@ def _profiled_steps(spec: RunSpec, stepper: Stepper, quiet: list[ev.Step], emit:
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
                                 len(profiled), profiled))
     capture.finish(emit)
+    if job and isinstance(capture, _TorchCapture):
+        job.overlap(capture.capture.files, emit)
 
 
 class _NoCapture:

@@ -246,7 +246,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
     if job:
-        emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
         job.comm_free(lambda: timed_step(stepper, index, warmup=False), emit)
     if spec.profile != "none":
         _profiled_steps(spec, stepper, steps, emit, job.out_dir(out_dir) if job else out_dir, index,

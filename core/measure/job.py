@@ -62,6 +62,7 @@ class Job:
         rank's time per step is what the job would take if no communication were waited for."""
         if self.ddp is None:
             return
+        emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
         times: list[float] = []
         for _ in range(min(self.spec.steps, COMM_FREE_STEPS)):
             with distributed.no_sync(self.ddp):

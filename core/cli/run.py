@@ -15,8 +15,10 @@ from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
+from perfconsole.core.launch.scaling import ScalingLaunch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.reports.profile import headline
 from perfconsole.core.reports.run import tflops_text
 
@@ -35,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def execute(record: RunRecord, launch: Launch | RepeatedLaunch, progress: Console | None, stop: Stop) -> RunRecord:
+def execute(record: RunRecord, launch: Launch | RepeatedLaunch | ScalingLaunch, progress: Console | None, stop: Stop) -> RunRecord:
     """Stream the launch into the record; a stop signal cancels the run and keeps what was measured."""
     launch.start()
     with stop.cancelling(launch.cancel):
@@ -80,11 +82,15 @@ def summary_table(r: RunRecord) -> CliTable:
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
                  + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
+    job = job_line(r)
+    if job is not None:
+        t.caption += "\n" + job + ("\nthe steps are the slowest rank's; tokens/s, TFLOP/s and MFU are the job's"
+                                   if r.ranks else "")
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
                       f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps")
-    elif sm.processes == 1 and sm.total_ms.n > 1:
+    elif sm.processes == 1 and sm.total_ms.n > 1 and job is None:
         t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:
         t.caption += "\none measured step: no spread and no interval (--steps 2 or more for those)"

@@ -212,14 +212,13 @@ class CellRunner:
         def run_cell(i: int, gpu: str) -> None:
             cell = cells[i]
             with self._lock:
+                if self._cancel.is_set():
+                    return  # cancelled while it waited for a GPU: it stays pending
                 self._gpu_of[i] = gpu
                 launch = self._running[i] = self.new_launch(i, cell)
+                launch.start()  # under the lock: cancel() sees it in _running with its process
             started = time.monotonic()
             try:
-                if not self._cancel.is_set():
-                    launch.start()
-                if self._cancel.is_set():
-                    launch.cancel()
                 for event in launch.events():
                     with self._lock:
                         cell.apply(event)

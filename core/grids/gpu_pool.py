@@ -48,7 +48,7 @@ def run_on_gpus(pending: list[int], gpus: list[str], run_cell: Callable[[int, st
                     gpu = free.get(timeout=CANCEL_POLL_S)
                 except queue.Empty:
                     pass
-            if gpu is None:
+            if gpu is None or cancelled.is_set():
                 break
             t = threading.Thread(target=one, args=(index, gpu), name=f"cell-{index}-gpu{gpu}", daemon=True)
             threads.append(t)

@@ -197,7 +197,11 @@ class Launch(ChildProcess):
         from perfconsole.core.launch.nsys import stats_events
 
         assert self._rep_base is not None and self.out_dir is not None and self._nsys is not None
-        yield from stats_events(self._nsys, self._rep_base, self.out_dir, self.other_stdout)
+        for event in stats_events(self._nsys, self._rep_base, self.out_dir, self.other_stdout):
+            if isinstance(event, ev.ProfileReady) and self.spec.nproc > 1:  # the tables are rank 0's
+                others = [str(self.out_dir / f"profile-rank{k}.nsys-rep") for k in range(1, self.spec.nproc)]
+                event = ev.ProfileReady(event.profiler, [*event.files, *others], event.tables)
+            yield event
 
 
 def _is_held(line: str) -> bool:

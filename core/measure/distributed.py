@@ -131,7 +131,8 @@ class CommTimer:
         if not spans:
             return None
         if self.cuda:
-            spans[-1][1].synchronize()
+            for _, end in spans:  # buckets may finish out of the order their callbacks ran in
+                end.synchronize()
             ms = [(self.origin.elapsed_time(a), self.origin.elapsed_time(b)) for a, b in spans]
         else:
             ms = [((a - self.origin) * 1e3, (b - self.origin) * 1e3) for a, b in spans]

@@ -82,8 +82,9 @@ class Job:
         """Each rank's communication/compute overlap from its own profile trace, gathered on rank 0."""
         from perfconsole.core.profiling.overlap import trace_overlap
 
-        mine = {"rank": self.rank.rank, **trace_overlap(trace_files[0]).to_dict()} if trace_files else \
-            {"rank": self.rank.rank}
+        mine: dict = {"rank": self.rank.rank, "trace": trace_files[0] if trace_files else None}
+        if trace_files:
+            mine.update(trace_overlap(trace_files[0]).to_dict())
         everyone = distributed.gather(self.rank, mine)
         if everyone is not None:
             emit(ev.Overlap(everyone))

@@ -7,6 +7,7 @@ error event and exit 0; other failures are an error event and exit 1. The worker
 PERFCONSOLE_FAULT injects a failure at a global step index, to test every failure path for real:
 `oom:N` raises CUDA's OutOfMemoryError, `raise:N` a RuntimeError, `exit:N` exits 3 without a word,
 `kill:N` SIGKILLs the worker, `hang:N` sleeps for an hour, `slow:MS` sleeps MS ms before every step.
+In a data-parallel job PERFCONSOLE_RANK_FAULT=<rank>:<kind>:<N> injects the same on one rank alone.
 """
 from __future__ import annotations
 

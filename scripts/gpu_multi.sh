@@ -31,7 +31,7 @@ measure() {  # name cap args...: one run, its output and log kept, its command n
 
 if want tests; then
     section tests
-    timeout 200 python3 -m pytest -q -m gpu tests/core/launch/test_data_parallel_gpu.py > "$OUT/tests.txt" 2>&1
+    timeout 240 python3 -m pytest -q -m gpu tests/core/launch/test_data_parallel_gpu.py > "$OUT/tests.txt" 2>&1
     echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
 fi
 

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, add_spec_arguments, deliver,
-                                        save_path, spec_from_args)
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, UsageError, add_spec_arguments,
+                                        deliver, save_path, spec_from_args)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
@@ -31,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the run's snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run snapshot (JSON) here")
+    p.add_argument("--baseline", default=None, metavar="FILE",
+                   help="a saved one-process run of the same spec, for a job's weak-scaling efficiency")
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
     p.add_argument("--out-dir", default=None, help="where profiler files go (default: beside --save, "
                                                   "else the data directory)")
@@ -116,12 +118,29 @@ def profile_caption(r: RunRecord) -> str:
     return text
 
 
+def _baseline(path: str, spec) -> ev.Baseline:
+    from perfconsole.core.launch.scaling import saved_baseline
+    from perfconsole.core.spec import SpecError
+
+    if spec.nproc == 1 or spec.scaling:
+        raise SpecError("baseline", "is for a job of nproc 2 or more without --scaling")
+    try:
+        saved = store.load(Path(path))
+    except (OSError, store.SnapshotError) as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    if not isinstance(saved, RunRecord):
+        raise SpecError("baseline", f"{path} is a {saved.kind} snapshot, not a run")
+    return saved_baseline(saved, spec)
+
+
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     save = save_path(args.save)
     out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
     stop = install_exit_handlers()
     record = RunRecord(spec)
+    if args.baseline:
+        record.apply(_baseline(args.baseline, spec))
     err = Console(stderr=True, highlight=False)
     execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
     return deliver(store.dumps(record), lambda: summary_table(record), save, args.json, err, stop,

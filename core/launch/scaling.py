@@ -24,6 +24,26 @@ def one_process(spec: RunSpec) -> RunSpec:
                       scaling=False)
 
 
+# What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ).
+SAME_PROGRAM = ("size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "vocab_size", "device",
+                "d_model", "d_ff", "n_layers", "n_heads")
+
+
+def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
+    """A saved run as the job's one-process baseline (`run --baseline FILE`); SpecError if it is not one."""
+    from perfconsole.core.spec import SpecError
+
+    if saved.spec.nproc != 1:
+        raise SpecError("baseline", f"must be a one-process run, not nproc {saved.spec.nproc}")
+    differ = [f for f in SAME_PROGRAM if getattr(saved.spec, f) != getattr(spec, f)]
+    if differ:
+        f = differ[0]
+        raise SpecError("baseline", f"is another program: {f} {getattr(saved.spec, f)!r}, the job's {getattr(spec, f)!r}")
+    if saved.status != "ok" or saved.summary is None:
+        raise SpecError("baseline", f"has no finished measurement (status {saved.status})")
+    return ev.Baseline("ok", saved.summary.to_dict())
+
+
 class ScalingLaunch:
     def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
                  env: dict[str, str] | None = None) -> None:

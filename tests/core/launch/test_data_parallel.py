@@ -130,3 +130,22 @@ def test_torch_profile_of_a_job_gives_each_rank_its_capture_and_overlap(tmp_path
     assert (tmp_path / "rank-0" / "torch_trace.json").is_file() and (tmp_path / "rank-1" / "torch_trace.json").is_file()
     assert [o["rank"] for o in record.overlap] == [0, 1]
     assert all(o["comm_kernels"] == 0 for o in record.overlap)  # a CPU trace has no GPU kernels
+
+
+def test_cli_baseline_from_a_saved_one_process_run(tmp_path):
+    tiny = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--mode", "train", "--warmup", "1",
+            "--steps", "2"]
+    cli = [sys.executable, "-m", "perfconsole.core.cli.main", "run"]
+    one, job = tmp_path / "one.json", tmp_path / "job.json"
+    assert subprocess.run([*cli, *tiny, "--save", str(one)], capture_output=True, timeout=120).returncode == 0
+    wrong = subprocess.run([*cli, *tiny[:2], "--ctx", "64", *tiny[4:], "--nproc", "2", "--baseline", str(one)],
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0
+    assert "baseline: is another program: ctx 32, the job's 64" in wrong.stderr
+    done = subprocess.run([*cli, *tiny, "--nproc", "2", "--baseline", str(one), "--save", str(job)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(job.read_text())["data"]
+    base = json.loads(one.read_text())["data"]["summary"]["total_ms"]["median"]
+    assert data["summary"]["single_process_ms"] == base
+    assert data["summary"]["scaling_efficiency"] == pytest.approx(base / data["summary"]["total_ms"]["median"])

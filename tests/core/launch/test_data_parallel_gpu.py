@@ -63,3 +63,17 @@ def test_a_sweep_runs_two_cells_at_once_on_two_gpus():
     SweepRunner(record, gpus=[str(g) for g in visible_gpus()[:2]]).run()
     assert all(c.status == "ok" for c in record.runs)
     assert sorted(record.cell_gpus) == sorted(str(g) for g in visible_gpus()[:2])
+
+
+def test_nsys_gives_one_capture_per_rank_and_rank_0s_nccl_kernels(tmp_path):
+    from perfconsole.core.profiling.locate import find_nsys
+
+    if find_nsys(None) is None:
+        pytest.skip("nsys is not installed")
+    r = run(JOB.with_(profile="nsys", steps=3), out_dir=tmp_path)
+    assert r.status == "ok", r.error
+    assert r.profile.profiler == "nsys"
+    for k in (0, 1):
+        assert (tmp_path / f"profile-rank{k}.nsys-rep").is_file()
+    assert any(f.endswith("profile-rank1.nsys-rep") for f in r.profile.files)
+    assert "communication" in {c.category for c in category_shares(r.profile.tables)}

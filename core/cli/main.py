@@ -85,7 +85,7 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
 def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
     """Data parallel: N processes under torchrun, one GPU each (gloo processes on the CPU)."""
     p.add_argument("--nproc", type=int, default=d.nproc, metavar="N",
-                   help="processes in the job, one GPU each on cuda (needs --parallel ddp or fsdp)")
+                   help="processes in the job, one GPU each on cuda, each with --batch (weak scaling)")
     p.add_argument("--parallel", default=None, help=f"{', '.join(PARALLELS)} (default: ddp with --nproc > 1)")
     p.add_argument("--bucket-mb", type=float, default=d.bucket_mb, metavar="MB",
                    help="DDP's gradient bucket size, bucket_cap_mb (default: DDP's 25)")

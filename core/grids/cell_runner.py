@@ -68,7 +68,7 @@ class CellRunner:
         self.gpus = list(gpus) if gpus else []
         self._gpu_of: dict[int, str] = {}
         self._running: dict[int, Any] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # an update callback may cancel from inside a cell's update
         self.save_to = save_to
         self.start_ahead = default_start_ahead() if start_ahead is None else start_ahead
         if self.start_ahead < 1:

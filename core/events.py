@@ -55,6 +55,10 @@ class Step(Event):
     loss: float | None = None
     # Host time to issue the step (CUDA only): the events' GPU span against it bounds how busy the GPU was.
     host_ms: float | None = None
+    # Data-parallel runs only: the time in collectives (core.measure.distributed) and, for the job's
+    # step, the rank it came from (the slowest rank of that step).
+    comm_ms: float | None = None
+    rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,39 @@ class Telemetry(Event):
     data: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class RankSteps(Event):
+    """One step of a data-parallel job on every rank (`steps[r]` is rank r's Step fields), from rank 0."""
+    type: ClassVar[str] = "rank_steps"
+    index: int
+    warmup: bool
+    steps: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CommFree(Event):
+    """DDP steps run again without the gradient all-reduce (`no_sync`): the job's step time per step
+    (slowest rank) when no communication is waited for, to price the exposed communication."""
+    type: ClassVar[str] = "comm_free"
+    total_ms: list[float]
+
+
+@dataclass(frozen=True)
+class Overlap(Event):
+    """Per rank, from the profile's kernel intervals: communication kernel time and how much of it ran
+    while another kernel ran on the same GPU (core.profiling.overlap's to_dict)."""
+    type: ClassVar[str] = "overlap"
+    ranks: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Baseline(Event):
+    """The one-process run of the same spec (`--scaling`), for weak-scaling efficiency: its summary."""
+    type: ClassVar[str] = "baseline"
+    status: str
+    summary: dict[str, Any] | None
+
+
 # The progress stage of a worker started ahead of its turn once it is ready to run (worker.hold);
 # the launcher consumes it, so consumers of Launch.events() never see it.
 HELD = "held"
@@ -149,7 +186,8 @@ class Finished(Event):
 
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
-                               ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks)
+                               ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
+                               Overlap, Baseline)
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import Summary, between_processes, compute_summary
+from perfconsole.core.summary import Summary, between_processes, compute_summary, with_job_fields
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported", "unsupported")
 
@@ -70,6 +70,26 @@ class Replicate:
                    Summary.from_dict(d["summary"]) if d.get("summary") else None)
 
 
+@dataclass
+class RankRecord:
+    """One rank of a data-parallel job: its own steps (with comm_ms) and a summary of them, per process."""
+    rank: int
+    warmup_steps: list[ev.Step] = field(default_factory=list)
+    steps: list[ev.Step] = field(default_factory=list)
+    summary: Summary | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "warmup_steps": [_step_dict(s) for s in self.warmup_steps],
+                "steps": [_step_dict(s) for s in self.steps],
+                "summary": self.summary.to_dict() if self.summary else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RankRecord:
+        return cls(d["rank"], [ev.Step(**s) for s in d.get("warmup_steps", [])],
+                   [ev.Step(**s) for s in d.get("steps", [])],
+                   Summary.from_dict(d["summary"]) if d.get("summary") else None)
+
+
 def new_id() -> str:
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
@@ -96,6 +116,11 @@ class RunRecord:
     replicates: list[Replicate] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     peaks: dict[str, Any] | None = None             # ev.Peaks: what the speed of light is measured against
+    # Data-parallel jobs: every rank's steps; the top-level steps are the slowest rank's, per step.
+    ranks: list[RankRecord] = field(default_factory=list)
+    comm_free_ms: list[float] | None = None         # ev.CommFree: job steps without the all-reduce
+    overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
+    baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
 
     kind = "run"
 
@@ -142,6 +167,18 @@ class RunRecord:
                 self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
         elif isinstance(event, ev.Peaks):
             self.peaks = dict(event.peaks)
+        elif isinstance(event, ev.RankSteps):
+            for d in event.steps:
+                while len(self.ranks) <= d["rank"]:
+                    self.ranks.append(RankRecord(len(self.ranks)))
+                r = self.ranks[d["rank"]]
+                (r.warmup_steps if event.warmup else r.steps).append(ev.Step(**d))
+        elif isinstance(event, ev.CommFree):
+            self.comm_free_ms = list(event.total_ms)
+        elif isinstance(event, ev.Overlap):
+            self.overlap = [dict(r) for r in event.ranks]
+        elif isinstance(event, ev.Baseline):
+            self.baseline = {"status": event.status, "summary": event.summary}
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
         elif isinstance(event, ev.Error):
@@ -155,7 +192,20 @@ class RunRecord:
                 self.summary = self.recompute_summary()
             elif self.summary is None:
                 self.summary = self.recompute_summary()
+            self._finish_job()
             self.stage = ""
+
+    def _finish_job(self) -> None:
+        """Each rank's own summary, and the weak-scaling efficiency against the one-process run."""
+        one = replace(self.spec, nproc=1, parallel="none")
+        for r in self.ranks:
+            s = compute_summary(one, r.steps, r.warmup_steps, self.environment.get("gpu_name"), self.spec.peak_tflops)
+            r.summary = with_job_fields(s, 1, r.steps, None) if s is not None else None
+        base = (self.baseline or {}).get("summary")
+        if self.summary is not None and base and (self.baseline or {}).get("status") == "ok":
+            single = Summary.from_dict(base).total_ms.median
+            self.summary = replace(self.summary, single_process_ms=single,
+                                   scaling_efficiency=single / self.summary.total_ms.median)
 
     def recompute_summary(self) -> Summary | None:
         mem = self.memory
@@ -163,7 +213,8 @@ class RunRecord:
                                  self.environment.get("gpu_name"), self.spec.peak_tflops,
                                  mem.peak_allocated_mib if mem else None,
                                  mem.peak_reserved_mib if mem else None, self.peaks,
-                                 _busy(self.overhead or (self.profile.overhead if self.profile else None)))
+                                 _busy(self.overhead or (self.profile.overhead if self.profile else None)),
+                                 self.comm_free_ms)
         if pooled is None or not self.replicates:
             return pooled
         whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
@@ -184,6 +235,9 @@ class RunRecord:
             "replicates": [r.to_dict() for r in self.replicates],
             "error": _error_dict(self.error),
             "peaks": self.peaks,
+            "world_size": self.spec.nproc, "parallel": self.spec.parallel,
+            "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
+            "overlap": self.overlap, "baseline": self.baseline,
         }
 
     @classmethod
@@ -200,6 +254,8 @@ class RunRecord:
             telemetry=d.get("telemetry"),
             replicates=[Replicate.from_dict(r) for r in d.get("replicates", [])],
             error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
+            ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
+            comm_free_ms=d.get("comm_free_ms"), overlap=d.get("overlap"), baseline=d.get("baseline"),
         )
 
 
@@ -217,8 +273,11 @@ def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[d
 
 
 def _step_dict(s: ev.Step) -> dict[str, Any]:
-    return {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
-            "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms, "loss": s.loss, "host_ms": s.host_ms}
+    d = {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
+         "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms, "loss": s.loss, "host_ms": s.host_ms}
+    if s.rank is not None:  # a data-parallel step; one-process steps keep their old form
+        d.update(comm_ms=s.comm_ms, rank=s.rank)
+    return d
 
 
 def _error_dict(e: ev.Error | None) -> dict[str, Any] | None:

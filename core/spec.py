@@ -19,6 +19,9 @@ PROFILERS = ("none", "nsys", "torch")
 OPTIMIZERS = ("fused", "foreach", "forloop")                     # AdamW's implementation
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")   # torch.compile modes
 KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGLU/cross-entropy kernels
+PARALLELS = ("none", "ddp", "fsdp")
+COMM_HOOKS = ("none", "bf16")
+MAX_NPROC = 64
 
 
 class SpecError(ValueError):
@@ -60,6 +63,13 @@ class RunSpec:
     kernels: str = "torch"             # liger: liger-kernel's fused kernels (perfconsole[fast])
     fp8: bool = False                  # torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)
     peak_gbps: float | None = None     # overrides the measured memory bandwidth for speed of light
+    # Data parallel (core.launch.distributed): nproc processes under torchrun, one GPU each on CUDA.
+    nproc: int = 1
+    parallel: str = "none"             # none with one process; ddp or fsdp with more
+    bucket_mb: float | None = None     # DDP's bucket_cap_mb; None keeps DDP's default (25)
+    grad_as_bucket_view: bool = False  # DDP's gradient_as_bucket_view
+    comm_hook: str = "none"            # bf16: DDP's bf16_compress_hook
+    scaling: bool = False              # also run the 1-process spec, for weak-scaling efficiency
 
     def dims(self) -> tuple[int, int, int, int]:
         """(d_model, d_ff, n_layers, n_heads) of the model this spec builds."""
@@ -79,7 +89,8 @@ class RunSpec:
                                                 (self.compile_mode, self.compile_mode != "default"),
                                                 (self.kernels, self.kernels != "torch"), ("fp8", self.fp8)) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
-        return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{reps}"
+        dp = f" {self.parallel}x{self.nproc}" if self.nproc > 1 else ""
+        return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
 
     def validate(self) -> RunSpec:
         _choice("size", self.size, SIZE_NAMES)
@@ -125,6 +136,7 @@ class RunSpec:
             raise SpecError("memory", "memory profiling needs device cuda")
         if self.profile == "nsys" and self.device != "cuda":
             raise SpecError("profile", "nsys needs device cuda; use torch on the CPU")
+        _validate_parallel(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,3 +166,32 @@ def _int_range(field: str, value: object, lo: int, hi: int) -> None:
         raise SpecError(field, f"must be an integer from {lo} to {hi}, not {value!r}")
     if not lo <= value <= hi:
         raise SpecError(field, f"must be from {lo} to {hi}, not {value}")
+
+
+def _validate_parallel(s: RunSpec) -> None:
+    """The data-parallel fields: a parallel strategy exactly when there is more than one process."""
+    _int_range("nproc", s.nproc, 1, MAX_NPROC)
+    _choice("parallel", s.parallel, PARALLELS)
+    _choice("comm_hook", s.comm_hook, COMM_HOOKS)
+    for name in ("grad_as_bucket_view", "scaling"):
+        if not isinstance(getattr(s, name), bool):
+            raise SpecError(name, f"must be true or false, not {getattr(s, name)!r}")
+    if s.nproc > 1 and s.parallel == "none":
+        raise SpecError("parallel", f"must be ddp or fsdp with nproc {s.nproc}, not 'none'")
+    if s.nproc == 1 and s.parallel != "none":
+        raise SpecError("parallel", f"must be none with one process, not {s.parallel!r} (give nproc 2 or more)")
+    if s.bucket_mb is not None and (isinstance(s.bucket_mb, bool) or not isinstance(s.bucket_mb, (int, float))
+                                    or not 0 < s.bucket_mb <= 1 << 16):
+        raise SpecError("bucket_mb", f"must be a positive number of MB up to 65536, not {s.bucket_mb!r}")
+    ddp_knobs = [n for n, on in (("bucket_mb", s.bucket_mb is not None), ("grad_as_bucket_view",
+                 s.grad_as_bucket_view), ("comm_hook", s.comm_hook != "none")) if on]
+    if ddp_knobs and s.parallel != "ddp":
+        raise SpecError(ddp_knobs[0], f"is a DDP setting; it needs parallel ddp, not {s.parallel!r}")
+    if s.nproc > 1 and s.mode == "fwd":
+        raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
+    if s.nproc > 1 and s.memory:
+        raise SpecError("memory", "memory history is recorded for one process; use nproc 1")
+    if s.scaling and s.nproc == 1:
+        raise SpecError("scaling", "compares against one process; it needs nproc 2 or more")
+    if s.nproc > 1 and s.repeat > 1:
+        raise SpecError("repeat", "replicate processes are for one process; use repeat 1 with nproc > 1")

@@ -6,7 +6,7 @@ rebuilds from a partial run (after a crash or a cancel) are the same numbers.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from perfconsole.core.events import Step
@@ -41,6 +41,17 @@ class Summary:
     gpu_busy_share: float | None = None
     gpu_busy_source: str | None = None
     bound: str | None = None        # host-bound | gpu-bound | None (core.flops.busy_label)
+    # Data-parallel jobs (README "Data parallel"): tokens/s, FLOPs and MFU above are the whole job's
+    # (world_size ranks, each with the spec's batch), the step is the slowest rank's.
+    world_size: int = 1
+    comm_ms: Stat | None = None               # time in collectives per step (the job step's rank)
+    comm_share: float | None = None           # mean comm_ms / mean step
+    comm_free_ms: float | None = None         # median step with DDP's all-reduce skipped (no_sync)
+    exposed_comm_ms: float | None = None      # median step - comm_free_ms: communication the step waited for
+    comm_hidden_share: float | None = None    # 1 - exposed / median comm_ms, 0..1: what DDP's overlap hid
+    slowest_rank: dict[str, int] | None = None  # rank -> measured steps in which it was the slowest
+    single_process_ms: float | None = None    # median step of the one-process run of the same spec
+    scaling_efficiency: float | None = None   # single_process_ms / median step (weak scaling)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,6 +62,8 @@ class Summary:
         for name in PHASES:
             if d.get(name) is not None:
                 d[name] = Stat.from_dict(d[name])
+        if d.get("comm_ms") is not None:
+            d["comm_ms"] = Stat.from_dict(d["comm_ms"])
         if d.get("between_processes"):
             d["between_processes"] = {k: Stat.from_dict(v) for k, v in d["between_processes"].items()}
         return cls(**d)
@@ -78,8 +91,10 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
                     gpu_name: str | None, peak_override: float | None = None,
                     peak_allocated_mib: float | None = None,
                     peak_reserved_mib: float | None = None, peaks: dict[str, Any] | None = None,
-                    profile_busy: float | None = None) -> Summary | None:
-    """None when no measured step exists yet."""
+                    profile_busy: float | None = None,
+                    comm_free_ms: list[float] | None = None) -> Summary | None:
+    """None when no measured step exists yet. With nproc > 1 the throughput is the job's; speed of light
+    and the GPU's busy share are one rank's (each rank has the spec's batch on a GPU of its own)."""
     if not steps:
         return None
 
@@ -89,7 +104,8 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
 
     total = summarize([s.total_ms for s in steps])
     d_model, d_ff, n_layers, _ = spec.dims()
-    flops = step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
+    world = spec.nproc
+    flops = world * step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
     seconds = total.mean / 1e3
     achieved = flops / seconds / 1e12
     peak = peak_override if peak_override else (
@@ -98,15 +114,17 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
               "optimizer_ms": stat("optimizer_ms")}
     busy, source = (profile_busy, "profile") if profile_busy is not None else (_events_busy(steps), "events")
     source = source if busy is not None else None
-    return Summary(
+    peak = peak * world if peak else None
+    summary = Summary(
         total_ms=total, forward_ms=phases["forward_ms"], backward_ms=phases["backward_ms"],
         optimizer_ms=phases["optimizer_ms"], warmup_ms=[s.total_ms for s in warmup_steps],
-        tokens_per_s=spec.tokens_per_step / seconds, flops_per_step=flops,
+        tokens_per_s=world * spec.tokens_per_step / seconds, flops_per_step=flops,
         achieved_tflops=achieved, peak_tflops=peak, mfu=achieved / peak if peak else None,
         peak_allocated_mib=peak_allocated_mib, peak_reserved_mib=peak_reserved_mib,
         speed_of_light=speed_of_light(spec, phases, peaks), gpu_busy_share=busy, gpu_busy_source=source,
         bound=busy_label(busy, source),
     )
+    return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms)
 
 
 def _events_busy(steps: list[Step]) -> float | None:
@@ -115,3 +133,22 @@ def _events_busy(steps: list[Step]) -> float | None:
     None where the steps carry no host time (the CPU, or a record from before it was measured)."""
     shares = [max(0.0, (s.total_ms - s.host_ms) / s.total_ms) for s in steps if s.host_ms is not None and s.total_ms > 0]
     return statistics.median(shares) if shares else None
+
+
+def with_job_fields(summary: Summary, world: int, steps: list[Step], comm_free_ms: list[float] | None) -> Summary:
+    """The data-parallel figures: communication share, exposed communication, the slowest ranks."""
+    comms = [s.comm_ms for s in steps]
+    comm = summarize(comms) if comms and all(c is not None for c in comms) else None
+    slowest: dict[str, int] = {}
+    for s in steps:
+        if s.rank is not None:
+            slowest[str(s.rank)] = slowest.get(str(s.rank), 0) + 1
+    free = statistics.median(comm_free_ms) if comm_free_ms else None
+    exposed = summary.total_ms.median - free if free is not None else None
+    hidden = None
+    if comm is not None and exposed is not None and comm.median > 0:
+        hidden = min(1.0, max(0.0, 1 - exposed / comm.median))
+    return replace(summary, world_size=world,
+                   comm_ms=comm, comm_share=comm.mean / summary.total_ms.mean if comm else None,
+                   comm_free_ms=free, exposed_comm_ms=exposed, comm_hidden_share=hidden,
+                   slowest_rank=slowest or None)

@@ -59,7 +59,8 @@ PY
 
 # small: 2 processes a rung, no profiler pass (2 minutes); 2.7B: one process a rung with its profiler pass,
 # 8 steps (the eager rungs' profiles are the slow part; the compiling rungs compile for about a minute each).
-want small && ladder small 150 "${REPEAT_SMALL:-2}" 10 --no-profile
+SMALL_FLAGS=(--no-profile); [[ -n ${SMALL_PROFILE:-} ]] && SMALL_FLAGS=()   # SMALL_PROFILE=1: with the profiler pass
+want small && ladder small "${CAP_SMALL:-150}" "${REPEAT_SMALL:-2}" 10 "${SMALL_FLAGS[@]}"
 want 2.7B && ladder 2.7B "${CAP_27:-330}" "${REPEAT_27:-1}" 8
 
 section done

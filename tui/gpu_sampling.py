@@ -9,7 +9,7 @@ from textual import work
 from textual.css.query import NoMatches
 from textual.worker import get_current_worker
 
-from perfconsole.core.telemetry.nvml import GpuSample
+from perfconsole.core.telemetry.nvml import GpuSample, visible_gpus
 from perfconsole.tui.messages import GpuSampled
 from perfconsole.tui.screens.live import LivePane
 
@@ -28,16 +28,19 @@ class GpuSampling:
         worker = get_current_worker()
         history: collections.deque[GpuSample] = collections.deque(maxlen=GPU_HISTORY)
         last: object = object()
+        visible = visible_gpus()
+        first, rest = (visible[0], visible[1:]) if visible else (0, [])
         while not worker.is_cancelled and not self._stop.is_set():
-            sample = self.sampler(0)
+            sample = self.sampler(first)
             if sample is not None:
                 history.append(sample)
+            others = tuple(o for o in (self.sampler(i) for i in rest) if o is not None) if sample else ()
             if sample is not None or last is not None:  # "no GPU" is sent once, not four times a second
-                self.post_message(GpuSampled(sample, tuple(history)))
+                self.post_message(GpuSampled(sample, tuple(history), others))
             last = sample
             period = GPU_PERIOD_S if self._gpu_busy and sample is not None else GPU_IDLE_PERIOD_S
             self._stop.wait(period)
 
     def on_gpu_sampled(self, message: GpuSampled) -> None:
         with contextlib.suppress(NoMatches, IndexError):
-            self.main(LivePane).show_gpu(message.sample, message.history)
+            self.main(LivePane).show_gpu(message.sample, message.history, message.others)

@@ -52,12 +52,15 @@ class RunEnded(Message):
 
 
 class GpuSampled(Message):
-    """The newest NVML sample (None: no GPU) and the history the sparklines draw."""
+    """The newest NVML sample (None: no GPU), the history the sparklines draw, and the newest sample of
+    every other visible GPU (a data-parallel job's, or a grid's spread over GPUs)."""
 
-    def __init__(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
+    def __init__(self, sample: GpuSample | None, history: tuple[GpuSample, ...],
+                 others: tuple[GpuSample, ...] = ()) -> None:
         super().__init__()
         self.sample = sample
         self.history = history
+        self.others = others
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, GpuSampled)

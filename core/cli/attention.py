@@ -12,7 +12,8 @@ from rich.text import Text
 
 from perfconsole.core.grids.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
 from perfconsole.core.cli.main import check_device, default_device, save_path
-from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
+                                         run_cells)
 from perfconsole.core.cli.sweep import STATUS_CELLS, parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
@@ -35,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the grid snapshot here (after every cell)")
     add_start_ahead_argument(p)
+    add_gpus_argument(p)
     p.set_defaults(func=run)
 
 
@@ -72,10 +74,11 @@ def grid_table(a: AttentionRecord) -> CliTable:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
+    gpus = gpus_from_args(args.gpus, spec.device)
     save = save_path(args.save)
     stop = install_exit_handlers()
     record = AttentionRecord.new(spec)
-    runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead)
+    runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead, gpus=gpus)
     err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome, stop)
     return finish(record, (c.status for c in record.cells), save, args.json, grid_table, err, stop)
 

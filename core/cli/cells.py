@@ -29,6 +29,35 @@ def add_start_ahead_argument(p: argparse.ArgumentParser) -> None:
                         f"the CPU cores, 1 to {MAX_START_AHEAD}; {default_start_ahead()} here)")
 
 
+def add_gpus_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", default=None, metavar="I,J,...",
+                   help="GPU indices (as nvidia-smi numbers them) to run cells on, one cell per GPU at a time, "
+                        "the grid in its own order (default: every visible GPU; cuda only)")
+
+
+def gpus_from_args(text: str | None, device: str) -> list[str] | None:
+    """The GPUs a grid's cells are spread over: the ones named, else every visible one on cuda."""
+    from perfconsole.core.spec import SpecError
+    from perfconsole.core.telemetry.nvml import visible_gpus
+
+    if device != "cuda":
+        if text is not None:
+            raise SpecError("gpus", "cells on the cpu run one at a time; --gpus needs device cuda")
+        return None
+    visible = visible_gpus()
+    if text is None:
+        return [str(i) for i in visible] or None
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items or not all(x.isdigit() for x in items):
+        raise SpecError("gpus", f"give GPU indices like 0,1, not {text!r}")
+    if len(set(items)) != len(items):
+        raise SpecError("gpus", f"a GPU is named twice in {text!r}")
+    missing = [x for x in items if int(x) not in visible]
+    if missing:
+        raise SpecError("gpus", f"GPU {missing[0]} is not visible here (visible: {', '.join(map(str, visible)) or 'none'})")
+    return items
+
+
 def _start_ahead(text: str) -> int:
     try:
         n = int(text)
@@ -61,7 +90,9 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
         name = f"[{u.index + 1}/{u.total}] {label(u.run)}"
         with reader_may_be_gone():  # stderr gone (a dropped SSH session): the cells go on
             if u.cell_finished:
-                bar.console.print(f"{name}: {outcome(u.run)}", markup=False)
+                gpus = getattr(runner.record, "cell_gpus", None) or []
+                where = f" (GPU {gpus[u.index]})" if u.index < len(gpus) and gpus[u.index] is not None else ""
+                bar.console.print(f"{name}{where}: {outcome(u.run)}", markup=False)
                 bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
             else:
                 # A stage or label may hold brackets ("install perfconsole[fast]"): text, not markup.

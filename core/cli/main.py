@@ -16,8 +16,8 @@ from typing import Any
 from pathlib import Path
 
 from perfconsole.core import store
-from perfconsole.core.spec import (ATTENTIONS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZERS, PRECISIONS,
-                                   PROFILERS, SIZE_NAMES, RunSpec, SpecError)
+from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZERS,
+                                   PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, RunSpec, SpecError)
 
 COMMANDS = [
     "perfconsole.core.cli.run",
@@ -89,6 +89,20 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
     p.add_argument("--fp8", action="store_true", help="torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)")
     for dim in ("d-model", "d-ff", "n-layers", "n-heads"):
         p.add_argument(f"--{dim}", type=int, default=None, help="custom size only")
+    add_parallel_arguments(p, d)
+
+
+def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
+    """Data parallel: N processes under torchrun, one GPU each (gloo processes on the CPU)."""
+    p.add_argument("--nproc", type=int, default=d.nproc, metavar="N",
+                   help="processes in the job, one GPU each on cuda, each with --batch (weak scaling)")
+    p.add_argument("--parallel", default=None, help=f"{', '.join(PARALLELS)} (default: ddp with --nproc > 1)")
+    p.add_argument("--bucket-mb", type=float, default=d.bucket_mb, metavar="MB",
+                   help="DDP's gradient bucket size, bucket_cap_mb (default: DDP's 25)")
+    p.add_argument("--grad-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
+    p.add_argument("--comm-hook", default=d.comm_hook, help=f"{', '.join(COMM_HOOKS)}: DDP's bf16_compress_hook")
+    p.add_argument("--scaling", action="store_true",
+                   help="also run the one-process spec first, for weak-scaling efficiency")
 
 
 def default_device() -> str:
@@ -158,12 +172,15 @@ def default_size(device: str) -> str:
     return "small" if device == "cuda" else "tiny"
 
 
-def check_device(device: str) -> None:
-    """cuda on a machine where NVML sees no GPU is bad input, said before any process starts."""
-    from perfconsole.core.telemetry.nvml import gpu_count
+def check_device(device: str, nproc: int = 1) -> None:
+    """cuda on a machine where NVML sees no GPU, or fewer GPUs than a job's processes, is bad input,
+    said before any process starts."""
+    from perfconsole.core.telemetry.nvml import gpu_count, visible_gpus
 
     if device == "cuda" and gpu_count() == 0:
         raise SpecError("device", "cuda, but no NVIDIA GPU is visible on this machine; use cpu")
+    if device == "cuda" and nproc > len(visible_gpus()):
+        raise SpecError("nproc", f"{nproc} processes need {nproc} GPUs, but {len(visible_gpus())} are visible")
 
 
 def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
@@ -176,11 +193,13 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         seed=args.seed, vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
         n_layers=args.n_layers, n_heads=args.n_heads, optimizer=args.optimizer, compile_mode=args.compile_mode,
-        kernels=args.kernels, fp8=args.fp8, peak_gbps=args.peak_gbps,
+        kernels=args.kernels, fp8=args.fp8, peak_gbps=args.peak_gbps, nproc=args.nproc,
+        parallel=args.parallel or ("ddp" if args.nproc > 1 else "none"), bucket_mb=args.bucket_mb,
+        grad_as_bucket_view=args.grad_as_bucket_view, comm_hook=args.comm_hook, scaling=args.scaling,
     )
     if validate:
         spec.validate()
-        check_device(spec.device)
+        check_device(spec.device, spec.nproc)
     return spec
 
 

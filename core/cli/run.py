@@ -10,13 +10,15 @@ from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, add_spec_arguments, deliver,
-                                        save_path, spec_from_args)
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, UsageError,
+                                        add_spec_arguments, deliver, save_path, spec_from_args)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
+from perfconsole.core.launch.scaling import ScalingLaunch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.reports.profile import headline
 from perfconsole.core.reports.run import tflops_text
 
@@ -30,13 +32,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the run's snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run snapshot (JSON) here")
+    p.add_argument("--baseline", default=None, metavar="FILE",
+                   help="a saved one-process run of the same spec, for a job's weak-scaling efficiency")
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
     p.add_argument("--out-dir", default=None, help="where profiler files go (default: beside --save, "
                                                   "else the data directory)")
     p.set_defaults(func=run)
 
 
-def execute(record: RunRecord, launch: Launch | RepeatedLaunch, progress: Console | None, stop: Stop) -> RunRecord:
+def execute(record: RunRecord, launch: Launch | RepeatedLaunch | ScalingLaunch, progress: Console | None, stop: Stop) -> RunRecord:
     """Stream the launch into the record; a stop signal cancels the run and keeps what was measured."""
     launch.start()
     with stop.cancelling(launch.cancel):
@@ -91,11 +95,15 @@ def summary_table(r: RunRecord) -> CliTable:
         lower = "at least " if sm.gpu_busy_source == "events" else ""
         t.caption += (f"\nGPU busy {lower}{sm.gpu_busy_share:.0%} of the step ({sm.gpu_busy_source})"
                       + (f": {sm.bound}" if sm.bound else ""))
+    job = job_line(r)
+    if job is not None:
+        t.caption += "\n" + job + ("\nthe steps are the slowest rank's; tokens/s, TFLOP/s and MFU are the job's"
+                                   if r.ranks else "")
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
                       f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps")
-    elif sm.processes == 1 and sm.total_ms.n > 1:
+    elif sm.processes == 1 and sm.total_ms.n > 1 and job is None:
         t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:
         t.caption += "\none measured step: no spread and no interval (--steps 2 or more for those)"
@@ -121,12 +129,29 @@ def profile_caption(r: RunRecord) -> str:
     return text
 
 
+def _baseline(path: str, spec) -> ev.Baseline:
+    from perfconsole.core.launch.scaling import saved_baseline
+    from perfconsole.core.spec import SpecError
+
+    if spec.nproc == 1 or spec.scaling:
+        raise SpecError("baseline", "is for a job of nproc 2 or more without --scaling")
+    try:
+        saved = store.load(Path(path))
+    except (OSError, store.SnapshotError) as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    if not isinstance(saved, RunRecord):
+        raise SpecError("baseline", f"{path} is a {saved.kind} snapshot, not a run")
+    return saved_baseline(saved, spec)
+
+
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     save = save_path(args.save)
     out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
     stop = install_exit_handlers()
     record = RunRecord(spec)
+    if args.baseline:
+        record.apply(_baseline(args.baseline, spec))
     err = Console(stderr=True, highlight=False)
     execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
     return deliver(store.dumps(record), lambda: summary_table(record), save, args.json, err, stop,

@@ -15,7 +15,8 @@ from typing import TypeVar
 from rich.text import Text
 
 from perfconsole.core.cli.main import check_device, default_device, save_path
-from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
+                                         run_cells)
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
@@ -65,6 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
     p.add_argument("--out-dir", default=None, help="where cells' files go")
     add_start_ahead_argument(p)
+    add_gpus_argument(p)
     p.set_defaults(func=run)
 
 
@@ -104,11 +106,12 @@ def grid_table(sw: SweepRecord) -> CliTable:
 
 def run(args: argparse.Namespace) -> int:
     spec = sweep_spec_from_args(args)
+    gpus = gpus_from_args(args.gpus, spec.base.device)
     save = save_path(args.save)
     stop = install_exit_handlers()
     record = SweepRecord.new(spec)
     runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
-                         start_ahead=args.start_ahead)
+                         start_ahead=args.start_ahead, gpus=gpus)
     err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome, stop)
     return finish(record, (r.status for r in record.runs), save, args.json, grid_table, err, stop)
 

@@ -192,6 +192,7 @@ class AttentionRecord:
     created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     status: str = "pending"
     cell_seconds: list[float | None] = field(default_factory=list)
+    cell_gpus: list[str | None] = field(default_factory=list)   # the GPU each cell ran on (--gpus)
 
     kind = "attention"
 
@@ -214,13 +215,13 @@ class AttentionRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
                 "spec": self.spec.to_dict(), "cells": [c.to_dict() for c in self.cells],
-                "cell_seconds": self.cell_seconds}
+                "cell_seconds": self.cell_seconds, "cell_gpus": self.cell_gpus}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttentionRecord:
         return cls(AttentionSpec.from_dict(d["spec"]), [AttentionResult.from_dict(c) for c in d["cells"]],
                    id=d["id"], name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
-                   cell_seconds=list(d.get("cell_seconds", [])))
+                   cell_seconds=list(d.get("cell_seconds", [])), cell_gpus=list(d.get("cell_gpus", [])))
 
 
 class AttentionLaunch(Launch):
@@ -243,15 +244,16 @@ class AttentionRunner(CellRunner):
     """Runs an AttentionRecord's pending cells in order (see CellRunner: held starts, cancel, saving)."""
 
     def __init__(self, record: AttentionRecord, cell_env: Callable[[AttentionCell], dict[str, str] | None] | None = None,
-                 save_to: os.PathLike[str] | None = None, start_ahead: int | None = None) -> None:
-        super().__init__(record, save_to, start_ahead)
+                 save_to: os.PathLike[str] | None = None, start_ahead: int | None = None,
+                 gpus: list[str] | None = None) -> None:
+        super().__init__(record, save_to, start_ahead, gpus)
         self.cell_env = cell_env
 
     def cells(self) -> list[AttentionResult]:
         return self.record.cells
 
     def new_launch(self, index: int, cell: AttentionResult) -> AttentionLaunch:
-        return AttentionLaunch(cell.cell, self.cell_env(cell.cell) if self.cell_env else None)
+        return AttentionLaunch(cell.cell, self.launch_env(index, self.cell_env(cell.cell) if self.cell_env else None))
 
     def work(self, cell: AttentionResult) -> float:
         return cell_work(cell.cell)

@@ -60,8 +60,15 @@ class SweepUpdate:
 class CellRunner:
     """Runs a record's pending cells in order. Subclasses say what a cell is through four methods."""
 
-    def __init__(self, record: Any, save_to: os.PathLike[str] | None = None, start_ahead: int | None = None) -> None:
+    def __init__(self, record: Any, save_to: os.PathLike[str] | None = None, start_ahead: int | None = None,
+                 gpus: list[str] | None = None) -> None:
+        """`gpus`: GPU indices to spread cells over, one cell per GPU at a time (core.grids.gpu_pool);
+        None or one GPU runs the cells one after the other (pinned to that GPU, if one is named)."""
         self.record = record
+        self.gpus = list(gpus) if gpus else []
+        self._gpu_of: dict[int, str] = {}
+        self._running: dict[int, Any] = {}
+        self._lock = threading.RLock()  # an update callback may cancel from inside a cell's update
         self.save_to = save_to
         self.start_ahead = default_start_ahead() if start_ahead is None else start_ahead
         if self.start_ahead < 1:
@@ -85,11 +92,24 @@ class CellRunner:
         """Whether a finished cell measured anything (an OOM at start-up did not)."""
         raise NotImplementedError
 
+    def launch_env(self, index: int, env: dict[str, str] | None) -> dict[str, str] | None:
+        """The env a subclass's new_launch gives cell `index`: its own, plus the cell's GPU, if any."""
+        gpu = self._gpu_of.get(index) or (self.gpus[0] if len(self.gpus) == 1 else None)
+        if gpu is None:
+            return env
+        from perfconsole.core.grids.gpu_pool import gpu_env
+
+        return {**(env or {}), **gpu_env(gpu)}
+
     # --- running -------------------------------------------------------------------------------
     def cancel(self) -> None:
         self._cancel.set()
         launch = self._launch
         if launch is not None:
+            launch.cancel()
+        with self._lock:
+            running = list(self._running.values())
+        for launch in running:
             launch.cancel()
         for held in list(self._held.values()):
             held.kill()
@@ -124,6 +144,8 @@ class CellRunner:
             if on_update:
                 on_update(SweepUpdate(i, total, cells[i], len(done), eta, finished))
 
+        if len(self.gpus) > 1:
+            return self._run_on_gpus(pending, cells, done, update)
         try:
             for n, i in enumerate(pending):
                 cell = cells[i]
@@ -152,18 +174,63 @@ class CellRunner:
                     eta = estimate_seconds(done, remaining)
                     update(i, False, None if eta is None else max(eta - (time.monotonic() - started), 0.0))
                 self._launch = None
-                rec.cell_seconds[i] = seconds = time.monotonic() - started
-                done.append((self.work(cell), seconds, self.measured(cell)))
-                if cell.status == "cancelled":
-                    self._cancel.set()
-                if self.save_to is not None:
-                    store.save(rec, self.save_to)  # a kill between cells loses nothing finished
+                self._finish_cell(i, cell, time.monotonic() - started, done)
                 update(i, True, estimate_seconds(done, [self.work(cells[j]) for j in pending[n + 1:]]))
         finally:
             for held in list(self._held.values()):
                 held.discard()
             self._held.clear()
+        return self._end(cells)
+
+    def _end(self, cells: list[Any]) -> Any:
+        rec = self.record
         rec.status = "cancelled" if self._cancel.is_set() or not all(c.finished for c in cells) else "ok"
         if self.save_to is not None:
             store.save(rec, self.save_to)
         return rec
+
+    def _finish_cell(self, i: int, cell: Any, seconds: float, done: list) -> None:
+        """A cell has ended: its time and GPU in the record, a cancel passed on, the grid saved."""
+        self.record.cell_seconds[i] = seconds
+        self._note_gpu(i)
+        done.append((self.work(cell), seconds, self.measured(cell)))
+        if cell.status == "cancelled":
+            self._cancel.set()
+        if self.save_to is not None:
+            store.save(self.record, self.save_to)  # a kill between cells loses nothing finished
+
+    def _note_gpu(self, index: int) -> None:
+        """Record the GPU the cell ran on, where the record keeps them (`cell_gpus`)."""
+        gpus = getattr(self.record, "cell_gpus", None)
+        gpu = self._gpu_of.get(index) or (self.gpus[0] if len(self.gpus) == 1 else None)
+        if gpus is not None and gpu is not None:
+            gpus += [None] * (index + 1 - len(gpus))
+            gpus[index] = gpu
+
+    def _run_on_gpus(self, pending: list[int], cells: list[Any], done: list, update: Callable) -> Any:
+        """Several cells at once, one per GPU (core.grids.gpu_pool); each keeps its place in the grid."""
+        from perfconsole.core.grids.gpu_pool import run_on_gpus
+
+        def run_cell(i: int, gpu: str) -> None:
+            cell = cells[i]
+            with self._lock:
+                if self._cancel.is_set():
+                    return  # cancelled while it waited for a GPU: it stays pending
+                self._gpu_of[i] = gpu
+                launch = self._running[i] = self.new_launch(i, cell)
+                launch.start()  # under the lock: cancel() sees it in _running with its process
+            started = time.monotonic()
+            try:
+                for event in launch.events():
+                    with self._lock:
+                        cell.apply(event)
+                        update(i, False, None)
+            finally:
+                with self._lock:
+                    self._running.pop(i, None)
+            with self._lock:
+                self._finish_cell(i, cell, time.monotonic() - started, done)
+                update(i, True, None)
+
+        run_on_gpus(pending, self.gpus, run_cell, self._cancel)
+        return self._end(cells)

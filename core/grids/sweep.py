@@ -82,6 +82,7 @@ class SweepRecord:
     created: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     status: str = "pending"                 # pending | running | ok | cancelled
     cell_seconds: list[float | None] = field(default_factory=list)
+    cell_gpus: list[str | None] = field(default_factory=list)   # the GPU each cell ran on (--gpus)
 
     kind = "sweep"
 
@@ -111,13 +112,13 @@ class SweepRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
                 "spec": self.spec.to_dict(), "runs": [r.to_dict() for r in self.runs],
-                "cell_seconds": self.cell_seconds}
+                "cell_seconds": self.cell_seconds, "cell_gpus": self.cell_gpus}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepRecord:
         return cls(SweepSpec.from_dict(d["spec"]), [RunRecord.from_dict(r) for r in d["runs"]],
                    id=d["id"], name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
-                   cell_seconds=list(d.get("cell_seconds", [])))
+                   cell_seconds=list(d.get("cell_seconds", [])), cell_gpus=list(d.get("cell_gpus", [])))
 
 
 def cell_work(spec: RunSpec) -> float:
@@ -134,8 +135,8 @@ class SweepRunner(CellRunner):
     """Runs a SweepRecord's pending cells in order (see CellRunner: held starts, cancel, saving)."""
 
     def __init__(self, record: SweepRecord, out_dir: Path | None = None, cell_env: CellEnv | None = None,
-                 save_to: Path | None = None, start_ahead: int | None = None) -> None:
-        super().__init__(record, save_to, start_ahead)
+                 save_to: Path | None = None, start_ahead: int | None = None, gpus: list[str] | None = None) -> None:
+        super().__init__(record, save_to, start_ahead, gpus)
         self.out_dir = out_dir
         self.cell_env = cell_env
 
@@ -144,7 +145,7 @@ class SweepRunner(CellRunner):
 
     def new_launch(self, index: int, cell: RunRecord) -> Launch | RepeatedLaunch:
         out = self.out_dir / f"cell-{index:03d}" if self.out_dir else None
-        return make_launch(cell.spec, out_dir=out, env=self.cell_env(cell.spec) if self.cell_env else None)
+        return make_launch(cell.spec, out_dir=out, env=self.launch_env(index, self.cell_env(cell.spec) if self.cell_env else None))
 
     def work(self, cell: RunRecord) -> float:
         return cell_work(cell.spec)

@@ -69,10 +69,22 @@ class Launch(ChildProcess):
                 out = self._need_out_dir()
                 self._rep_base = out / "profile"
                 self._pending.append(ev.Progress("profiling", f"under nsys {self._nsys.version}"))
+                if spec.nproc > 1:  # one capture per rank: nsys expands %q{RANK} from torchrun's env
+                    return self._torchrun(profile_command(self._nsys, worker_argv(spec, out),
+                                                          out / "profile-rank%q{RANK}"))
                 return profile_command(self._nsys, worker_argv(spec, out), self._rep_base)
-        if spec.profile == "torch" or spec.memory:
+        if spec.profile == "torch" or spec.memory or spec.nproc > 1:
             self._need_out_dir()
+        if spec.nproc > 1:
+            return self._torchrun(worker_argv(spec, self.out_dir))
         return worker_argv(spec, self.out_dir)
+
+    def _torchrun(self, argv: list[str]) -> list[str]:
+        from perfconsole.core.launch.distributed import torchrun_command
+
+        assert self.out_dir is not None
+        self._pending.append(ev.Progress("starting", f"torchrun: {self.spec.nproc} processes"))
+        return torchrun_command(self.spec.nproc, self.out_dir / "torchrun", argv)
 
     def start(self, hold: bool = False) -> None:
         """Start the child. With `hold` it imports what it needs and then waits (see `worker.hold`):
@@ -84,6 +96,8 @@ class Launch(ChildProcess):
         if hold:
             if self._nsys is not None:
                 raise ValueError("a launch under nsys cannot be held: nsys would record the wait")
+            if self.spec.nproc > 1:
+                raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
             argv = [*argv, "--hold"]
         self._held = hold
         self.spawn(argv)
@@ -146,6 +160,8 @@ class Launch(ChildProcess):
             yield from self._unexpected_end(code)
             return
         if self._nsys is not None and finished.status == "ok":
+            if self.spec.nproc > 1:
+                self._rep_base = self.out_dir / "profile-rank0"  # type: ignore[operator]
             yield from self._nsys_tables()
         yield finished
 
@@ -163,6 +179,11 @@ class Launch(ChildProcess):
             yield ev.Error("cancelled", "cancelled by the user", tail)
             yield ev.Finished("cancelled")
             return
+        if self.spec.nproc > 1 and self.out_dir is not None:
+            from perfconsole.core.launch.distributed import failure_events
+
+            yield from failure_events(self.out_dir / "torchrun", code, list(self.stderr_tail))
+            return
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
             msg = f"worker killed by signal {name}"
@@ -176,7 +197,11 @@ class Launch(ChildProcess):
         from perfconsole.core.launch.nsys import stats_events
 
         assert self._rep_base is not None and self.out_dir is not None and self._nsys is not None
-        yield from stats_events(self._nsys, self._rep_base, self.out_dir, self.other_stdout)
+        for event in stats_events(self._nsys, self._rep_base, self.out_dir, self.other_stdout):
+            if isinstance(event, ev.ProfileReady) and self.spec.nproc > 1:  # the tables are rank 0's
+                others = [str(self.out_dir / f"profile-rank{k}.nsys-rep") for k in range(1, self.spec.nproc)]
+                event = ev.ProfileReady(event.profiler, [*event.files, *others], event.tables)
+            yield event
 
 
 def _is_held(line: str) -> bool:

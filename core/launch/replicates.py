@@ -84,6 +84,11 @@ class RepeatedLaunch:
         yield ev.Finished(status)
 
 
-def make_launch(spec: RunSpec, **kw: Any) -> Launch | RepeatedLaunch:
-    """The launch for a spec: one process, or `spec.repeat` of them in turn."""
+def make_launch(spec: RunSpec, **kw: Any) -> Any:
+    """The launch for a spec: one process, `spec.repeat` of them in turn, or a torchrun job preceded
+    by its one-process run (`spec.scaling`, core.launch.scaling)."""
+    if spec.scaling:
+        from perfconsole.core.launch.scaling import ScalingLaunch
+
+        return ScalingLaunch(spec, **kw)
     return RepeatedLaunch(spec, **kw) if spec.repeat > 1 else Launch(spec, **kw)

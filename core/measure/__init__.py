@@ -2,6 +2,7 @@
 events (a wall clock on the CPU), capture memory or a torch profile, and write the event stream.
 
 `worker` is the child's entry point (`python -m perfconsole.core.measure.worker`); `bench` is the timed
-loop; `environment` describes the machine; `memory_profile` the memory capture.
+loop; `environment` describes the machine; `memory_profile` the memory capture; `distributed` and
+`job` are one rank of a data-parallel job (process group, DDP/FSDP, time in collectives, rank 0's view).
 May import: the shared vocabulary at core/'s top, core.profiling, core.telemetry, and perfconsole.model.
 """

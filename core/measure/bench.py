@@ -31,7 +31,8 @@ import torch
 from perfconsole.core import events as ev
 from perfconsole.core.measure import fast_paths
 from perfconsole.core.measure.environment import Environment
-from perfconsole.core.measure.pipeline import StepPipeline
+from perfconsole.core.measure.pipeline import StepPipeline, timed_step
+from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.model import annotate
@@ -148,10 +149,13 @@ class Stepper:
 
 
 def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None,
-        before_step: StepHook | None = None) -> None:
+        before_step: StepHook | None = None, job: Job | None = None) -> None:
     """Run the spec, emitting progress, step, memory, profile and summary events. Raises on failure,
-    after emitting every step whose timings could still be read."""
-    device = torch.device(spec.device)
+    after emitting every step whose timings could still be read.
+
+    With `job` (one rank of a data-parallel run, core.measure.job) the model is wrapped in DDP or FSDP
+    and every step is gathered on rank 0, which emits the job's steps."""
+    device = job.device if job else torch.device(spec.device)
     torch.manual_seed(spec.seed)
     fast_paths.check(spec, device)
     peaks = _peaks(spec, device, emit)
@@ -161,21 +165,35 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     if spec.mode == "fwd":
         model.eval()
     loss_fn = fast_paths.apply(spec, model)
+    if job:
+        emit(ev.Progress("building", f"{spec.parallel} over {spec.nproc} processes"))
+        model = job.wrap(model)
     if spec.compile:
         emit(ev.Progress("compiling", f"torch.compile ({spec.compile_mode}): the first step compiles"))
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
     stepper = Stepper(spec, model, device, loss_fn)
     cuda = device.type == "cuda"
-    # A memory capture reads peaks between phases, so its steps end with a synchronisation.
-    pipe = StepPipeline(stepper, in_flight=cuda and not spec.step_sync and not spec.memory,
-                        before_step=before_step)
+    # A memory capture reads peaks between phases, and a job's comm hook is read per step: their steps end
+    # with a synchronisation.
+    in_flight = cuda and not spec.step_sync and not spec.memory and job is None
+
+    def before(index: int) -> None:
+        if before_step:
+            before_step(index)
+        if job:
+            job.begin()
+
+    pipe = StepPipeline(stepper, in_flight=in_flight, before_step=before)
     warmup_steps: list[ev.Step] = []
     steps: list[ev.Step] = []
 
     def keep(done: list[ev.Step]) -> None:
         for step in done:
+            if job:
+                step = job.publish(step, emit)  # outside the timed region: the step is complete
+            else:
+                emit(step)
             (warmup_steps if step.warmup else steps).append(step)
-            emit(step)
 
     memory = _memory_capture(spec, out_dir)
     try:
@@ -194,7 +212,8 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
                 keep(pipe.step(index, warmup=False, after_phase=memory.after_phase))
             keep(pipe.drain())
     except BaseException:
-        keep(pipe.salvage())
+        if job is None:  # a job's ranks cannot gather after one of them failed
+            keep(pipe.salvage())
         raise
 
     peak_alloc = peak_reserved = None
@@ -205,11 +224,14 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
         emit(mem_event)
+    index = spec.warmup + spec.steps
+    if job:
+        job.comm_free(lambda: timed_step(stepper, index, warmup=False), emit)
     busy = None
     if spec.profile != "none":
-        busy = _profiled_steps(spec, pipe, steps, emit, out_dir, spec.warmup + spec.steps)
+        busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
-                              peak_alloc, peak_reserved, peaks, busy)
+                              peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None)
     emit(ev.SummaryReady(summary.to_dict()))
 
 
@@ -227,7 +249,7 @@ def _peaks(spec: RunSpec, device: torch.device, emit: Emit) -> dict[str, Any] | 
 
 
 def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
-                    index: int) -> float | None:
+                    index: int, job: Job | None = None) -> float | None:
     """The same number of steps again, under the profiler, queued as the quiet ones were; their cost
     against the quiet ones. Returns the GPU's busy share over the profiled steps, where the profile can say."""
     capture = _profiler(spec, out_dir)
@@ -245,6 +267,8 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
                                 len(profiled), profiled, gpu_busy_share=busy))
     capture.finish(emit)
+    if job and isinstance(capture, _TorchCapture):
+        job.overlap(capture.capture.files, emit)
     return busy
 
 

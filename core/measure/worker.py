@@ -7,6 +7,7 @@ error event and exit 0; other failures are an error event and exit 1. The worker
 PERFCONSOLE_FAULT injects a failure at a global step index, to test every failure path for real:
 `oom:N` raises CUDA's OutOfMemoryError, `raise:N` a RuntimeError, `exit:N` exits 3 without a word,
 `kill:N` SIGKILLs the worker, `hang:N` sleeps for an hour, `slow:MS` sleeps MS ms before every step.
+In a data-parallel job PERFCONSOLE_RANK_FAULT=<rank>:<kind>:<N> injects the same on one rank alone.
 """
 from __future__ import annotations
 
@@ -165,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     from perfconsole.core.measure import bench
 
     out_dir = Path(args.out_dir) if args.out_dir else None
+    if spec.nproc > 1:
+        return run_rank(emit, spec, out_dir)
     hook = fault_hook(os.environ.get("PERFCONSOLE_FAULT"))
     return serve(emit, spec.device, spec.to_dict(), lambda env: bench.run(spec, emit, env, out_dir, hook))
 
@@ -198,6 +201,38 @@ def serve(emit: EventWriter, device: str, started: dict, body) -> int:
         emit(ev.Finished("oom" if kind == "oom" else "error"))
         return 0 if kind == "oom" else 1
     emit(ev.Finished("ok"))
+    return 0
+
+
+def run_rank(emit: EventWriter, spec: RunSpec, out_dir: Path | None) -> int:
+    """One rank of a data-parallel job under torchrun. Only rank 0 speaks. A failure on any rank is
+    raised out of torch's `record`, which writes it to the error file torchrun gave this rank
+    (TORCHELASTIC_ERROR_FILE) and exits non-zero, so torchrun's agent stops the other ranks (a rank
+    left waiting in a collective would wait for the timeout) and the launcher names the rank that
+    failed first (core.launch.distributed)."""
+    import torch
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    from perfconsole.core.measure import bench, distributed
+    from perfconsole.core.measure.environment import collect
+    from perfconsole.core.measure.job import Job
+
+    @record
+    def job() -> None:
+        if spec.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"CUDA is not available here (torch {torch.__version__} sees no GPU)")
+        rank = distributed.init(spec)
+        say = emit if rank.is_main else (lambda _event: None)
+        env = collect(spec.device)
+        say(ev.RunStarted(spec.to_dict(), env.to_dict(), os.getpid()))
+        hook = fault_hook(distributed.rank_fault() or os.environ.get("PERFCONSOLE_FAULT"))
+        bench.run(spec, say, env, out_dir, hook, job=Job(spec, rank))
+        # Only after a clean run: tearing down a group whose peer has died can block, and torchrun
+        # ends every rank of a failed job anyway.
+        distributed.shutdown()
+        say(ev.Finished("ok"))
+
+    job()
     return 0
 
 

@@ -196,7 +196,9 @@ def markdown(ladder: LadderRecord) -> str:
             _f(row.speedup_vs_first, suffix="x"), _f(row.speedup_vs_previous, suffix="x"),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
-    best = min((r for r in rs if r.median_ms is not None), key=lambda r: r.median_ms, default=None)  # type: ignore[arg-type, return-value]
+    # A rung whose loss left the first rung's is a faster wrong program, not a speed-up: never the best.
+    best = min((r for r in rs if r.median_ms is not None and r.numerics != "DIFFERS"), key=lambda r: r.median_ms,
+               default=None)  # type: ignore[arg-type, return-value]
     if best is not None:
         lines += ["", f"Best rung: **{best.rung} {best.name}**, {_f(best.median_ms)} ms "
                       f"({_f(best.speedup_vs_first, suffix='x')} the first rung"

@@ -7,6 +7,7 @@ from typing import Any
 
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.memory import markdown_lines as memory_lines
+from perfconsole.core.reports.parallel import markdown_lines as parallel_lines
 from perfconsole.core.reports.profile import attribution as profile_attribution
 from perfconsole.core.reports.profile import markdown_lines as profile_lines
 from perfconsole.core.reports.telemetry import markdown_lines as telemetry_lines
@@ -136,6 +137,7 @@ def markdown(r: RunRecord) -> str:
             lines += ["", "Findings: " + "; ".join(findings) + "."]
     else:
         lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
+    lines += parallel_lines(r)
     if r.telemetry:
         lines += telemetry_lines(Telemetry.from_dict(r.telemetry))
     if r.memory is not None and (r.memory.per_phase or r.memory.details):

@@ -39,6 +39,25 @@ def gpu_count() -> int:
         return 0
 
 
+def visible_gpus(env: dict[str, str] | None = None) -> list[int]:
+    """NVML indices of the GPUs CUDA_VISIBLE_DEVICES (in `env`, else this process's) lets CUDA use, in
+    CUDA's order; every GPU when it is unset. NVML itself ignores the variable. Entries that are not
+    indices (UUIDs, MIG names) are skipped; an empty value hides every GPU, as it does for CUDA."""
+    import os
+
+    text = (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES")
+    n = gpu_count()
+    if text is None:
+        return list(range(n))
+    out: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) >= n:
+            break  # CUDA stops at the first invalid entry
+        out.append(int(item))
+    return out
+
+
 @dataclass(frozen=True)
 class GpuSample:
     index: int

@@ -90,3 +90,29 @@ def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
     assert RunSpec().label() == "small ctx256 b4 fp32 fwd_bwd"  # the defaults are today's program, unnamed
     spec = RunSpec(compile=True, compile_mode="reduce-overhead", optimizer="forloop", kernels="liger", fp8=True)
     assert spec.validate().label() == "small ctx256 b4 fp32 fwd_bwd compile adamw-forloop reduce-overhead liger fp8"
+@pytest.mark.parametrize("changes, field, text", [
+    ({"nproc": 2}, "parallel", "must be ddp or fsdp with nproc 2"),
+    ({"parallel": "ddp"}, "parallel", "must be none with one process"),
+    ({"nproc": 0}, "nproc", "must be from 1 to 64"),
+    ({"nproc": 2, "parallel": "zero"}, "parallel", "must be one of none, ddp, fsdp"),
+    ({"nproc": 2, "parallel": "fsdp", "bucket_mb": 50.0}, "bucket_mb", "needs parallel ddp"),
+    ({"nproc": 2, "parallel": "ddp", "bucket_mb": -1.0}, "bucket_mb", "positive number"),
+    ({"nproc": 2, "parallel": "ddp", "comm_hook": "fp8"}, "comm_hook", "must be one of none, bf16"),
+    ({"nproc": 2, "parallel": "fsdp", "grad_as_bucket_view": True}, "grad_as_bucket_view", "needs parallel ddp"),
+    ({"nproc": 2, "parallel": "ddp", "mode": "fwd"}, "mode", "needs gradients"),
+    ({"scaling": True}, "scaling", "nproc 2 or more"),
+    ({"nproc": 2, "parallel": "ddp", "repeat": 3}, "repeat", "use repeat 1"),
+])
+def test_data_parallel_fields(changes, field, text):
+    with pytest.raises(SpecError) as e:
+        RunSpec(**changes).validate()
+    assert e.value.field == field and text in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_valid_job_and_old_snapshots_without_the_fields():
+    job = RunSpec(nproc=2, parallel="ddp", bucket_mb=50, grad_as_bucket_view=True, comm_hook="bf16",
+                  scaling=True).validate()
+    assert "ddpx2" in job.label()
+    old = {k: v for k, v in RunSpec().to_dict().items()
+           if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling")}
+    assert RunSpec.from_dict(old).nproc == 1

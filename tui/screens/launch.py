@@ -12,18 +12,23 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, PROFILERS, SIZE_NAMES, RunSpec, SpecError
+from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, PARALLELS, PRECISIONS, PROFILERS,
+                                   SIZE_NAMES, RunSpec, SpecError)
 from perfconsole.tui.widgets.form_input import FormInput
 
 CHOICES: dict[str, tuple[str, ...]] = {"size": SIZE_NAMES, "precision": PRECISIONS, "mode": MODES,
-                                       "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES}
-INTS = ("ctx", "batch", "warmup", "steps", "repeat")
+                                       "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES,
+                                       "parallel": PARALLELS, "comm_hook": COMM_HOOKS}
+INTS = ("ctx", "batch", "warmup", "steps", "repeat", "nproc")
 DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
-FLAGS = ("compile", "tf32")
+FLAGS = ("compile", "tf32", "grad_as_bucket_view", "scaling")
+FLOATS = ("bucket_mb",)  # empty: the library's default
+# The data-parallel settings come last: most runs leave them alone.
 ORDER = ("size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat", "attention", "compile",
-         "tf32", "profile", "device")
+         "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling")
 LABELS = {"profile": "profiler", "repeat": "processes", "d_model": "  d_model", "d_ff": "  d_ff", "n_layers": "  n_layers",
-          "n_heads": "  n_heads"}
+          "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
+          "comm_hook": "  comm hook", "scaling": "  scaling"}
 
 
 def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | None, dict[str, str]]:
@@ -41,6 +46,12 @@ def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | Non
                 changes[name] = int(text)
             except ValueError:
                 errors[name] = f"must be an integer, not {text!r}"
+        elif name in FLOATS:
+            text = str(raw).strip()
+            try:
+                changes[name] = float(text) if text else None
+            except ValueError:
+                errors[name] = f"must be a number or empty, not {text!r}"
         else:
             changes[name] = raw
     if errors:

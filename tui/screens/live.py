@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from perfconsole.core.events import Step
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.parallel import job_line, rank_rows
 from perfconsole.core.reports.telemetry import flag_text
 from perfconsole.core.telemetry.summary import Telemetry
 from perfconsole.tui.format import duration
@@ -51,6 +52,7 @@ class LivePane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("no run yet: press 1 for the launch form", id="live-header")
         yield Static("", id="live-status")
+        yield Static("", id="live-ranks")  # a data-parallel job's ranks; hidden otherwise
         with Horizontal(id="live-body"):
             with Vertical(id="live-left"):
                 yield StepChart(self.glyphs, id="chart")
@@ -60,6 +62,7 @@ class LivePane(Vertical):
                 yield GpuPanel(self.glyphs, id="gpu")
 
     def on_mount(self) -> None:
+        self.query_one("#live-ranks", Static).display = False
         t = self.query_one("#steps", DataTable)
         # Five narrow columns fit the 46 cells left of the stats at 80 columns, so a train step's
         # phases add up in view; a warm-up step is marked in its index ("w0") instead of a column.
@@ -99,7 +102,28 @@ class LivePane(Vertical):
             self._rows = len(all_steps)
         summary = r.summary if r.finished and r.summary else r.recompute_summary()
         self.query_one("#stats", StatsPanel).show(summary)
+        self._show_ranks(r)
         self.refresh_status()
+
+    def _show_ranks(self, r: RunRecord) -> None:
+        """One line for the job (core.reports.parallel) and one row per rank: its median and last step,
+        its time in collectives, the steps in which it was the slowest, its overlap once profiled."""
+        box = self.query_one("#live-ranks", Static)
+        line = job_line(r)
+        box.display = line is not None
+        if line is None:
+            return
+        t = Text(line, style="dim")
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:,.2f}"
+        for row in rank_rows(r):
+            share = "-" if row["comm_share"] is None else f"{row['comm_share']:.0%}"
+            t.append(f"\nrank {row['rank']}: median {ms(row['median_ms'])} ms · last {ms(row['last_ms'])} ms"
+                     f" · comm {ms(row['comm_ms'])} ms ({share}) · slowest in {row['slowest_in']}")
+            if row["overlap_share"] is not None:
+                t.append(f" · NCCL overlap {row['overlap_share']:.0%}")
+        box.update(t)
 
     @staticmethod
     def _step_cells(s: Step) -> list[Text]:
@@ -142,5 +166,6 @@ class LivePane(Vertical):
             t.append(" · x cancels", style="dim")
         self.query_one("#live-status", Static).update(t, layout=False)
 
-    def show_gpu(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
-        self.query_one("#gpu", GpuPanel).show(sample, history)
+    def show_gpu(self, sample: GpuSample | None, history: tuple[GpuSample, ...],
+                 others: tuple[GpuSample, ...] = ()) -> None:
+        self.query_one("#gpu", GpuPanel).show(sample, history, others)

@@ -75,10 +75,12 @@ class GpuPanel(Static):
         self.glyphs = glyphs
         self.sample: GpuSample | None = None
         self.history: tuple[GpuSample, ...] = ()
+        self.others: tuple[GpuSample, ...] = ()
         self._shown = False
 
-    def show(self, sample: GpuSample | None, history: tuple[GpuSample, ...]) -> None:
-        self.sample, self.history, self._shown = sample, history, True
+    def show(self, sample: GpuSample | None, history: tuple[GpuSample, ...],
+             others: tuple[GpuSample, ...] = ()) -> None:
+        self.sample, self.history, self.others, self._shown = sample, history, others, True
         self.update(self.panel(*self._room()), layout=False)
 
     def on_resize(self, _event: Resize) -> None:
@@ -95,6 +97,9 @@ class GpuPanel(Static):
         if s is None:
             return Text(NO_GPU)
         width = max(width, 24)
+        # Every other GPU gets one line at the bottom; the first keeps the rest of the panel.
+        extra = [self._other_line(o, width) for o in self.others][:max(0, height - 1 - len(METRICS))]
+        height -= len(extra)
         head = Text(f"GPU {s.index}: {s.name}", no_wrap=True, overflow="ellipsis")
         if s.temp_c is not None:
             head.append(f" {s.temp_c:.0f} C", style="dim")
@@ -112,7 +117,16 @@ class GpuPanel(Static):
             lines = ([head] if height > len(METRICS) else []) + self._one_line_each(series, width)
         if height > len(lines) and s.mem_total_mib:
             lines.append(Text(f"memory total {_num(s.mem_total_mib)} MiB", style="dim"))
-        return Group(*lines)
+        return Group(*lines, *extra)
+
+    @staticmethod
+    def _other_line(o: GpuSample, width: int) -> Text:
+        def v(x: float | None, unit: str) -> str:
+            return "N/A" if x is None else f"{_num(x)}{unit}"
+        line = Text(f"GPU {o.index} ", style="bold", no_wrap=True, overflow="ellipsis")
+        line.append(f"util {v(o.util_pct, '%')} mem {v(o.mem_used_mib, ' MiB')} {v(o.power_w, ' W')}")
+        line.truncate(width, overflow="ellipsis")
+        return line
 
     def _series(self, m: Metric) -> list[float]:
         """The metric's recent values, oldest first; at least the current one where it has one."""

@@ -1,0 +1,106 @@
+"""`--scaling`: a data-parallel job preceded by the one-process run of the same spec, for weak-scaling
+efficiency (the one-process median step over the job's median step; each rank has the spec's batch).
+
+`ScalingLaunch` looks like one `Launch` to its callers. The one-process run comes first, on the first
+GPU of the job, and is folded into a record of its own; the stream then says `baseline` with its
+status and summary, and goes on with the job's events. A baseline that fails (an OOM, say) is reported
+with its status and the job still runs; a cancel during the baseline ends the whole run.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from perfconsole.core import events as ev
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+
+def one_process(spec: RunSpec) -> RunSpec:
+    """The same model, batch and steps in one process, without the data-parallel settings. A job's ranks
+    synchronise after every step (core.measure.bench), so the baseline does too."""
+    return spec.with_(nproc=1, parallel="none", bucket_mb=None, grad_as_bucket_view=False, comm_hook="none",
+                      scaling=False, step_sync=True)
+
+
+# What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ).
+SAME_PROGRAM = ("size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "vocab_size", "device",
+                "d_model", "d_ff", "n_layers", "n_heads", "optimizer", "compile_mode", "kernels", "fp8")
+
+
+def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
+    """A saved run as the job's one-process baseline (`run --baseline FILE`); SpecError if it is not one."""
+    from perfconsole.core.spec import SpecError
+
+    if saved.spec.nproc != 1:
+        raise SpecError("baseline", f"must be a one-process run, not nproc {saved.spec.nproc}")
+    differ = [f for f in SAME_PROGRAM if getattr(saved.spec, f) != getattr(spec, f)]
+    if differ:
+        f = differ[0]
+        raise SpecError("baseline", f"is another program: {f} {getattr(saved.spec, f)!r}, the job's {getattr(spec, f)!r}")
+    if not saved.spec.step_sync:
+        raise SpecError("baseline", "was measured with a step in flight; a job synchronises after every step, "
+                                    "so measure the baseline with --step-sync")
+    if saved.status != "ok" or saved.summary is None:
+        raise SpecError("baseline", f"has no finished measurement (status {saved.status})")
+    return ev.Baseline("ok", saved.summary.to_dict())
+
+
+class ScalingLaunch:
+    def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.spec = spec
+        base_out = out_dir / "one-process" if out_dir is not None else None
+        # torchrun gives each rank OMP_NUM_THREADS=1 unless it is set; the one process gets the same,
+        # or it would compare a multi-threaded host against single-threaded ranks.
+        threads = {"OMP_NUM_THREADS": {**os.environ, **(env or {})}.get("OMP_NUM_THREADS", "1")}
+        # The baseline is never profiled: its profile would cost time and answer nothing asked here.
+        self.baseline = Launch(one_process(spec).with_(profile="none"), out_dir=base_out, env={**(env or {}), **threads})
+        self.job = Launch(spec, out_dir=out_dir, nsys=nsys, env=env)
+        self.current: Launch = self.baseline
+        self._cancelled = False
+
+    def start(self, hold: bool = False) -> None:
+        if hold:
+            raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
+        self.baseline.start()
+
+    def wait_ready(self) -> None:
+        pass
+
+    @property
+    def pid(self) -> int | None:
+        return self.current.pid
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self.current.cancel()
+
+    def kill(self) -> None:
+        self._cancelled = True
+        self.current.kill()
+
+    def discard(self) -> None:
+        self._cancelled = True
+        self.current.discard()
+
+    def events(self) -> Iterator[ev.Event]:
+        yield ev.Progress("baseline", "the one-process run of the same spec, for scaling efficiency")
+        base = RunRecord(self.baseline.spec)
+        for event in self.baseline.events():
+            base.apply(event)
+            if isinstance(event, ev.Step) and not event.warmup:
+                yield ev.Progress("baseline", f"one process: step {len(base.steps)}/{self.spec.steps} "
+                                              f"{event.total_ms:.1f} ms")
+        yield ev.Baseline(base.status, base.summary.to_dict() if base.summary else None)
+        if self._cancelled or base.status == "cancelled":
+            yield ev.Error("cancelled", "cancelled by the user during the one-process run")
+            yield ev.Finished("cancelled")
+            return
+        self.current = self.job
+        if self._cancelled:
+            yield ev.Finished("cancelled")
+            return
+        yield from self.job.events()

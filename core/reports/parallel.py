@@ -1,0 +1,87 @@
+"""A data-parallel job in words and rows: communication share, exposed communication, overlap, the
+slowest rank, weak-scaling efficiency, and one row per rank. The CLI's caption, the Markdown report
+and the console's Live pane all show these, so they say the same thing."""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from perfconsole.core.record import RunRecord
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.2f} ms"
+
+
+def job_line(r: RunRecord) -> str | None:
+    """One line for a job (None for a one-process run)."""
+    if r.spec.nproc <= 1:
+        return None
+    s, sm = r.spec, r.summary
+    knobs = [k for k, on in ((f"bucket {s.bucket_mb:g} MB" if s.bucket_mb else "", bool(s.bucket_mb)),
+                             ("grad as bucket view", s.grad_as_bucket_view),
+                             (f"{s.comm_hook} hook", s.comm_hook != "none")) if on]
+    text = (f"{s.parallel} over {s.nproc} processes, global batch {s.nproc * s.batch}"
+            + (f" ({', '.join(knobs)})" if knobs else ""))
+    if sm is None:
+        return text
+    if sm.comm_ms is not None:
+        text += f" · comm {_ms(sm.comm_ms.median)}/step ({_pct(sm.comm_share)} of the step)"
+    if sm.exposed_comm_ms is not None:
+        text += f" · exposed {_ms(sm.exposed_comm_ms)} (step without all-reduce {_ms(sm.comm_free_ms)}; " \
+                f"{_pct(sm.comm_hidden_share)} hidden)"
+    share = overlap_share(r)
+    if share is not None:
+        text += f" · NCCL kernels overlapping compute {share:.1%}"
+    if sm.slowest_rank:
+        worst = max(sm.slowest_rank.items(), key=lambda kv: kv[1])
+        text += f" · slowest rank {worst[0]} in {worst[1]}/{sum(sm.slowest_rank.values())} steps"
+    if sm.scaling_efficiency is not None:
+        text += f" · weak-scaling efficiency {sm.scaling_efficiency:.1%} (one process {_ms(sm.single_process_ms)})"
+    elif r.baseline is not None:
+        text += f" · one-process run: {r.baseline.get('status')}"
+    return text
+
+
+def overlap_share(r: RunRecord) -> float | None:
+    """Communication kernel time overlapping compute, over every rank's profile (None without one)."""
+    rows = [o for o in r.overlap or [] if o.get("comm_kernel_ms")]
+    if not rows:
+        return None
+    return sum(o["overlapped_ms"] for o in rows) / sum(o["comm_kernel_ms"] for o in rows)
+
+
+def rank_rows(r: RunRecord) -> list[dict[str, Any]]:
+    """Per rank: median step, median comm, its comm share, steps in which it was the slowest, overlap."""
+    slowest = (r.summary.slowest_rank if r.summary else None) or {}
+    overlap = {o.get("rank"): o for o in r.overlap or []}
+    rows = []
+    for rank in r.ranks:
+        steps = rank.steps
+        med = statistics.median(s.total_ms for s in steps) if steps else None
+        comms = [s.comm_ms for s in steps if s.comm_ms is not None]
+        comm = statistics.median(comms) if comms else None
+        o = overlap.get(rank.rank) or {}
+        rows.append({"rank": rank.rank, "steps": len(steps), "median_ms": med, "comm_ms": comm,
+                     "comm_share": comm / med if comm is not None and med else None,
+                     "slowest_in": slowest.get(str(rank.rank), 0),
+                     "last_ms": steps[-1].total_ms if steps else None,
+                     "overlap_share": o.get("overlap_share")})
+    return rows
+
+
+def markdown_lines(r: RunRecord) -> list[str]:
+    line = job_line(r)
+    if line is None:
+        return []
+    out = ["", f"Data parallel: {line}.", "",
+           "| rank | steps | median step (ms) | comm (ms) | comm share | slowest in | NCCL overlap |",
+           "| --: | --: | --: | --: | --: | --: | --: |"]
+    for row in rank_rows(r):
+        out.append(f"| {row['rank']} | {row['steps']} | {_ms(row['median_ms'])[:-3]} | {_ms(row['comm_ms'])[:-3]} | "
+                   f"{_pct(row['comm_share'])} | {row['slowest_in']} | {_pct(row['overlap_share'])} |")
+    return out

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Data parallel on a node: DDP (defaults, and each setting the console offers) and FSDP against one
+# process, and a sweep spread over the GPUs against the same sweep on one GPU.
+# Run from the repository root on a machine with two or more GPUs (source scripts/device_env.sh first).
+# Snapshots and logs go to $OUT; the evidence to docs/results/multi_gpu_<size>_<n>x<gpu>.md/.json, written
+# when dp or sweep ran, from the snapshots in $OUT. About 9 min on two H200s in all; to stay inside a
+# 10-minute call, run SECTIONS="dp sweep" and SECTIONS=tests apart. SIZE=xl for a smaller model.
+set -uo pipefail
+OUT=${OUT:-"$PWD/out-multi"}
+RES=docs/results
+mkdir -p "$OUT" "$RES"
+export PERFCONSOLE_DATA_DIR="$OUT/data"
+PC=(python3 -m perfconsole.tui.main)
+NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+DEV=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
+DEV="${NGPU}x$DEV"
+SIZE=${SIZE:-2.7B}
+N=${N:-2}
+T0=$(date +%s)
+SECTIONS=${SECTIONS:-"tests dp sweep"}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
+CMDS="$OUT/commands.txt"; : > "$CMDS"
+measure() {  # name cap args...: one run, its output and log kept, its command noted
+    local name=$1 cap=$2; shift 2
+    echo "perfconsole $*" >> "$CMDS"
+    timeout -s INT -k 30 "$cap" "${PC[@]}" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.log"
+    echo "$name exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
+}
+{ nvidia-smi; nvidia-smi topo -m; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"; } \
+    > "$OUT/environment.txt" 2>&1
+
+if want tests; then
+    section tests
+    timeout 300 python3 -m pytest -q -m gpu tests/core/launch/test_data_parallel_gpu.py > "$OUT/tests.txt" 2>&1
+    echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
+fi
+
+J=(run --size "$SIZE" --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --warmup 3 --steps 8
+   --device cuda --nproc "$N")
+if want dp; then
+    section "data parallel, $SIZE bf16 train, $N GPUs"
+    # The first run also runs one process (--scaling) and is profiled (NCCL overlap from every rank's trace).
+    measure ddp_default 240 "${J[@]}" --parallel ddp --scaling --profile torch --save "$OUT/ddp_default.json"
+    measure ddp_bucket100 120 "${J[@]}" --parallel ddp --bucket-mb 100 --save "$OUT/ddp_bucket100.json"
+    measure ddp_view 120 "${J[@]}" --parallel ddp --grad-as-bucket-view --save "$OUT/ddp_view.json"
+    measure ddp_bf16 120 "${J[@]}" --parallel ddp --comm-hook bf16 --save "$OUT/ddp_bf16.json"
+    measure ddp_all 120 "${J[@]}" --parallel ddp --bucket-mb 100 --grad-as-bucket-view --comm-hook bf16 \
+        --save "$OUT/ddp_all.json"
+    measure fsdp 180 "${J[@]}" --parallel fsdp --profile torch --save "$OUT/fsdp.json"
+fi
+
+SW=(sweep --sizes small,medium --ctx 256,512 --precision bf16 --mode train --attention sdpa --warmup 2 --steps 5
+    --device cuda)
+if want sweep; then
+    section "sweep: cells on $NGPU GPUs at once, then on GPU 0 alone"
+    s=$(date +%s.%N); measure sweep_gpus 200 "${SW[@]}" --save "$OUT/sweep_gpus.json"
+    python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_gpus.wall"
+    s=$(date +%s.%N); measure sweep_serial 300 "${SW[@]}" --gpus 0 --save "$OUT/sweep_serial.json"
+    python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_serial.wall"
+fi
+want dp || want sweep || exit 0
+W1=$(cat "$OUT/sweep_gpus.wall" 2>/dev/null); W2=$(cat "$OUT/sweep_serial.wall" 2>/dev/null)
+
+section evidence
+python3 scripts/multi_gpu_evidence.py "$RES/multi_gpu_${SIZE}_$DEV" "$DEV" "SECTIONS=\"$SECTIONS\" bash scripts/gpu_multi.sh" \
+    --commands "$CMDS" \
+    --runs "ddp default=$OUT/ddp_default.json" "ddp bucket 100 MB=$OUT/ddp_bucket100.json" \
+           "ddp grad as bucket view=$OUT/ddp_view.json" "ddp bf16 hook=$OUT/ddp_bf16.json" \
+           "ddp all three=$OUT/ddp_all.json" "fsdp=$OUT/fsdp.json" \
+    --sweep "all GPUs=$OUT/sweep_gpus.json:${W1:-}" "GPU 0 only=$OUT/sweep_serial.json:${W2:-}" \
+    > "$OUT/evidence.txt" 2>&1
+echo "evidence exit $?" | tee -a "$OUT/timeline.log"
+cp "$RES/multi_gpu_${SIZE}_$DEV".* "$OUT/" 2>/dev/null
+section done
+# The short table, last.
+sed -n '/^| variant/,/^$/p' "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
+grep -h "^Sweep" "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null

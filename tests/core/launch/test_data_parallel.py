@@ -1,0 +1,157 @@
+"""Data-parallel jobs for real: torchrun starts two gloo processes of the worker on the CPU."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from perfconsole.core import events as ev
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+JOB = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", nproc=2, parallel="ddp")
+
+
+def run_job(spec: RunSpec, env: dict[str, str] | None = None, on_event=None):
+    """Run the job; returns the record, the events and every process seen under torchrun."""
+    launch = Launch(spec, env=env)
+    record, seen, procs = RunRecord(spec), [], {}
+
+    for event in launch.events():
+        if launch.proc is not None and launch.proc.poll() is None:
+            try:
+                root = psutil.Process(launch.proc.pid)
+                for p in [root, *root.children(recursive=True)]:
+                    procs[p.pid] = p
+            except psutil.NoSuchProcess:
+                pass
+        seen.append(event)
+        record.apply(event)
+        if on_event:
+            on_event(launch, record, event)
+    return record, seen, list(procs.values())
+
+
+def assert_none_left(procs: list[psutil.Process]) -> None:
+    assert len(procs) >= 3, "torchrun and its two ranks were seen"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs):
+        time.sleep(0.1)
+    left = [p.pid for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"processes left behind: {left}"
+
+
+def test_ddp_job_has_every_rank_and_measures_communication():
+    record, seen, procs = run_job(JOB)
+    assert record.status == "ok", record.error
+    assert [r.rank for r in record.ranks] == [0, 1]
+    for r in record.ranks:
+        assert [s.index for s in r.steps] == [1, 2, 3]
+        assert all(s.comm_ms is not None and s.comm_ms > 0 and s.rank == r.rank for s in r.steps)
+        assert r.summary is not None and r.summary.comm_ms is not None
+    for i, step in enumerate(record.steps):  # the job's step is the slowest rank's
+        slowest = max(record.ranks, key=lambda r: r.steps[i].total_ms)
+        assert step.rank == slowest.rank and step.total_ms == slowest.steps[i].total_ms
+    sm = record.summary
+    assert sm.world_size == 2 and 0 < sm.comm_share
+    assert sm.tokens_per_s == pytest.approx(2 * JOB.batch * JOB.ctx / (sm.total_ms.mean / 1e3))
+    assert len(record.comm_free_ms) == 3 and sm.comm_free_ms is not None and sm.exposed_comm_ms is not None
+    assert sum(sm.slowest_rank.values()) == 3
+    doc = record.to_dict()
+    assert doc["world_size"] == 2 and doc["parallel"] == "ddp" and len(doc["ranks"]) == 2
+    assert RunRecord.from_dict(json.loads(json.dumps(doc))).ranks[1].steps[0].comm_ms == record.ranks[1].steps[0].comm_ms
+    assert_none_left(procs)
+
+
+def test_ddp_knobs_reach_ddp():
+    spec = JOB.with_(bucket_mb=0.01, grad_as_bucket_view=True, comm_hook="bf16", steps=2)
+    record, _, _ = run_job(spec)
+    assert record.status == "ok", record.error
+    assert all(s.comm_ms > 0 for r in record.ranks for s in r.steps)
+
+
+def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
+    record, seen, procs = run_job(JOB.with_(parallel="fsdp", steps=2))
+    assert record.status == "ok", record.error
+    assert len(record.ranks) == 2 and all(s.comm_ms is None for r in record.ranks for s in r.steps)
+    assert record.summary.comm_share is None and record.comm_free_ms is None
+    assert_none_left(procs)
+
+
+@pytest.mark.parametrize("fault, status, kind", [("1:raise:2", "error", "crash"), ("1:oom:2", "oom", "oom")])
+def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
+    record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault})
+    assert record.status == status
+    assert record.error.kind == kind and record.error.message.startswith("rank 1: "), record.error
+    assert [e.type for e in seen].count("finished") == 1
+    assert [s.index for s in record.warmup_steps] == [0] and [s.index for s in record.steps] == [1]
+    assert_none_left(procs)
+
+
+def test_cancel_keeps_the_measured_steps_and_ends_every_rank():
+    def cancel_after_first(launch, record, event):
+        if isinstance(event, ev.Step) and not event.warmup:
+            threading.Thread(target=launch.cancel, daemon=True).start()
+
+    slow = {"PERFCONSOLE_FAULT": "slow:300"}
+    record, seen, procs = run_job(JOB.with_(steps=50), env=slow, on_event=cancel_after_first)
+    assert record.status == "cancelled"
+    assert 1 <= len(record.steps) < 50 and record.summary is not None
+    assert_none_left(procs)
+
+
+def test_cli_scaling_gives_weak_scaling_efficiency(tmp_path):
+    out = tmp_path / "job.json"
+    cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "run", "--size", "tiny", "--ctx", "32", "--batch", "2",
+           "--device", "cpu", "--mode", "train", "--warmup", "1", "--steps", "2", "--nproc", "2", "--scaling",
+           "--save", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())["data"]
+    assert data["parallel"] == "ddp" and data["baseline"]["status"] == "ok"
+    sm = data["summary"]
+    assert sm["single_process_ms"] == data["baseline"]["summary"]["total_ms"]["median"]
+    assert sm["scaling_efficiency"] == pytest.approx(sm["single_process_ms"] / sm["total_ms"]["median"])
+    assert "comm" in done.stdout
+
+
+def test_torch_profile_of_a_job_gives_each_rank_its_capture_and_overlap(tmp_path):
+    launch = Launch(JOB.with_(profile="torch", steps=2), out_dir=tmp_path)
+    record = RunRecord(launch.spec)
+    for event in launch.events():
+        record.apply(event)
+    assert record.status == "ok", record.error
+    assert (tmp_path / "rank-0" / "torch_trace.json").is_file() and (tmp_path / "rank-1" / "torch_trace.json").is_file()
+    assert [o["rank"] for o in record.overlap] == [0, 1]
+    assert all(o["comm_kernels"] == 0 for o in record.overlap)  # a CPU trace has no GPU kernels
+
+
+def test_cli_baseline_from_a_saved_one_process_run(tmp_path):
+    tiny = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--mode", "train", "--warmup", "1",
+            "--steps", "2"]
+    cli = [sys.executable, "-m", "perfconsole.core.cli.main", "run"]
+    one, job = tmp_path / "one.json", tmp_path / "job.json"
+    in_flight = tmp_path / "in_flight.json"
+    assert subprocess.run([*cli, *tiny, "--save", str(in_flight)], capture_output=True, timeout=120).returncode == 0
+    unlike = subprocess.run([*cli, *tiny, "--nproc", "2", "--baseline", str(in_flight)], capture_output=True,
+                            text=True, timeout=120)
+    assert unlike.returncode == 2 and "measure the baseline with --step-sync" in unlike.stderr
+    assert subprocess.run([*cli, *tiny, "--step-sync", "--save", str(one)], capture_output=True,
+                          timeout=120).returncode == 0
+    wrong = subprocess.run([*cli, *tiny[:2], "--ctx", "64", *tiny[4:], "--nproc", "2", "--baseline", str(one)],
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0
+    assert "baseline: is another program: ctx 32, the job's 64" in wrong.stderr
+    done = subprocess.run([*cli, *tiny, "--nproc", "2", "--baseline", str(one), "--save", str(job)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(job.read_text())["data"]
+    base = json.loads(one.read_text())["data"]["summary"]["total_ms"]["median"]
+    assert data["summary"]["single_process_ms"] == base
+    assert data["summary"]["scaling_efficiency"] == pytest.approx(base / data["summary"]["total_ms"]["median"])

@@ -1,0 +1,79 @@
+"""Data-parallel jobs on two GPUs (NCCL): run on the lent multi-GPU machine with `pytest -m gpu`."""
+from __future__ import annotations
+
+import pytest
+
+from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.profiling.categories import category_shares
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.telemetry.nvml import visible_gpus
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(len(visible_gpus()) < 2, reason="needs two GPUs")]
+
+JOB = RunSpec(size="small", ctx=256, batch=4, precision="bf16", mode="train", warmup=2, steps=5, device="cuda",
+              attention="sdpa", nproc=2, parallel="ddp")
+
+
+def run(spec: RunSpec, env=None, out_dir=None) -> RunRecord:
+    record = RunRecord(spec)
+    for event in Launch(spec, env=env, out_dir=out_dir).events():
+        record.apply(event)
+    return record
+
+
+def test_ddp_on_two_gpus_times_nccl_and_prices_exposed_communication():
+    r = run(JOB)
+    assert r.status == "ok", r.error
+    assert len(r.ranks) == 2 and all(s.comm_ms > 0 for rank in r.ranks for s in rank.steps)
+    sm = r.summary
+    assert 0 < sm.comm_share < 1 and sm.comm_free_ms is not None and sm.comm_free_ms > 0
+    assert sm.comm_free_ms < sm.total_ms.median * 1.2  # a step without the all-reduce is not slower
+
+
+@pytest.mark.parametrize("changes", [{"parallel": "fsdp"}, {"comm_hook": "bf16", "bucket_mb": 100.0,
+                                                            "grad_as_bucket_view": True}])
+def test_fsdp_and_the_ddp_settings_run_on_two_gpus(changes):
+    r = run(JOB.with_(**changes))
+    assert r.status == "ok", r.error
+    assert len(r.ranks) == 2
+
+
+def test_torch_profile_gives_nccl_kernels_and_their_overlap(tmp_path):
+    r = run(JOB.with_(profile="torch"), out_dir=tmp_path)
+    assert r.status == "ok", r.error
+    shares = {c.category: c for c in category_shares(r.profile.tables)}
+    assert "communication" in shares
+    assert [o["rank"] for o in r.overlap] == [0, 1]
+    for o in r.overlap:
+        assert o["comm_kernels"] > 0 and 0 <= o["overlap_share"] <= 1
+
+
+def test_an_oom_on_rank_1_ends_the_job_naming_it():
+    r = run(JOB, env={"PERFCONSOLE_RANK_FAULT": "1:oom:3"})
+    assert r.status == "oom" and r.error.message.startswith("rank 1: ")
+    assert len(r.steps) == 1
+
+
+def test_a_sweep_runs_two_cells_at_once_on_two_gpus():
+    spec = SweepSpec(JOB.with_(nproc=1, parallel="none", steps=3), ("small",), (128, 256), ("bf16",), ("train",),
+                     (1,)).validate()
+    record = SweepRecord.new(spec)
+    SweepRunner(record, gpus=[str(g) for g in visible_gpus()[:2]]).run()
+    assert all(c.status == "ok" for c in record.runs)
+    assert sorted(record.cell_gpus) == sorted(str(g) for g in visible_gpus()[:2])
+
+
+def test_nsys_gives_one_capture_per_rank_and_rank_0s_nccl_kernels(tmp_path):
+    from perfconsole.core.profiling.locate import find_nsys
+
+    if find_nsys(None) is None:
+        pytest.skip("nsys is not installed")
+    r = run(JOB.with_(profile="nsys", steps=3), out_dir=tmp_path)
+    assert r.status == "ok", r.error
+    assert r.profile.profiler == "nsys"
+    for k in (0, 1):
+        assert (tmp_path / f"profile-rank{k}.nsys-rep").is_file()
+    assert any(f.endswith("profile-rank1.nsys-rep") for f in r.profile.files)
+    assert "communication" in {c.category for c in category_shares(r.profile.tables)}

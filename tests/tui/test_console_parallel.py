@@ -1,0 +1,67 @@
+"""The console's data-parallel parts: the launch form's job fields, the Live pane's ranks, every GPU."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from console_helpers import make_app, plain
+from textual.widgets import Static
+
+from perfconsole.core import store
+from perfconsole.core.telemetry.nvml import GpuSample
+from perfconsole.tui.screens.launch import LaunchPane, spec_from_form
+from perfconsole.tui.screens.live import LivePane
+from perfconsole.tui.widgets.gpu_panel import GpuPanel
+
+JOB = Path(__file__).resolve().parents[1] / "fixtures" / "parallel" / "ddp2_tiny_cpu.json"
+
+
+async def test_form_takes_a_job_and_says_what_is_wrong():
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        pane = app.query_one(LaunchPane)
+        pane.set_value("nproc", "2")
+        await pilot.pause()
+        assert pane.spec is None and "ddp or fsdp" in pane.errors["parallel"]
+        pane.set_value("parallel", "ddp")
+        pane.set_value("bucket_mb", "50")
+        pane.set_value("comm_hook", "bf16")
+        await pilot.pause()
+        assert pane.spec is not None
+        assert (pane.spec.nproc, pane.spec.parallel, pane.spec.bucket_mb, pane.spec.comm_hook) == (2, "ddp", 50.0, "bf16")
+        pane.set_value("bucket_mb", "lots")
+        await pilot.pause()
+        assert pane.spec is None and "number" in pane.errors["bucket_mb"]
+
+
+def test_an_empty_bucket_size_keeps_the_library_default():
+    spec, errors = spec_from_form({"nproc": "2", "parallel": "ddp", "bucket_mb": " "}, make_app().prefill)
+    assert not errors and spec.bucket_mb is None
+
+
+async def test_live_shows_every_rank_of_a_real_job():
+    record = store.load(JOB)
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        live = app.main(LivePane)
+        live.show_record(record)
+        await pilot.pause()
+        box = app.main("#live-ranks")
+        assert box.display
+        text = plain(box.content)
+        assert "ddp over 2 processes" in text and "weak-scaling efficiency" in text
+        assert "rank 0: median" in text and "rank 1: median" in text
+        slowest = record.summary.slowest_rank
+        for rank, n in slowest.items():
+            assert f"rank {rank}: " in text and f"slowest in {n}" in text
+
+
+def test_gpu_panel_gives_each_other_gpu_a_line():
+    def sample(i: int, util: float) -> GpuSample:
+        return GpuSample(i, "NVIDIA H200", time.monotonic(), util, 1000.0 * (i + 1), 143771.0, 500.0, 40.0, 1980.0)
+
+    panel = GpuPanel()
+    panel.sample, panel.history, panel.others = sample(0, 90), (sample(0, 90),), (sample(1, 97), sample(2, 12))
+    text = plain(panel.panel(60, 9))
+    assert text.splitlines()[0].startswith("GPU 0: NVIDIA H200")
+    assert "GPU 1 util 97% mem 2,000 MiB 500 W" in text and "GPU 2 util 12%" in text

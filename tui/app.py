@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 from pathlib import Path
 
 from textual import on
@@ -22,7 +23,7 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import Footer, TabbedContent, TabPane
 
-from perfconsole.core.launch import launcher, processes
+from perfconsole.core.launch import launcher
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.queue import RunQueue
 from perfconsole.core.launch.replicates import RepeatedLaunch
@@ -33,6 +34,7 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.tui import glyphs as gl
 from perfconsole.tui.actions import SessionActions
 from perfconsole.tui.gpu_sampling import GpuSampling
+from perfconsole.tui.ladder_driver import LadderDriver
 from perfconsole.tui.messages import RunFeed
 from perfconsole.tui.run_driver import RunDriver
 from perfconsole.tui.screens.compare import ComparePane
@@ -53,7 +55,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS = [" "] * 8
 
 
-class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
+class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]):
     TITLE = "perfconsole"
     CSS_PATH = Path(__file__).with_name("console.tcss")  # absolute: subclasses may live anywhere
     ENABLE_COMMAND_PALETTE = True
@@ -88,7 +90,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
         self.times: dict[str, list[float | None]] = {}
         self.feeds: dict[str, RunFeed] = {}
         self.queue = RunQueue()
-        self.launch: launcher.Launch | RepeatedLaunch | InterleavedRuns | None = None
+        self.launch: launcher.Launch | RepeatedLaunch | InterleavedRuns | Any | None = None  # Any: a LadderRunner
         self.group: set[str] = set()             # ids of an interleaved entry's runs not yet ended
         self.active: RunRecord | None = None     # the run streaming now
         self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
@@ -153,7 +155,7 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        processes.kill_all()
+        self.end_runs()  # a ladder's thread must not start its next rung's process after this
         if self.ascii_only:
             ScrollBar.renderer = self._scrollbar_renderer
 
@@ -198,6 +200,8 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
             ("Run the launch form", "start the run the form describes", pane.action_launch),
             ("Queue the launch form", "run it after the runs ahead of it", pane.action_enqueue),
             ("Queue fp32, bf16 and fp16", "the form's config once per precision", pane.action_enqueue_ladder),
+            ("Run the optimization ladder", "the form's size, ctx, batch and precision, a process per rung",
+             self.action_run_ladder),
             ("Cancel the run", "end the running benchmark, keep its steps", self.action_cancel_run),
             ("Clear the queue", "drop the runs waiting in the queue", self.action_clear_queue),
             ("Mark / unmark the run", "mark runs to compare", self.action_toggle_mark),
@@ -237,19 +241,21 @@ class PerfConsole(RunDriver, GpuSampling, SessionActions, App[int]):
 
     # --- quitting ------------------------------------------------------------------------------
     def action_quit_console(self) -> None:
-        if self.active is None:
+        if self.launch is None:
             self.exit(0)
             return
+        climbing = next((g.name for g in self.grids if g.status == "running"), "a ladder")
+        what = self.active.name if self.active is not None else climbing
 
         def answer(yes: bool | None) -> None:
             if yes:
                 self.end_runs()
                 self.exit(0)
 
-        self.push_screen(ConfirmScreen(f"{self.active.name} is running. Quit and end it? (y/n)"), answer)
+        self.push_screen(ConfirmScreen(f"{what} is running. Quit and end it? (y/n)"), answer)
 
     def action_quit_hint(self) -> None:
-        running = " (it asks first while a run is going; ctrl+k cancels the run)" if self.active else ""
+        running = " (it asks first while a run is going; ctrl+k cancels the run)" if self.launch else ""
         self.notify(f"q or ctrl+q quits{running}", timeout=4)
 
     def hang_up(self) -> None:

@@ -64,3 +64,22 @@ class GpuSampled(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, GpuSampled)
+
+
+class GridUpdated(Message):
+    """A grid the console runs (a ladder) has new events; redraw it. Bursts coalesce."""
+
+    def __init__(self, grid_id: str) -> None:
+        super().__init__()
+        self.grid_id = grid_id
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GridUpdated) and message.grid_id == self.grid_id
+
+
+class GridEnded(Message):
+    """The grid's thread is done: every cell finished, or it was cancelled."""
+
+    def __init__(self, grid_id: str) -> None:
+        super().__init__()
+        self.grid_id = grid_id

@@ -32,7 +32,7 @@ class RunDriver:
     """Mixed into the console's App: uses its runs, queue, feeds, times, panes and notify()."""
 
     def enqueue(self, specs: list[RunSpec], queue: bool, interleave: bool = False) -> None:
-        if not queue and self.active is not None:
+        if not queue and self.launch is not None:  # a run, or a ladder, holds the GPU
             self.notify("a run is in progress: ctrl+e queues this one, ctrl+k cancels the running one",
                         severity="warning")
             return
@@ -41,7 +41,7 @@ class RunDriver:
         else:
             self.queue.extend(specs)
         self._show_queue()
-        if self.active is None:
+        if self.launch is None:
             self._start_next()
         else:
             self.notify(f"queued {len(specs)} run(s); {len(self.queue)} waiting")

@@ -60,3 +60,71 @@ def test_sol_bars_fill_the_floors_share_and_the_stats_name_it():
     assert sol_line.split()[-3:] == ["-", "·", f"{100 * sol['total_ms']['fraction']:.1f}%"]   # no MFU on a CPU
     assert run.summary.gpu_busy_share is None    # a CPU run: no GPU to be busy
     assert next(line for line in shown.splitlines() if line.startswith("GPU busy")).split()[-1] == "-"
+
+
+async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while_it_does(tmp_path, monkeypatch):
+    """Run from the command palette, as a user would: the form's config, real rung processes on the CPU."""
+    from perfconsole.core.spec import RunSpec
+    from tests.tui.console_helpers import wait_for
+
+    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path))
+    spec = RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", mode="fwd", warmup=0, steps=2)
+    app = make_app(spec)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Run the optimization ladder")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.launch is not None and app.grids)
+        ladder = app.grids[-1]
+        assert ladder.kind == "ladder" and app.query_one("#tabs").active == "grids"
+        assert all(r.spec.mode == "train" for r in ladder.runs)  # the ladder times train steps
+        await pilot.press("1")
+        await pilot.press("ctrl+r")    # the GPU is the ladder's: the run is refused, not started beside it
+        await pilot.pause()
+        assert app.runs == []
+        await wait_for(pilot, lambda: app.launch is None, timeout=240)
+        errors = [w.error for w in app.workers if w.error is not None]
+        assert not errors, errors
+        assert ladder.status == "ok"
+        assert [r.status for r in ladder.runs][:4] == ["ok"] * 4
+        assert [r.status for r in ladder.runs][4:] == ["unsupported"] * 3
+        saved = list((tmp_path / "snapshots").glob("ladder*.json"))
+        assert len(saved) == 1 and store.load(saved[0]).id == ladder.id
+        body = plain(app.query_one("#grids-body", Static).content)
+        assert "1 eager" in body and "7 fp8" in body
+
+
+async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_left(tmp_path, monkeypatch):
+    import psutil
+
+    from perfconsole.core.spec import RunSpec
+    from perfconsole.tui.screens.dialogs import ConfirmScreen
+    from tests.tui.console_helpers import wait_for
+
+    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path))
+    spec = RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", mode="train", warmup=0, steps=500)
+    app = make_app(spec)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        app.action_run_ladder()
+        ladder = app.grids[-1]
+        await wait_for(pilot, lambda: ladder.runs[0].steps)       # the first rung is measuring
+        children = psutil.Process().children(recursive=True)
+        assert children
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause(0.5)
+    assert app.return_code == 0
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert all(p.status() == psutil.STATUS_ZOMBIE for p in alive)
+    import time
+
+    time.sleep(2)  # long enough for a next rung to have been started, had the ladder gone on
+    workers = [p for p in psutil.Process().children(recursive=True)
+               if p.status() != psutil.STATUS_ZOMBIE and "perfconsole.core.measure.worker" in " ".join(p.cmdline())]
+    assert workers == [], [p.cmdline() for p in workers]

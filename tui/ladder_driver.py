@@ -1,0 +1,79 @@
+"""Running the optimization ladder from the console: the launch form's size, context, batch and
+precision, one process a rung (core.grids.ladder), on a worker thread.
+
+The ladder holds the GPU as a run does: no run starts while it climbs (queued runs wait for it),
+ctrl+k cancels it and keeps the finished rungs, and quitting ends it. The Grids pane shows it as it
+fills, and it is saved to the data directory after every rung."""
+from __future__ import annotations
+
+from typing import Any
+
+from textual import work
+
+from perfconsole.core.paths import data_dir, safe_name
+from perfconsole.core.spec import SpecError
+from perfconsole.tui.messages import GridEnded, GridUpdated
+from perfconsole.tui.screens.launch import LaunchPane
+
+SNAPSHOTS = "snapshots"
+
+
+class LadderDriver:
+    """Mixed into the console's App: uses its launch, grids, sources, notify() and the run queue."""
+
+    def action_run_ladder(self) -> None:
+        if self.launch is not None:
+            self.notify("the GPU is busy: the ladder can start once the run in progress ends (ctrl+k cancels it)",
+                        severity="warning")
+            return
+        from perfconsole.core.grids.ladder import LadderRecord, LadderRunner, LadderSpec
+
+        spec = self.main(LaunchPane).spec
+        if spec is None:
+            self.notify("the launch form is not valid: fix it first", severity="error")
+            return
+        try:
+            ladder = LadderSpec(spec.with_(mode="train", profile="none", memory=False)).validate()
+        except SpecError as exc:
+            self.notify(f"ladder: {exc}", severity="error")
+            return
+        record = LadderRecord.new(ladder)
+        path = data_dir() / SNAPSHOTS / f"{safe_name(record.name)}-{record.id}.json"
+        out = data_dir() / "runs" / record.id
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self.notify(f"ladder: cannot save to {path.parent}: {exc}", severity="error")
+            return
+        self.grids.append(record)
+        self.sources[record.id] = str(path)
+        self.launch = runner = LadderRunner(record, out_dir=out, save_to=path)
+        self.refresh_bindings()
+        self.refresh_runs()
+        self.show_grid(record)
+        self.notify(f"{record.name}: {len(record.runs)} rungs, one process each (train steps); saved to {path}")
+        self.drive_ladder(record.id, runner)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ladder")
+    def drive_ladder(self, grid_id: str, runner: Any) -> None:
+        try:
+            runner.run(lambda _update: self.post_message(GridUpdated(grid_id)))
+        finally:
+            self.post_message(GridEnded(grid_id))
+
+    def on_grid_updated(self, message: GridUpdated) -> None:
+        if self.grid is not None and self.grid.id == message.grid_id:
+            self.show_grid(self.grid, switch=False)
+
+    def on_grid_ended(self, message: GridEnded) -> None:
+        self.launch = None
+        self.refresh_bindings()
+        self.refresh_runs()
+        grid = self._grid(message.grid_id)
+        if grid is not None:
+            if grid.status == "running":  # its thread stopped early (the error is notified): not still running
+                grid.status = "cancelled"
+            if self.grid is grid:
+                self.show_grid(grid, switch=False)
+            self.notify(f"{grid.name}: {grid.status}", severity="information" if grid.status == "ok" else "warning")
+        self._start_next()

@@ -28,6 +28,7 @@ class Stepper(Protocol):
     def backward(self, loss: torch.Tensor) -> None: ...
     def optimizer_step(self) -> None: ...
 
+
 StepHook = Callable[[int], None]
 
 

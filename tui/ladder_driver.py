@@ -12,10 +12,9 @@ from textual import work
 
 from perfconsole.core.paths import data_dir, safe_name
 from perfconsole.core.spec import SpecError
+from perfconsole.tui.actions import SNAPSHOTS
 from perfconsole.tui.messages import GridEnded, GridUpdated
 from perfconsole.tui.screens.launch import LaunchPane
-
-SNAPSHOTS = "snapshots"
 
 
 class LadderDriver:

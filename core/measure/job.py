@@ -49,7 +49,7 @@ class Job:
         step on rank 0 (the slowest rank's) and this rank's own elsewhere."""
         comm = self.timer.step_ms() if self.timer is not None else None
         mine = dataclasses.replace(step, comm_ms=comm, rank=self.rank.rank)
-        everyone = distributed.gather(self.rank, _fields(mine))
+        everyone = distributed.gather(self.rank, dataclasses.asdict(mine))
         if everyone is None:
             return mine
         emit(ev.RankSteps(step.index, step.warmup, everyone))
@@ -89,9 +89,3 @@ class Job:
         everyone = distributed.gather(self.rank, mine)
         if everyone is not None:
             emit(ev.Overlap(everyone))
-
-
-def _fields(s: ev.Step) -> dict:
-    return {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
-            "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms, "loss": s.loss, "host_ms": s.host_ms,
-            "comm_ms": s.comm_ms, "rank": s.rank}

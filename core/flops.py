@@ -10,7 +10,8 @@ A phase's floor is its matmul FLOPs at the measured dense matmul peak for the ru
 forward's FLOPs, and twice them for the backward, as counted above), plus, for the optimizer,
 the bytes AdamW must move at the measured memory bandwidth: it reads the parameters, the gradients and
 both moment estimates and writes the parameters and both moments, 7 tensors of 4-byte fp32 values per
-parameter (the model's parameters are fp32; autocast only changes the matmuls). `fraction` is floor /
+parameter (the model's parameters are fp32; autocast only changes the matmuls), or of 2-byte values with
+bf16 weights (`--weights bf16`), whose gradients and AdamW state are bf16 too. `fraction` is floor /
 measured median, so 1.0 would be a step at the speed of light.
 
 The peaks are measured once per device in the worker (core.measure.peaks), before any timed step,
@@ -81,7 +82,7 @@ def step_flops(mode: str, d_model: int, d_ff: int, n_layers: int, vocab_size: in
 # --- speed of light ----------------------------------------------------------------------------
 PEAKS_FILE = "peaks.json"
 PEAK_KEYS = ("bf16", "fp16", "fp32", "tf32")
-ADAMW_BYTES_PER_PARAM = 7 * 4     # read p, g, m, v; write p, m, v; fp32 each
+ADAMW_TENSORS = 7                 # read p, g, m, v; write p, m, v
 # A share of the step with kernels running, measured by the profiler, below which the GPU waited on the host.
 HOST_BOUND_BELOW = 0.8
 # The events give only a lower bound (see core.measure.pipeline.launch_step): the share of the step the GPU
@@ -145,7 +146,8 @@ def peak_key(spec: RunSpec) -> str:
 def adamw_bytes(spec: RunSpec) -> float:
     d_model, d_ff, n_layers, _ = spec.dims()
     params = 2 * spec.vocab_size * d_model + n_layers * (4 * d_model**2 + 3 * d_model * d_ff + 2 * d_model) + d_model
-    return float(ADAMW_BYTES_PER_PARAM * params)
+    # fp32 parameters (the default; autocast casts them for the matmuls) or bf16 ones, and AdamW's state with them.
+    return float(ADAMW_TENSORS * (2 if spec.weights == "bf16" else 4) * params)
 
 
 def floors_ms(spec: RunSpec, tflops: float, gbps: float) -> dict[str, float | None]:

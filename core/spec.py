@@ -19,6 +19,7 @@ PROFILERS = ("none", "nsys", "torch")
 OPTIMIZERS = ("fused", "foreach", "forloop")                     # AdamW's implementation
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")   # torch.compile modes
 KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGLU/cross-entropy kernels
+WEIGHTS = ("fp32", "bf16")                                       # the parameters' (and AdamW state's) dtype
 PARALLELS = ("none", "ddp", "fsdp")
 COMM_HOOKS = ("none", "bf16")
 MAX_NPROC = 64
@@ -62,6 +63,7 @@ class RunSpec:
     compile_mode: str = "default"      # reduce-overhead = CUDA graphs; only with compile
     kernels: str = "torch"             # liger: liger-kernel's fused kernels (perfconsole[fast])
     fp8: bool = False                  # torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)
+    weights: str = "fp32"              # bf16: parameters, gradients and AdamW state in bf16, no fp32 master copy
     peak_gbps: float | None = None     # overrides the measured memory bandwidth for speed of light
     # Data parallel (core.launch.distributed): nproc processes under torchrun, one GPU each on CUDA.
     nproc: int = 1
@@ -87,7 +89,8 @@ class RunSpec:
                                                (self.profile, self.profile != "none")) if on)
         extra += "".join(f" {x}" for x, on in ((f"adamw-{self.optimizer}", self.optimizer != "fused"),
                                                 (self.compile_mode, self.compile_mode != "default"),
-                                                (self.kernels, self.kernels != "torch"), ("fp8", self.fp8)) if on)
+                                                (self.kernels, self.kernels != "torch"), ("fp8", self.fp8),
+                                                (f"{self.weights}-weights", self.weights != "fp32")) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
         dp = f" {self.parallel}x{self.nproc}" if self.nproc > 1 else ""
         return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
@@ -102,6 +105,7 @@ class RunSpec:
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("compile_mode", self.compile_mode, COMPILE_MODES)
         _choice("kernels", self.kernels, KERNELS)
+        _choice("weights", self.weights, WEIGHTS)
         if self.compile_mode != "default" and not self.compile:
             raise SpecError("compile_mode", f"{self.compile_mode} needs compile")
         _int_range("ctx", self.ctx, 1, 1 << 20)

@@ -7,10 +7,12 @@
 # minute per compiling rung); each command has its own timeout, and a ladder stopped by its timeout
 # keeps (and reports) the rungs it finished.
 #
-# SECTIONS picks what runs (default: tests small 2.7B):
-#   tests: the gpu tests of peaks, CUDA graphs and liger (numerics against the plain step)
+# SECTIONS picks what runs, in this order (default: 2.7B tests small):
+#   2.7B:  the ladder for 2.7B, bf16 train ctx 512 batch 4, with each rung's profiler pass, REPEAT_27 (1) processes;
+#          with RESUME_27B=FILE (a ladder snapshot a capped call saved) it goes on with that ladder's unfinished
+#          rungs (RESUME_small likewise)
+#   tests: the gpu tests of peaks, CUDA graphs, bf16 weights and liger (numerics against the plain step)
 #   small: the ladder for small, bf16 train ctx 512 batch 4, no profiler pass, REPEAT_SMALL (2) processes a rung
-#   2.7B:  the ladder for 2.7B, bf16 train ctx 512 batch 4, with each rung's profiler pass, REPEAT_27 (1) processes
 set -uo pipefail
 # The device brings back at most 8 files: the work goes to $WORK, and $OUT gets the timeline and one tarball.
 FINAL=${OUT:-"$PWD/out-ladder"}
@@ -26,29 +28,33 @@ section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.lo
   python3 -c "import torchao; print('torchao', torchao.__version__)"
   python3 -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))"
 } > "$OUT/environment.txt" 2>&1
-SECTIONS=${SECTIONS:-"tests small 2.7B"}
+SECTIONS=${SECTIONS:-"2.7B tests small"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
-
-if want tests; then
-    section tests
-    timeout 120 python3 -m pytest -q -m gpu tests/core/measure/test_peaks_fast_paths.py > "$OUT/tests.txt" 2>&1
-    echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
-fi
 
 ladder() {  # size cap repeat steps extra...: one ladder, saved after every rung, exported even when stopped
     local size=$1 cap=$2 rep=$3 steps=$4; shift 4
     local args=(ladder --size "$size" --ctx 512 --batch 4 --precision bf16 --warmup 3 --steps "$steps" --repeat "$rep"
                 --device cuda "$@")
-    section "ladder $size (repeat $rep)"
-    timeout -s INT -k 30 "$cap" "${PC[@]}" "${args[@]}" --save "$OUT/ladder_$size.json" --out-dir "$OUT/ladder_$size" \
-        > "$OUT/ladder_$size.txt" 2> "$OUT/ladder_$size.log"
+    local var="RESUME_${size//[^a-zA-Z0-9]/}"   # RESUME_small, RESUME_27B
+    local resume=${!var:-}
+    local run=("${args[@]}")
+    local how_cmd="perfconsole ${args[*]}"
+    local how="SECTIONS=$size bash scripts/gpu_ladder.sh"
+    if [[ -n $resume ]]; then  # a ladder a capped call saved: go on with its unfinished rungs
+        cp "$resume" "$OUT/ladder_$size.json"
+        run=(ladder --resume "$OUT/ladder_$size.json")
+        how_cmd="perfconsole ${args[*]}, stopped by a call's time cap, then perfconsole ladder --resume FILE"
+        how="SECTIONS=$size bash scripts/gpu_ladder.sh, then SECTIONS=$size $var=FILE bash scripts/gpu_ladder.sh"
+    fi
+    section "ladder $size (repeat $rep)${resume:+, resumed}"
+    timeout -s INT -k 30 "$cap" "${PC[@]}" "${run[@]}" --save "$OUT/ladder_$size.json" --out-dir "$OUT/ladder_$size" \
+        >> "$OUT/ladder_$size.txt" 2>> "$OUT/ladder_$size.log"
     echo "ladder $size exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
     [[ -f "$OUT/ladder_$size.json" ]] || return
-    local how="SECTIONS=$size bash scripts/gpu_ladder.sh"
     "${PC[@]}" export "$OUT/ladder_$size.json" --format md -o "$RES/ladder_${size}_$DEV.md" \
-        && python3 scripts/note_command.py "$RES/ladder_${size}_$DEV.md" "perfconsole ${args[*]}" "$how"
+        && python3 scripts/note_command.py "$RES/ladder_${size}_$DEV.md" "$how_cmd" "$how"
     "${PC[@]}" export "$OUT/ladder_$size.json" --format json -o "$RES/ladder_${size}_$DEV.json"
-    python3 - "$RES/ladder_${size}_$DEV.json" "perfconsole ${args[*]} (run by \`$how\`)" <<'PY'
+    python3 - "$RES/ladder_${size}_$DEV.json" "$how_cmd (run by \`$how\`)" <<'PY'
 import json, sys
 path, command = sys.argv[1], sys.argv[2]
 doc = json.load(open(path))
@@ -60,8 +66,13 @@ PY
 # small: 2 processes a rung, no profiler pass (2 minutes); 2.7B: one process a rung with its profiler pass,
 # 8 steps (the eager rungs' profiles are the slow part; the compiling rungs compile for about a minute each).
 SMALL_FLAGS=(--no-profile); [[ -n ${SMALL_PROFILE:-} ]] && SMALL_FLAGS=()   # SMALL_PROFILE=1: with the profiler pass
-want small && ladder small "${CAP_SMALL:-150}" "${REPEAT_SMALL:-2}" 10 "${SMALL_FLAGS[@]}"
 want 2.7B && ladder 2.7B "${CAP_27:-330}" "${REPEAT_27:-1}" 8
+if want tests; then
+    section tests
+    timeout "${CAP_TESTS:-120}" python3 -m pytest -q -m gpu tests/core/measure/test_peaks_fast_paths.py > "$OUT/tests.txt" 2>&1
+    echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
+fi
+want small && ladder small "${CAP_SMALL:-150}" "${REPEAT_SMALL:-2}" 10 "${SMALL_FLAGS[@]}"
 
 section done
 [[ -f "$PERFCONSOLE_DATA_DIR/peaks.json" ]] && cp "$PERFCONSOLE_DATA_DIR/peaks.json" "$RES/peaks_$DEV.json"

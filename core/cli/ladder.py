@@ -13,7 +13,8 @@ from pathlib import Path
 from rich.text import Text
 
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
-from perfconsole.core.cli.main import check_device, default_device, default_size, save_path
+from perfconsole.core import store
+from perfconsole.core.cli.main import UsageError, check_device, default_device, default_size, save_path
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
@@ -43,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--vocab-size", type=int, default=10_000)
     p.add_argument("--peak-tflops", type=float, default=None, help="override the measured matmul peak")
     p.add_argument("--peak-gbps", type=float, default=None, help="override the measured copy bandwidth")
+    p.add_argument("--resume", default=None, metavar="FILE",
+                   help="go on with a saved ladder: its own settings, the rungs that finished kept, the ones that "
+                        "did not (cancelled, never started) run now; saved back to FILE unless --save names another")
     p.add_argument("--json", action="store_true", help="print the snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the ladder snapshot here (after every rung)")
     p.add_argument("--out-dir", default=None, help="where rungs' profiler files go")
@@ -80,14 +84,32 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = ladder_spec_from_args(args)
-    save = save_path(args.save)
+    if args.resume:
+        record = resumed(args.resume)
+        save = save_path(args.save or args.resume)
+    else:
+        record = LadderRecord.new(ladder_spec_from_args(args))
+        save = save_path(args.save)
     stop = install_exit_handlers()
-    record = LadderRecord.new(spec)
     runner = LadderRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
                           start_ahead=args.start_ahead)
     err = run_cells(runner, len(record.runs), lambda r: r.name, _outcome, stop)
     return finish(record, (r.status for r in record.runs), save, args.json, ladder_table, err, stop)
+
+
+def resumed(path: str) -> LadderRecord:
+    """The saved ladder at `path`, its unfinished rungs pending again; UsageError if it is not a ladder."""
+    try:
+        record = store.load(path, stdin=False)
+    except store.SnapshotError as exc:
+        raise UsageError(str(exc)) from exc
+    if not isinstance(record, LadderRecord):
+        raise UsageError(f"{path}: a {record.kind} snapshot, not a ladder")
+    check_device(record.spec.base.device)
+    reopened = record.reopen()
+    if not reopened:
+        raise UsageError(f"{path}: every rung has finished; nothing to resume")
+    return record
 
 
 def _outcome(r: RunRecord) -> str:

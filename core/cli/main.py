@@ -17,7 +17,7 @@ from pathlib import Path
 
 from perfconsole.core import store
 from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZERS,
-                                   PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, RunSpec, SpecError)
+                                   PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, WEIGHTS, RunSpec, SpecError)
 
 COMMANDS = [
     "perfconsole.core.cli.run",
@@ -87,6 +87,8 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
     p.add_argument("--compile-mode", default=d.compile_mode, help=f"with --compile: {', '.join(COMPILE_MODES)}")
     p.add_argument("--kernels", default=d.kernels, help=f"{', '.join(KERNELS)} (liger needs perfconsole[fast])")
     p.add_argument("--fp8", action="store_true", help="torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)")
+    p.add_argument("--weights", default=d.weights, help=f"{', '.join(WEIGHTS)}: bf16 keeps parameters, gradients and "
+                   "AdamW state in bf16 (no fp32 master copy: rounds differently; needs --precision bf16)")
     for dim in ("d-model", "d-ff", "n-layers", "n-heads"):
         p.add_argument(f"--{dim}", type=int, default=None, help="custom size only")
     add_parallel_arguments(p, d)
@@ -193,7 +195,7 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         seed=args.seed, vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
         peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
         n_layers=args.n_layers, n_heads=args.n_heads, optimizer=args.optimizer, compile_mode=args.compile_mode,
-        kernels=args.kernels, fp8=args.fp8, peak_gbps=args.peak_gbps, nproc=args.nproc,
+        kernels=args.kernels, fp8=args.fp8, weights=args.weights, peak_gbps=args.peak_gbps, nproc=args.nproc,
         parallel=args.parallel or ("ddp" if args.nproc > 1 else "none"), bucket_mb=args.bucket_mb,
         grad_as_bucket_view=args.grad_as_bucket_view, comm_hook=args.comm_hook, scaling=args.scaling,
     )
@@ -235,4 +237,8 @@ def main(argv: list[str] | None = None,
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m`, this file is `__main__`; the subcommands import `perfconsole.core.cli.main`, whose
+    # UsageError must be the one caught above, so the command runs from that module.
+    from perfconsole.core.cli import main as _cli
+
+    sys.exit(_cli.main())

@@ -31,13 +31,15 @@ class Rung:
 # whatever the base spec says.
 RUNGS: tuple[Rung, ...] = (
     Rung("eager", {"attention": "naive", "compile": False, "compile_mode": "default", "optimizer": "forloop",
-                   "kernels": "torch", "fp8": False}, "eager, naive attention, for-loop AdamW"),
+                   "kernels": "torch", "fp8": False, "weights": "fp32"}, "eager, naive attention, for-loop AdamW"),
     Rung("sdpa", {"attention": "sdpa"}, "scaled_dot_product_attention (flash / memory-efficient kernels)"),
     Rung("compile", {"compile": True}, "torch.compile of the model"),
     Rung("fused-adamw", {"optimizer": "fused"}, "fused AdamW: one kernel for all parameters"),
     Rung("cuda-graphs", {"compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead)",
          "device cuda"),
-    Rung("liger", {"kernels": "liger"}, "liger-kernel fused RMSNorm, SwiGLU and cross-entropy",
+    Rung("bf16-weights", {"weights": "bf16"}, "bf16 parameters, gradients and AdamW state (no fp32 master copy)",
+         "precision bf16", same_numerics=False),
+    Rung("liger", {"kernels": "liger"}, "liger-kernel fused SwiGLU and cross-entropy (and RMSNorm when not compiled)",
          "device cuda, perfconsole[fast]"),
     Rung("fp8", {"fp8": True}, "torchao float8 matmuls", "compute capability >= 8.9, perfconsole[fast]",
          same_numerics=False),
@@ -116,6 +118,28 @@ class LadderRecord:
     def new(cls, spec: LadderSpec) -> LadderRecord:
         return cls(spec, [RunRecord(cell, name=f"{name}: {cell.label()}")
                           for name, cell in zip(spec.rungs_in_order(), spec.cells())])
+
+    def reopen(self) -> list[str]:
+        """Make the rungs that did not finish (cancelled, or never started) pending again, so a runner goes on
+        where the ladder stopped; the rungs that finished keep their figures. Returns the reopened rungs' names."""
+        names = []
+        for i, (name, r) in enumerate(zip(self.spec.rungs_in_order(), self.runs)):
+            if r.status in ("pending", "running", "cancelled"):
+                self.runs[i] = RunRecord(r.spec, name=r.name)
+                self.cell_seconds[i] = None
+                names.append(name)
+        self.status = "pending"
+        return names
+
+    def machines(self) -> list[tuple[str, list[str]]]:
+        """(host, GPU, driver, torch) in words, with the rungs run there, in ladder order of first use."""
+        out: dict[str, list[str]] = {}
+        for name, r in zip(self.spec.rungs_in_order(), self.runs):
+            e = r.environment
+            if e:
+                where = f"{e.get('host')} ({e.get('gpu_name') or e.get('device')}, driver {e.get('driver')}, torch {e.get('torch')})"
+                out.setdefault(where, []).append(name)
+        return list(out.items())
 
     @property
     def rungs(self) -> list[Rung]:

@@ -27,7 +27,8 @@ def one_process(spec: RunSpec) -> RunSpec:
 
 # What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ).
 SAME_PROGRAM = ("size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "vocab_size", "device",
-                "d_model", "d_ff", "n_layers", "n_heads", "optimizer", "compile_mode", "kernels", "fp8")
+                "d_model", "d_ff", "n_layers", "n_heads", "optimizer", "compile_mode", "kernels", "fp8",
+                "weights")
 
 
 def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:

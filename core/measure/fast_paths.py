@@ -1,11 +1,20 @@
-"""The ladder's faster paths, applied to a built model: the AdamW implementation, CUDA graphs, liger-kernel's
-fused RMSNorm/SwiGLU/cross-entropy and torchao's float8 matmuls.
+"""The ladder's faster paths, applied to a built model: the AdamW implementation, CUDA graphs, bf16 weights,
+liger-kernel's fused RMSNorm/SwiGLU/cross-entropy and torchao's float8 matmuls.
 
 The model package stays pure PyTorch; the optional packages (`pip install perfconsole[fast]`) are
 imported here, late, only by a run that asks for them. A path that cannot run here raises `Unsupported`
 with the reason, before any step, and the worker reports the run as `unsupported` rather than failed.
 Every swap keeps the model's own parameters (the same tensors, the same initialisation), so a rung's
-losses can be compared with the first rung's.
+losses can be compared with the first rung's. bf16 weights keep the same values, rounded to bf16: with no
+fp32 master copy, every update is rounded to bf16 too, so such a run's losses drift from an fp32-weight
+run's on purpose.
+
+liger's RMSNorm is swapped in only when the model is not compiled. Under torch.compile (torch 2.11,
+liger-kernel 0.8.5, on an H200) a model with LigerRMSNorm computes right gradients at the first step,
+yet from the second step its logits are uniform (the loss is ln(vocab)), with or without in-place
+backward, while the same model without torch.compile trains as the plain model does
+(docs/results/liger_probe_h200.md). Inductor fuses the plain RMSNorm itself; liger's SwiGLU and
+cross-entropy kernels train right under torch.compile and are used either way.
 """
 from __future__ import annotations
 
@@ -43,6 +52,8 @@ def check(spec: RunSpec, device: torch.device) -> None:
         _need("liger_kernel", "liger-kernel")
         if device.type != "cuda":
             raise Unsupported("liger-kernel's Triton kernels need device cuda")
+    if spec.weights == "bf16" and spec.precision != "bf16":
+        raise Unsupported(f"bf16 weights train with precision bf16, not {spec.precision}")
     if spec.compile_mode == "reduce-overhead" and device.type != "cuda":
         raise Unsupported("CUDA graphs (compile mode reduce-overhead) need device cuda")
 
@@ -57,8 +68,12 @@ def _need(module: str, package: str) -> None:
 def apply(spec: RunSpec, model: nn.Module) -> Loss:
     """Swap in the spec's kernels (in place, before torch.compile); returns the loss function to use."""
     loss: Loss = _torch_loss
+    if spec.weights == "bf16":
+        # The parameters only: buffers (RoPE's tables) keep their precision.
+        for p in model.parameters():
+            p.data = p.data.to(torch.bfloat16)
     if spec.kernels == "liger":
-        loss = _liger(model)
+        loss = _liger(model, norms=not spec.compile)
     if spec.fp8:
         _float8(model)
     return loss
@@ -68,7 +83,7 @@ def _torch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
-def _liger(model: nn.Module) -> Loss:
+def _liger(model: nn.Module, norms: bool) -> Loss:
     from liger_kernel.transformers import LigerCrossEntropyLoss, LigerRMSNorm
     from liger_kernel.transformers.functional import liger_swiglu
 
@@ -76,7 +91,7 @@ def _liger(model: nn.Module) -> Loss:
 
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, RMSNorm):
+            if norms and isinstance(child, RMSNorm):
                 fused = LigerRMSNorm(child.weight.shape[0], eps=child.eps)
                 fused.weight = child.weight  # the model's own parameter, not a fresh one
                 setattr(parent, name, fused)

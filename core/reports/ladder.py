@@ -184,6 +184,10 @@ def markdown(ladder: LadderRecord) -> str:
     if sol:
         lines[-1:-1] = [f"- peaks: {_g(sol['matmul_tflops'])} TFLOP/s {sol['precision']} ({sol['matmul_source']}), "
                         f"{_g(sol['bandwidth_gbps'])} GB/s ({sol['bandwidth_source']})"]
+    machines = ladder.machines()
+    if len(machines) > 1:  # a ladder resumed elsewhere: its rungs are not all from one machine
+        lines[-1:-1] = ["- rungs ran on more than one machine: " + "; ".join(
+            f"{where}: {', '.join(names)}" for where, names in machines)]
     skipped = [n for n in RUNG_NAMES[:RUNG_NAMES.index(ladder.spec.rungs_in_order()[-1])] if n not in ladder.spec.rungs]
     if skipped:
         lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
@@ -196,14 +200,28 @@ def markdown(ladder: LadderRecord) -> str:
             _f(row.speedup_vs_first, suffix="x"), _f(row.speedup_vs_previous, suffix="x"),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
-    # A rung whose loss left the first rung's is a faster wrong program, not a speed-up: never the best.
-    best = min((r for r in rs if r.median_ms is not None and r.numerics != "DIFFERS"), key=lambda r: r.median_ms,
-               default=None)  # type: ignore[arg-type, return-value]
+    # A rung whose loss left the first rung's is a faster wrong program, not a speed-up: never the best. A rung
+    # that rounds differently on purpose can be; then the best with the first rung's numerics is named too.
+    best = _fastest(rs, lambda r: r.numerics != "DIFFERS")
     if best is not None:
-        lines += ["", f"Best rung: **{best.rung} {best.name}**, {_f(best.median_ms)} ms "
-                      f"({_f(best.speedup_vs_first, suffix='x')} the first rung"
-                      + (f", {_pct(best.sol_fraction)} of speed of light" if best.sol_fraction else "") + ")."]
+        lines += ["", f"Best rung: {_best_text(best)}."]
+        if best.numerics == "differs by design":
+            same = _fastest(rs, lambda r: r.numerics in ("same", None))
+            if same is not None:
+                lines += ["", f"Best rung with the first rung's numerics: {_best_text(same)}."]
     return "\n".join(lines) + "\n"
+
+
+def _fastest(rs: list[LadderRow], keep: Any) -> LadderRow | None:
+    return min((r for r in rs if r.median_ms is not None and keep(r)), key=lambda r: r.median_ms,  # type: ignore[arg-type, return-value]
+               default=None)
+
+
+def _best_text(row: LadderRow) -> str:
+    sol = f", {_pct(row.sol_fraction)} of speed of light" if row.sol_fraction else ""
+    design = "; it rounds differently on purpose" if row.numerics == "differs by design" else ""
+    return (f"**{row.rung} {row.name}**, {_f(row.median_ms)} ms ({_f(row.speedup_vs_first, suffix='x')} the first "
+            f"rung{sol}{design})")
 
 
 CSV_COLUMNS = ("rung", "name", "status", "reason", "median_ms", "interval_low_ms", "interval_high_ms", "processes",

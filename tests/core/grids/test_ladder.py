@@ -19,15 +19,17 @@ BASE = RunSpec(size="tiny", ctx=16, batch=2, precision="fp32", mode="train", war
 
 def test_each_rung_is_the_last_plus_its_change():
     cells = LadderSpec(BASE.with_(attention="sdpa", optimizer="fused")).cells()
-    assert [c.attention for c in cells] == ["naive"] + ["sdpa"] * 6    # the first rung resets the knobs
-    assert [c.compile for c in cells] == [False, False] + [True] * 5
-    assert [c.optimizer for c in cells] == ["forloop"] * 3 + ["fused"] * 4
-    assert [c.compile_mode for c in cells][4:] == ["reduce-overhead"] * 3
-    assert [c.kernels for c in cells][5:] == ["liger"] * 2 and [c.fp8 for c in cells] == [False] * 6 + [True]
+    assert [c.attention for c in cells] == ["naive"] + ["sdpa"] * 7    # the first rung resets the knobs
+    assert [c.compile for c in cells] == [False, False] + [True] * 6
+    assert [c.optimizer for c in cells] == ["forloop"] * 3 + ["fused"] * 5
+    assert [c.compile_mode for c in cells][4:] == ["reduce-overhead"] * 4
+    assert [c.weights for c in cells] == ["fp32"] * 5 + ["bf16"] * 3
+    assert [c.kernels for c in cells][6:] == ["liger"] * 2 and [c.fp8 for c in cells] == [False] * 7 + [True]
     assert all(c.profile == "torch" for c in cells)
+    assert [r.name for r in RUNGS if not r.same_numerics] == ["bf16-weights", "fp8"]
     picked = LadderSpec(BASE, ("eager", "fused-adamw")).cells()
     assert len(picked) == 2 and picked[1].compile and picked[1].attention == "sdpa"  # skipped rungs pass their change up
-    assert len(RUNGS) == 7
+    assert len(RUNGS) == 8
 
 
 @pytest.mark.parametrize("kw, field", [(dict(rungs=("eager", "turbo")), "rungs"), (dict(rungs=()), "rungs"),
@@ -78,7 +80,7 @@ def test_markdown_table_shape_and_snapshot_round_trip(ladder):
     table = [line for line in md.splitlines() if line.startswith("|")]
     assert table[0] == "| " + " | ".join(MD_COLUMNS) + " |"
     assert len(table) == 2 + 5 and all(line.count("|") == len(MD_COLUMNS) + 1 for line in table)
-    assert "| 5 cuda-graphs |" in md and "unsupported: CUDA graphs" in md   # numbered by its place in the ladder
+    assert "| 5 cuda-graphs |" in md and "| 7 liger |" in md and "unsupported: CUDA graphs" in md   # numbered by its place in the ladder
     loaded = store.load(save)
     assert loaded.kind == "ladder" and [r.status for r in loaded.runs] == [r.status for r in record.runs]
     assert export.export(loaded, "md") == md
@@ -86,6 +88,23 @@ def test_markdown_table_shape_and_snapshot_round_trip(ladder):
     assert [r["name"] for r in doc["rungs"]] == ["eager", "sdpa", "cuda-graphs", "liger", "fp8"]
     csv_lines = export.export(loaded, "csv").splitlines()
     assert len(csv_lines) == 6 and csv_lines[0].startswith("rung,name,status")
+
+
+def test_the_best_rung_never_differs_and_one_that_rounds_on_purpose_names_the_best_that_does_not(ladder, monkeypatch):
+    from perfconsole.core.reports import ladder as report
+
+    record, _ = ladder
+    made = [report.LadderRow(i + 1, name, "", "ok", median_ms=ms, speedup_vs_first=100 / ms, numerics=numerics)
+            for i, (name, ms, numerics) in enumerate([("eager", 100.0, "same"), ("sdpa", 50.0, "same"),
+                                                      ("bf16-weights", 40.0, "differs by design"),
+                                                      ("liger", 30.0, "DIFFERS")])]
+    monkeypatch.setattr(report, "rows", lambda _ladder: made)
+    md = report.markdown(record)
+    assert "Best rung: **3 bf16-weights**, 40.00 ms (2.50x the first rung; it rounds differently on purpose)." in md
+    assert "Best rung with the first rung's numerics: **2 sdpa**, 50.00 ms (2.00x the first rung)." in md
+    made[2].numerics = "DIFFERS"
+    md = report.markdown(record)
+    assert "Best rung: **2 sdpa**" in md and "with the first rung's numerics" not in md
 
 
 def test_cli_ladder_json_and_bad_rungs(tmp_path):
@@ -101,3 +120,37 @@ def test_cli_ladder_json_and_bad_rungs(tmp_path):
     assert "perfconsole[fast])" in said or "fp8 matmuls need device cuda)" in said, said
     bad = subprocess.run(cmd[:-6] + ["--rungs", "eager,warp"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "rungs: must be names from " + ", ".join(RUNG_NAMES) in bad.stderr
+
+
+def test_resume_runs_the_rungs_that_did_not_finish_and_keeps_the_rest(ladder, tmp_path):
+    from perfconsole.core.record import RunRecord
+
+    record, save = ladder
+    stopped = store.load(save)
+    stopped.runs[1] = RunRecord(stopped.runs[1].spec, name=stopped.runs[1].name)
+    stopped.runs[1].status = "cancelled"       # as a ladder stopped by a time cap leaves its rung
+    stopped.status = "cancelled"
+    path = tmp_path / "stopped.json"
+    store.save(stopped, path)
+    cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "ladder", "--resume", str(path), "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    resumed = store.load(path)
+    assert resumed.status == "ok" and [r.status for r in resumed.runs] == [r.status for r in record.runs]
+    assert resumed.runs[0].to_dict() == record.runs[0].to_dict()                 # kept as it was
+    assert resumed.runs[1].steps and resumed.runs[1].id != record.runs[1].id     # measured again
+    assert len(resumed.machines()) == 1 and "rungs ran on more than one machine" not in export.export(resumed, "md")
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "every rung has finished; nothing to resume" in again.stderr
+    other = tmp_path / "run.json"
+    store.save(record.runs[0], other)
+    wrong = subprocess.run(cmd[:-2] + [str(other)], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "a run snapshot, not a ladder" in wrong.stderr
+
+
+def test_a_ladder_from_two_machines_says_which_rungs_ran_where(ladder):
+    record, _ = ladder
+    copy = LadderRecord.from_dict(record.to_dict())
+    copy.runs[1].environment = {**copy.runs[1].environment, "host": "other-host"}
+    md = export.export(copy, "md")
+    assert "- rungs ran on more than one machine: " in md and "other-host (" in md and ": sdpa" in md

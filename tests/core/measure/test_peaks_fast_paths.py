@@ -33,6 +33,7 @@ def test_cpu_peaks_are_positive_and_cached_after_the_first_measure():
     ({"fp8": True}, "torchao is not installed: install perfconsole[fast]"),
     ({"kernels": "liger"}, "liger-kernel is not installed: install perfconsole[fast]"),
     ({"compile": True, "compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead) need device cuda"),
+    ({"weights": "bf16"}, "bf16 weights train with precision bf16, not fp32"),
 ])
 def test_what_cannot_run_on_the_cpu_says_why(changes, reason):
     spec = TINY.with_(**changes)
@@ -69,6 +70,33 @@ def test_every_optimizer_gives_the_same_losses():
     assert losses["forloop"][2] != losses["forloop"][0]   # the updates happened
 
 
+def test_bf16_weights_keep_parameters_gradients_and_adamw_state_in_bf16():
+    losses = {}
+    for weights in ("fp32", "bf16"):
+        spec = TINY.with_(precision="bf16", weights=weights)
+        fast_paths.check(spec, CPU)
+        torch.manual_seed(0)
+        model = build_model(spec, CPU)
+        stepper = Stepper(spec, model, CPU, fast_paths.apply(spec, model))
+        losses[weights] = [timed_step(stepper, i, False).loss for i in range(3)]
+        want = torch.bfloat16 if weights == "bf16" else torch.float32
+        assert {p.dtype for p in model.parameters()} == {want}
+        assert {p.grad.dtype for p in model.parameters()} == {want}
+        states = stepper.optimizer.state.values()
+        assert {s["exp_avg"].dtype for s in states} == {s["exp_avg_sq"].dtype for s in states} == {want}
+        assert all(b.dtype == torch.float32 for b in model.buffers() if b.is_floating_point())  # RoPE's tables
+    # The same start; after that every update rounds to bf16, so the losses stay close but not equal.
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=2e-2)
+    assert losses["bf16"][2] != losses["bf16"][0]
+
+
+def test_bf16_weights_halve_the_optimizer_floor():
+    from perfconsole.core.flops import adamw_bytes
+
+    spec = TINY.with_(precision="bf16")
+    assert adamw_bytes(spec.with_(weights="bf16")) * 2 == adamw_bytes(spec)
+
+
 @pytest.mark.gpu
 def test_gpu_peaks_are_plausible():
     peaks = measure(torch.device("cuda"))
@@ -77,7 +105,8 @@ def test_gpu_peaks_are_plausible():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("changes", [{"kernels": "liger"}, {"compile": True, "compile_mode": "reduce-overhead"}])
+@pytest.mark.parametrize("changes", [{"kernels": "liger"}, {"kernels": "liger", "compile": True},
+                                     {"compile": True, "compile_mode": "reduce-overhead"}])
 def test_gpu_fast_paths_keep_the_losses(changes):
     if changes.get("kernels") == "liger" and importlib.util.find_spec("liger_kernel") is None:
         pytest.skip("liger-kernel is not installed (perfconsole[fast])")
@@ -89,7 +118,7 @@ def test_gpu_fast_paths_keep_the_losses(changes):
         model = build_model(spec, cuda)
         loss_fn = fast_paths.apply(spec, model)
         if spec.compile:
-            model = torch.compile(model, mode=spec.compile_mode)
+            model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
         stepper = Stepper(spec, model, cuda, loss_fn)
         losses.append([timed_step(stepper, i, False).loss for i in range(4)])
     assert losses[1] == pytest.approx(losses[0], rel=2e-2)

@@ -18,4 +18,4 @@ timeout -k 10 "${CAP_BF16:-260}" python3 scripts/bf16_weights_probe.py --size 2.
 echo "bf16 probe exit $? at $(( $(date +%s) - T0 )) s"
 note "python3 scripts/bf16_weights_probe.py --size 2.7B --steps 10" "$RES/bf16_weights_probe_$DEV.md"
 cp "$RES"/liger_probe_"$DEV".md "$RES"/bf16_weights_probe_"$DEV".md "$OUT/"
-cat "$RES"/liger_probe_"$DEV".md "$RES"/bf16_weights_probe_"$DEV".md; tail -5 "$OUT"/*.log
+cat "$RES"/liger_probe_"$DEV".md "$RES"/bf16_weights_probe_"$DEV".md; tail -n 5 "$OUT"/*.log

@@ -160,11 +160,11 @@ class RunRecord:
                                      dict(event.per_phase), event.snapshot_path, dict(event.details))
         elif isinstance(event, ev.ProfileReady):
             self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
-            self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
+            self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, self.spec.device == "cuda")
         elif isinstance(event, ev.ProfileOverhead):
             self.overhead = asdict(event)
             if self.profile is not None:
-                self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables)
+                self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, self.spec.device == "cuda")
         elif isinstance(event, ev.Peaks):
             self.peaks = dict(event.peaks)
         elif isinstance(event, ev.RankSteps):
@@ -242,6 +242,14 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunRecord:
+        r = cls._from_dict(d)
+        p = r.profile
+        if p is not None and p.overhead and "kernel_ms_per_step" not in p.overhead:  # saved before it was summed
+            p.overhead = _with_kernel_count(p.overhead, p.tables, r.spec.device == "cuda")
+        return r
+
+    @classmethod
+    def _from_dict(cls, d: dict[str, Any]) -> RunRecord:
         err = d.get("error")
         return cls(
             spec=RunSpec.from_dict(d["spec"]), id=d["id"], name=d.get("name", ""),
@@ -263,13 +271,19 @@ def _busy(overhead: dict[str, Any] | None) -> float | None:
     return (overhead or {}).get("gpu_busy_share")
 
 
-def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
-    """The overhead with the profiled steps' kernels per step, counted from the kernel table."""
+def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]],
+                       on_gpu: bool) -> dict[str, Any] | None:
+    """The overhead with the profiled steps' kernels per step, counted from the kernel table, and on a GPU
+    their summed time per step (one stream cannot run more kernel time than the step lasted; CPU ops
+    run on several threads at once, so there it is not summed)."""
     if overhead is None:
         return None
-    launched = sum(int(r.get("instances") or 0) for r in tables.get("cuda_gpu_kern_sum") or [])
+    rows = tables.get("cuda_gpu_kern_sum") or []
+    launched = sum(int(r.get("instances") or 0) for r in rows)
     steps = overhead.get("profiled_steps") or 0
-    return {**overhead, "kernels_per_step": round(launched / steps, 1) if launched and steps else None}
+    kernel_ns = sum(float(r.get("total_time_ns") or 0) for r in rows)
+    return {**overhead, "kernels_per_step": round(launched / steps, 1) if launched and steps else None,
+            "kernel_ms_per_step": kernel_ns / steps / 1e6 if on_gpu and kernel_ns and steps else None}
 
 
 def _step_dict(s: ev.Step) -> dict[str, Any]:

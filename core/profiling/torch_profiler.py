@@ -115,10 +115,18 @@ def _leaves(events: Iterable[Any], on_gpu: bool) -> Iterable[tuple[str, int, Any
             owners.setdefault(e.id, []).append(e)
         else:  # the runtime's launch call (cudaLaunchKernel ...), linked to the op that made it
             launches.setdefault(e.linked_correlation_id, e.time_range.start)
+    # A kernel runs once on its stream: device events with the same name, device and interval are one
+    # kernel reported more than once (a ladder's 2.7B CUDA-graph rung listed each fused AdamW kernel ~9
+    # times, 265 ms a step in a 109 ms step).
+    seen: set[tuple[str, int, float, float]] = set()
     for e in events:
         if (e.device_type != torch.autograd.DeviceType.CUDA or getattr(e, "is_user_annotation", False)
                 or e.name in _RANGE_NAMES or e.linked_correlation_id <= 0):
             continue
+        key = (e.name, e.device_index, e.time_range.start, e.time_range.end)
+        if key in seen:
+            continue
+        seen.add(key)
         yield (e.name, round((e.time_range.end - e.time_range.start) * 1000),
                _owner(owners.get(e.linked_correlation_id, []), launches.get(e.linked_correlation_id)))
 

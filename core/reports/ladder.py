@@ -6,8 +6,8 @@ Speedups divide median step times. The interval is between processes (a t-interv
 medians) with `--repeat` 2 or more, else the one process's interval of the mean, and the header says
 which. Numerics: each of the first NUMERICS_STEPS steps' loss against the first rung's loss at the same
 step index (the same data, seed and number of updates before it); the largest relative difference is
-flagged past the precision's tolerance, unless the rung changes rounding on purpose (fp8, whose name
-says so). Only the first steps: every step trains on the same batch, and once the model starts to
+flagged past the precision's tolerance, unless the rung, or a rung below it whose change it carries,
+changes rounding on purpose (bf16 weights, fp8: their names say so). Only the first steps: every step trains on the same batch, and once the model starts to
 memorise it, rounding differences between two correct programs grow without bound (on an H200, 2.7B
 bf16 naive against SDPA attention: 0.4% apart over steps 0-2, 18% by step 10).
 """
@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from perfconsole.core.profiling.categories import category_shares
+from perfconsole.core.reports.profile import over_count
 from perfconsole.core.record import RunRecord
 
-from perfconsole.core.grids.ladder import RUNG_NAMES
+from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS
 
 if TYPE_CHECKING:
     from perfconsole.core.grids.ladder import LadderRecord, Rung
@@ -57,6 +58,7 @@ class LadderRow:
     loss_max_rel_diff: float | None = None
     numerics: str | None = None                 # same | DIFFERS | differs by design
     category_ms: dict[str, float] = field(default_factory=dict)    # kernel ms per step by category
+    over_count: tuple[float, float] | None = None   # (kernel ms, step ms) per profiled step, where the table over-counts
     moved: list[tuple[str, float]] = field(default_factory=list)    # (category, change in ms per step)
 
     def to_dict(self) -> dict[str, Any]:
@@ -87,7 +89,9 @@ def rows(ladder: LadderRecord) -> list[LadderRow]:
             losses = _losses(r)
             if first is None:
                 first, first_losses = row, losses
-            _compare(row, first, previous, losses, first_losses, rung, r.spec.precision)
+            # A rung carries every change below it: one that rounds differently on purpose makes it differ by design.
+            by_design = any(not below.same_numerics for below in RUNGS[:RUNG_NAMES.index(rung.name) + 1])
+            _compare(row, first, previous, losses, first_losses, by_design, r.spec.precision)
             previous = row
         out.append(row)
     return out
@@ -108,11 +112,12 @@ def _row(i: int, rung: Rung, r: RunRecord) -> LadderRow:
     row.sol_fraction, row.floor_ms = sol.get("fraction"), sol.get("floor_ms")
     row.gpu_busy_share, row.gpu_busy_source, row.bound = s.gpu_busy_share, s.gpu_busy_source, s.bound
     row.category_ms = _category_ms(r)
+    row.over_count = over_count(r.profile.overhead if r.profile else None)
     return row
 
 
 def _compare(row: LadderRow, first: LadderRow, previous: LadderRow | None, losses: dict[int, float],
-             first_losses: dict[int, float], rung: Rung, precision: str) -> None:
+             first_losses: dict[int, float], by_design: bool, precision: str) -> None:
     row.speedup_vs_first = first.median_ms / row.median_ms  # type: ignore[operator]
     if previous is not None:
         row.speedup_vs_previous = previous.median_ms / row.median_ms  # type: ignore[operator]
@@ -125,7 +130,7 @@ def _compare(row: LadderRow, first: LadderRow, previous: LadderRow | None, losse
     common = [k for k in losses if k < NUMERICS_STEPS and k in first_losses and first_losses[k] != 0]
     if common:
         row.loss_max_rel_diff = max(abs(losses[k] - first_losses[k]) / abs(first_losses[k]) for k in common)
-        if not rung.same_numerics:
+        if by_design:
             row.numerics = "differs by design"
         else:
             ok = row.loss_max_rel_diff <= LOSS_TOLERANCE.get(precision, 2e-2)
@@ -200,6 +205,14 @@ def markdown(ladder: LadderRecord) -> str:
             _f(row.speedup_vs_first, suffix="x"), _f(row.speedup_vs_previous, suffix="x"),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
+    over = [row for row in rs if row.over_count]
+    if over:
+        lines.append("")
+    for row in over:
+        if row.over_count:
+            lines.append(f"- rung {row.rung} {row.name}: its kernels sum to {row.over_count[0]:,.2f} ms per profiled "
+                         f"step, more than the {row.over_count[1]:,.2f} ms step: the profiler counted some kernels "
+                         "more than once, so its categories are not vouched for.")
     # A rung whose loss left the first rung's is a faster wrong program, not a speed-up: never the best. A rung
     # that rounds differently on purpose can be; then the best with the first rung's numerics is named too.
     best = _fastest(rs, lambda r: r.numerics != "DIFFERS")

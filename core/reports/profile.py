@@ -110,7 +110,25 @@ def overhead_lines(overhead: dict | None) -> list[str]:
     if kernels is not None:
         text += f"; {kernels:,.1f} kernels per profiled step" + (
             f" against {quiet_k:,.1f} quiet" if quiet_k is not None else " (the quiet count is not known)")
-    return ["", text + "."]
+    lines = ["", text + "."]
+    over = over_count(overhead)
+    if over is not None:
+        lines += ["", f"**The kernel table over-counts:** its kernels sum to {over[0]:,.3f} ms per profiled step, more "
+                      f"than the {over[1]:,.3f} ms step they ran in; its times are not vouched for."]
+    return lines
+
+
+# One stream runs one kernel at a time; a table past its step by more than this share counts kernels twice.
+OVER_COUNT_SLACK = 1.05
+
+
+def over_count(overhead: dict | None) -> tuple[float, float] | None:
+    """(kernel ms per profiled step, profiled step ms) when the kernel table sums to more than the step."""
+    kernel_ms = (overhead or {}).get("kernel_ms_per_step")
+    step_ms = (overhead or {}).get("profiled_ms")
+    if kernel_ms and step_ms and kernel_ms > OVER_COUNT_SLACK * step_ms:
+        return kernel_ms, step_ms
+    return None
 
 
 def _opt(v: float | None) -> str:

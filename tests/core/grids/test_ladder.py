@@ -154,3 +154,23 @@ def test_a_ladder_from_two_machines_says_which_rungs_ran_where(ladder):
     copy.runs[1].environment = {**copy.runs[1].environment, "host": "other-host"}
     md = export.export(copy, "md")
     assert "- rungs ran on more than one machine: " in md and "other-host (" in md and ": sdpa" in md
+
+
+def test_a_rung_whose_kernels_sum_past_its_step_is_named(ladder):
+    record, _ = ladder
+    copy = LadderRecord.from_dict(json.loads(json.dumps(record.to_dict())))   # nothing shared with the fixture
+    overhead = copy.runs[1].profile.overhead
+    overhead["kernel_ms_per_step"] = 3 * overhead["profiled_ms"]
+    md = export.export(copy, "md")
+    assert "- rung 2 sdpa: its kernels sum to " in md and "counted some kernels more than once" in md
+    assert "- rung 1 eager:" not in md and "more than once" not in export.export(record, "md")
+
+
+def test_a_rung_above_one_that_rounds_on_purpose_differs_by_design_too(ladder):
+    record, _ = ladder
+    doc = json.loads(json.dumps(record.to_dict()))
+    doc["spec"]["rungs"] = ["eager", "sdpa", "bf16-weights", "liger"]
+    doc["runs"] = [doc["runs"][0], doc["runs"][1], doc["runs"][1], doc["runs"][1]]   # real runs in those places
+    doc["cell_seconds"] = doc["cell_seconds"][:4]
+    made = rows(LadderRecord.from_dict(doc))
+    assert [r.numerics for r in made] == ["same", "same", "differs by design", "differs by design"]

@@ -122,3 +122,24 @@ def test_gpu_fast_paths_keep_the_losses(changes):
         stepper = Stepper(spec, model, cuda, loss_fn)
         losses.append([timed_step(stepper, i, False).loss for i in range(4)])
     assert losses[1] == pytest.approx(losses[0], rel=2e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_profile_counts_each_kernel_once(tmp_path):
+    """A compiled bf16 train step with CUDA graphs and fused AdamW under the torch profiler: its kernels,
+    each counted once, sum to no more than the step they ran in (one stream), and the fused AdamW kernel
+    launches the same number of times every step."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "run", "--size", "small", "--ctx", "256", "--mode", "train",
+           "--precision", "bf16", "--attention", "sdpa", "--compile", "--compile-mode", "reduce-overhead", "--device",
+           "cuda", "--warmup", "3", "--steps", "6", "--profile", "torch", "--json", "--out-dir", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    profile = json.loads(proc.stdout)["data"]["profile"]
+    overhead, kernels = profile["overhead"], profile["tables"]["cuda_gpu_kern_sum"]
+    assert 0 < overhead["kernel_ms_per_step"] <= 1.05 * overhead["profiled_ms"], overhead
+    adam = [k for k in kernels if "multi_tensor_apply" in k["name"]]
+    assert adam and all(k["instances"] % overhead["profiled_steps"] == 0 for k in adam), adam

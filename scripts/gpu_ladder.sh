@@ -69,7 +69,8 @@ SMALL_FLAGS=(--no-profile); [[ -n ${SMALL_PROFILE:-} ]] && SMALL_FLAGS=()   # SM
 want 2.7B && ladder 2.7B "${CAP_27:-330}" "${REPEAT_27:-1}" 8
 if want tests; then
     section tests
-    timeout "${CAP_TESTS:-120}" python3 -m pytest -q -m gpu tests/core/measure/test_peaks_fast_paths.py > "$OUT/tests.txt" 2>&1
+    timeout "${CAP_TESTS:-120}" python3 -m pytest -q -m gpu tests/core/measure/test_peaks_fast_paths.py ${TESTS_K:+-k "$TESTS_K"} \
+        > "$OUT/tests.txt" 2>&1
     echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
 fi
 want small && ladder small "${CAP_SMALL:-150}" "${REPEAT_SMALL:-2}" 10 "${SMALL_FLAGS[@]}"

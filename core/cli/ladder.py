@@ -20,7 +20,7 @@ from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.ladder import busy_text, moved_text, rows, status_text
+from perfconsole.core.reports.ladder import busy_text, moved_text, rows, status_text, verdicts
 from perfconsole.core.spec import DEVICES, PRECISIONS, SIZE_NAMES, RunSpec
 
 
@@ -70,7 +70,10 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
                  [Column("rung", "label"), Column("status"), Column("step (ms)"), Column("vs first"),
                   Column("vs prev"), Column("MFU"), Column("SoL"), Column("GPU busy"), Column("loss Δ"),
                   Column("moved (ms/step)")], title_justify="left")
-    for row in rows(ladder):
+    rs = rows(ladder)
+    found = verdicts(rs)
+    t.caption = "\n".join([*found.over_counted, *found.best])
+    for row in rs:
         st = status_text(row)
         t.add_row(f"{row.rung} {row.name}", Text(st, style="green" if row.status == "ok" else "yellow"),
                   "-" if row.median_ms is None else f"{row.median_ms:,.2f}",

@@ -25,6 +25,8 @@ from perfconsole.core.reports.profile import over_count
 from perfconsole.core.record import RunRecord
 
 from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS
+from perfconsole.core.grids.ladder import rung as rung_named
+from perfconsole.core.spec import RunSpec
 
 if TYPE_CHECKING:
     from perfconsole.core.grids.ladder import LadderRecord, Rung
@@ -65,6 +67,11 @@ class LadderRow:
         return {**asdict(self), "moved": [{"category": c, "delta_ms": d} for c, d in self.moved]}
 
 
+def carries(spec: RunSpec, r: Rung) -> bool:
+    """Whether the spec has the rung's change (every field it sets, as it sets it)."""
+    return all(getattr(spec, k) == v for k, v in r.change.items())
+
+
 def _losses(r: RunRecord) -> dict[int, float]:
     """The first process's losses by step index (warm-up included: its updates shape later steps)."""
     rep = r.replicates[0] if r.replicates else r
@@ -89,8 +96,9 @@ def rows(ladder: LadderRecord) -> list[LadderRow]:
             losses = _losses(r)
             if first is None:
                 first, first_losses = row, losses
-            # A rung carries every change below it: one that rounds differently on purpose makes it differ by design.
-            by_design = any(not below.same_numerics for below in RUNGS[:RUNG_NAMES.index(rung.name) + 1])
+            # A run that carries a change rounding differently on purpose (its own or a rung's below it) differs by
+            # design; read from its spec, so a ladder saved before a rung existed keeps its meaning.
+            by_design = any(not other.same_numerics and carries(r.spec, other) for other in RUNGS)
             _compare(row, first, previous, losses, first_losses, by_design, r.spec.precision)
             previous = row
         out.append(row)
@@ -193,7 +201,9 @@ def markdown(ladder: LadderRecord) -> str:
     if len(machines) > 1:  # a ladder resumed elsewhere: its rungs are not all from one machine
         lines[-1:-1] = ["- rungs ran on more than one machine: " + "; ".join(
             f"{where}: {', '.join(names)}" for where, names in machines)]
-    skipped = [n for n in RUNG_NAMES[:RUNG_NAMES.index(ladder.spec.rungs_in_order()[-1])] if n not in ladder.spec.rungs]
+    last = ladder.runs[-1].spec
+    skipped = [n for n in RUNG_NAMES[:RUNG_NAMES.index(ladder.spec.rungs_in_order()[-1])]
+               if n not in ladder.spec.rungs and (n == RUNG_NAMES[0] or carries(last, rung_named(n)))]
     if skipped:
         lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
     lines += ["| " + " | ".join(MD_COLUMNS) + " |", "| " + " | ".join(["---"] * 3 + ["--:"] * 8 + ["---"]) + " |"]
@@ -205,24 +215,40 @@ def markdown(ladder: LadderRecord) -> str:
             _f(row.speedup_vs_first, suffix="x"), _f(row.speedup_vs_previous, suffix="x"),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
-    over = [row for row in rs if row.over_count]
-    if over:
-        lines.append("")
-    for row in over:
+    found = verdicts(rs, bold=True)
+    if found.over_counted:
+        lines += ["", *(f"- {line}" for line in found.over_counted)]
+    for line in found.best:
+        lines += ["", line]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Verdicts:
+    """What the rows add up to, in sentences: the rungs whose profile counted kernels twice, and the best rung
+    (with, when it rounds differently on purpose, the best one with the first rung's numerics)."""
+    over_counted: list[str] = field(default_factory=list)
+    best: list[str] = field(default_factory=list)
+
+
+def verdicts(rs: list[LadderRow], bold: bool = False) -> Verdicts:
+    out = Verdicts()
+    for row in rs:
         if row.over_count:
-            lines.append(f"- rung {row.rung} {row.name}: its kernels sum to {row.over_count[0]:,.2f} ms per profiled "
-                         f"step, more than the {row.over_count[1]:,.2f} ms step: the profiler counted some kernels "
-                         "more than once, so its categories are not vouched for.")
+            out.over_counted.append(
+                f"rung {row.rung} {row.name}: its kernels sum to {row.over_count[0]:,.2f} ms per profiled step, more "
+                f"than the {row.over_count[1]:,.2f} ms step: the profiler counted some kernels more than once, so its "
+                "categories are not vouched for.")
     # A rung whose loss left the first rung's is a faster wrong program, not a speed-up: never the best. A rung
     # that rounds differently on purpose can be; then the best with the first rung's numerics is named too.
     best = _fastest(rs, lambda r: r.numerics != "DIFFERS")
     if best is not None:
-        lines += ["", f"Best rung: {_best_text(best)}."]
+        out.best.append(f"Best rung: {_best_text(best, bold)}.")
         if best.numerics == "differs by design":
             same = _fastest(rs, lambda r: r.numerics in ("same", None))
             if same is not None:
-                lines += ["", f"Best rung with the first rung's numerics: {_best_text(same)}."]
-    return "\n".join(lines) + "\n"
+                out.best.append(f"Best rung with the first rung's numerics: {_best_text(same, bold)}.")
+    return out
 
 
 def _fastest(rs: list[LadderRow], keep: Any) -> LadderRow | None:
@@ -230,10 +256,11 @@ def _fastest(rs: list[LadderRow], keep: Any) -> LadderRow | None:
                default=None)
 
 
-def _best_text(row: LadderRow) -> str:
+def _best_text(row: LadderRow, bold: bool) -> str:
     sol = f", {_pct(row.sol_fraction)} of speed of light" if row.sol_fraction else ""
     design = "; it rounds differently on purpose" if row.numerics == "differs by design" else ""
-    return (f"**{row.rung} {row.name}**, {_f(row.median_ms)} ms ({_f(row.speedup_vs_first, suffix='x')} the first "
+    mark = "**" if bold else ""
+    return (f"{mark}{row.rung} {row.name}{mark}, {_f(row.median_ms)} ms ({_f(row.speedup_vs_first, suffix='x')} the first "
             f"rung{sol}{design})")
 
 

@@ -40,9 +40,10 @@ async def test_ladder_opens_from_runs_into_grids_with_its_rungs_and_bars():
         eager = next(line for line in lines if line.startswith("1 eager"))
         assert f"{expected[0].median_ms:,.2f}" in eager and "1.00x" in eager
         assert any(line.startswith("5 cuda-graphs") and "need device cuda" in line for line in lines)
-        assert any(line.startswith("7 fp8") and "install perfconsole[fast]" in line for line in lines)
+        assert any(line.startswith("8 fp8") and "install perfconsole[fast]" in line for line in lines)   # numbered as the ladder is now
         # Each rung that ran has its speed-of-light bars, floors and fractions; the CPU's busy share is unknown.
         assert body.count("speed of light · GPU busy: not known") == 4
+        assert any(line.startswith("Best rung: ") and " ms (" in line for line in lines)
         step_rows = [line.split() for line in lines if line.split()[:1] == ["step"]]
         assert len(step_rows) == 4 and all(r[-1].endswith("%") and "floor" in r for r in step_rows)
         await pilot.press("c")   # no chart for a ladder: said, not drawn
@@ -88,11 +89,11 @@ async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while
         await wait_for(pilot, lambda: app.launch is None, timeout=240)
         assert ladder.status == "ok"
         assert [r.status for r in ladder.runs][:4] == ["ok"] * 4
-        assert [r.status for r in ladder.runs][4:] == ["unsupported"] * 3
+        assert [r.status for r in ladder.runs][4:] == ["unsupported"] * 4
         saved = list((tmp_path / "snapshots").glob("ladder*.json"))
         assert len(saved) == 1 and store.load(saved[0]).id == ladder.id
         body = plain(app.query_one("#grids-body", Static).content)
-        assert "1 eager" in body and "7 fp8" in body
+        assert "1 eager" in body and "6 bf16-weights" in body and "8 fp8" in body
 
 
 async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_left(tmp_path, monkeypatch):

@@ -264,6 +264,9 @@ def ladder_view(ladder: Any, glyphs: Glyphs) -> Group:
                   report_ladder.busy_text(row),
                   "-" if row.numerics is None else row.numerics, report_ladder.moved_text(row))
     parts: list[Any] = [t]
+    found = report_ladder.verdicts(rows)
+    parts += [Text(line, style="yellow") for line in found.over_counted]
+    parts += [Text(line, style="bold") for line in found.best]
     for row, run in zip(rows, ladder.runs):
         if run.summary is not None and row.status == "ok":
             parts += [Text(""), Text(f"{row.rung} {row.name}: speed of light · {busy_text(run.summary)}", style="bold"),

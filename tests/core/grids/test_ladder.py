@@ -105,6 +105,9 @@ def test_the_best_rung_never_differs_and_one_that_rounds_on_purpose_names_the_be
     made[2].numerics = "DIFFERS"
     md = report.markdown(record)
     assert "Best rung: **2 sdpa**" in md and "with the first rung's numerics" not in md
+    from perfconsole.core.cli.ladder import ladder_table
+
+    assert ladder_table(record).caption == "Best rung: 2 sdpa, 50.00 ms (2.00x the first rung)."   # the CLI says it too
 
 
 def test_cli_ladder_json_and_bad_rungs(tmp_path):
@@ -170,7 +173,12 @@ def test_a_rung_above_one_that_rounds_on_purpose_differs_by_design_too(ladder):
     record, _ = ladder
     doc = json.loads(json.dumps(record.to_dict()))
     doc["spec"]["rungs"] = ["eager", "sdpa", "bf16-weights", "liger"]
-    doc["runs"] = [doc["runs"][0], doc["runs"][1], doc["runs"][1], doc["runs"][1]]   # real runs in those places
+    doc["runs"] = [json.loads(json.dumps(doc["runs"][i])) for i in (0, 1, 1, 1)]   # real runs in those places
     doc["cell_seconds"] = doc["cell_seconds"][:4]
+    for run in doc["runs"][2:]:
+        run["spec"]["weights"] = "bf16"
     made = rows(LadderRecord.from_dict(doc))
     assert [r.numerics for r in made] == ["same", "same", "differs by design", "differs by design"]
+    # A ladder saved before the bf16-weights rung: its liger rung carried fp32 weights, and says so.
+    del doc["runs"][3]["spec"]["weights"]
+    assert rows(LadderRecord.from_dict(doc))[3].numerics == "same"

@@ -3,9 +3,13 @@ precision, one process a rung (core.grids.ladder), on a worker thread.
 
 The ladder holds the GPU as a run does: no run starts while it climbs (queued runs wait for it),
 ctrl+k cancels it and keeps the finished rungs, and quitting ends it. The Grids pane shows it as it
-fills, and it is saved to the data directory after every rung."""
+fills, and it is saved to the data directory after every rung.
+
+The worker thread runs its own copy of the ladder; every update sends copies of what changed to the UI
+thread (GridUpdated), which puts them into the ladder the Grids pane draws."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from textual import work
@@ -46,7 +50,8 @@ class LadderDriver:
             return
         self.grids.append(record)
         self.sources[record.id] = str(path)
-        self.launch = runner = LadderRunner(record, out_dir=out, save_to=path)
+        # The worker's own copy (same id, same snapshot file); the one in self.grids changes on this thread only.
+        self.launch = runner = LadderRunner(copy.deepcopy(record), out_dir=out, save_to=path)
         self.refresh_bindings()
         self.refresh_runs()
         self.show_grid(record)
@@ -55,14 +60,27 @@ class LadderDriver:
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ladder")
     def drive_ladder(self, grid_id: str, runner: Any) -> None:
+        record = runner.record
+        ended = False
+
+        def changed(update: Any) -> None:  # on this thread, between events: the cell is not changing now
+            self.post_message(GridUpdated(grid_id, update.index, copy.deepcopy(update.run), record.status,
+                                          list(record.cell_seconds)))
         try:
-            runner.run(lambda _update: self.post_message(GridUpdated(grid_id)))
+            runner.run(changed)
+            ended = True
         finally:
-            self.post_message(GridEnded(grid_id))
+            self.post_message(GridEnded(grid_id, record.status if ended else None,
+                                        list(record.cell_seconds) if ended else None))
 
     def on_grid_updated(self, message: GridUpdated) -> None:
-        if self.grid is not None and self.grid.id == message.grid_id:
-            self.show_grid(self.grid, switch=False)
+        grid = self._grid(message.grid_id)
+        if grid is None:
+            return
+        grid.runs[message.index] = message.cell
+        grid.status, grid.cell_seconds = message.status, message.cell_seconds
+        if self.grid is grid:
+            self.show_grid(grid, switch=False)
 
     def on_grid_ended(self, message: GridEnded) -> None:
         self.launch = None
@@ -70,6 +88,8 @@ class LadderDriver:
         self.refresh_runs()
         grid = self._grid(message.grid_id)
         if grid is not None:
+            if message.status is not None:
+                grid.status, grid.cell_seconds = message.status, message.cell_seconds
             if grid.status == "running":  # its thread stopped early (the error is notified): not still running
                 grid.status = "cancelled"
             if self.grid is grid:

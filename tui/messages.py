@@ -8,6 +8,7 @@ redraws at most once per batch.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from textual.message import Message
 
@@ -67,19 +68,30 @@ class GpuSampled(Message):
 
 
 class GridUpdated(Message):
-    """A grid the console runs (a ladder) has new events; redraw it. Bursts coalesce."""
+    """A grid the console runs (a ladder) has new events. The worker thread owns the grid it runs; the
+    message carries copies made there (the cell that changed, the grid's status and cell times), which
+    the UI thread puts into the grid it draws, so no record is changed while it is drawn. A newer copy
+    of the same cell replaces one not yet handled; another cell's is kept."""
 
-    def __init__(self, grid_id: str) -> None:
+    def __init__(self, grid_id: str, index: int, cell: Any, status: str, cell_seconds: list[float | None]) -> None:
         super().__init__()
         self.grid_id = grid_id
+        self.index = index
+        self.cell = cell
+        self.status = status
+        self.cell_seconds = cell_seconds
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, GridUpdated) and message.grid_id == self.grid_id
+        return (isinstance(message, GridUpdated) and message.grid_id == self.grid_id
+                and message.index == self.index)
 
 
 class GridEnded(Message):
-    """The grid's thread is done: every cell finished, or it was cancelled."""
+    """The grid's thread is done: every cell finished, or it was cancelled. `status` and `cell_seconds` are
+    the worker's last word on the grid (None when the thread died before it could give one)."""
 
-    def __init__(self, grid_id: str) -> None:
+    def __init__(self, grid_id: str, status: str | None = None, cell_seconds: list[float | None] | None = None) -> None:
         super().__init__()
         self.grid_id = grid_id
+        self.status = status
+        self.cell_seconds = cell_seconds

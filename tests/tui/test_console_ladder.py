@@ -82,6 +82,8 @@ async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while
         ladder = app.grids[-1]
         assert ladder.kind == "ladder" and app.query_one("#tabs").active == "grids"
         assert all(r.spec.mode == "train" for r in ladder.runs)  # the ladder times train steps
+        # The worker climbs its own copy; the drawn ladder fills from the copies it sends.
+        assert app.launch.record is not ladder and app.launch.record.id == ladder.id
         await pilot.press("1")
         await pilot.press("ctrl+r")    # the GPU is the ladder's: the run is refused, not started beside it
         await pilot.pause()

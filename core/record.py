@@ -160,11 +160,11 @@ class RunRecord:
                                      dict(event.per_phase), event.snapshot_path, dict(event.details))
         elif isinstance(event, ev.ProfileReady):
             self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
-            self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, self.spec.device == "cuda")
+            self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, _one_stream(self.spec))
         elif isinstance(event, ev.ProfileOverhead):
             self.overhead = asdict(event)
             if self.profile is not None:
-                self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, self.spec.device == "cuda")
+                self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, _one_stream(self.spec))
         elif isinstance(event, ev.Peaks):
             self.peaks = dict(event.peaks)
         elif isinstance(event, ev.RankSteps):
@@ -245,7 +245,7 @@ class RunRecord:
         r = cls._from_dict(d)
         p = r.profile
         if p is not None and p.overhead and "kernel_ms_per_step" not in p.overhead:  # saved before it was summed
-            p.overhead = _with_kernel_count(p.overhead, p.tables, r.spec.device == "cuda")
+            p.overhead = _with_kernel_count(p.overhead, p.tables, _one_stream(r.spec))
         return r
 
     @classmethod
@@ -271,11 +271,16 @@ def _busy(overhead: dict[str, Any] | None) -> float | None:
     return (overhead or {}).get("gpu_busy_share")
 
 
+def _one_stream(spec: RunSpec) -> bool:
+    """A one-process CUDA run: its kernels run one at a time, so they cannot sum to more than the step. A
+    data-parallel rank overlaps NCCL with compute on a second stream, and CPU ops run on several threads."""
+    return spec.device == "cuda" and spec.nproc == 1
+
+
 def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[dict[str, Any]]],
-                       on_gpu: bool) -> dict[str, Any] | None:
-    """The overhead with the profiled steps' kernels per step, counted from the kernel table, and on a GPU
-    their summed time per step (one stream cannot run more kernel time than the step lasted; CPU ops
-    run on several threads at once, so there it is not summed)."""
+                       one_stream: bool) -> dict[str, Any] | None:
+    """The overhead with the profiled steps' kernels per step, counted from the kernel table, and where they
+    run on one stream their summed time per step (see `_one_stream`)."""
     if overhead is None:
         return None
     rows = tables.get("cuda_gpu_kern_sum") or []
@@ -283,7 +288,7 @@ def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[d
     steps = overhead.get("profiled_steps") or 0
     kernel_ns = sum(float(r.get("total_time_ns") or 0) for r in rows)
     return {**overhead, "kernels_per_step": round(launched / steps, 1) if launched and steps else None,
-            "kernel_ms_per_step": kernel_ns / steps / 1e6 if on_gpu and kernel_ns and steps else None}
+            "kernel_ms_per_step": kernel_ns / steps / 1e6 if one_stream and kernel_ns and steps else None}
 
 
 def _step_dict(s: ev.Step) -> dict[str, Any]:

@@ -105,6 +105,9 @@ class ProfileOverhead(Event):
     quiet_kernels_per_step: float | None = None
     # Union of GPU kernel (and copy) intervals over the profiled steps / their summed step time.
     gpu_busy_share: float | None = None
+    # The profiled steps' own timed phases (median ms per step): the figures their kernels are held
+    # against, since the profiler's cost moves a phase's time as well as the step's.
+    profiled_phase_ms: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

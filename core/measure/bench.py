@@ -254,22 +254,34 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
     against the quiet ones. Returns the GPU's busy share over the profiled steps, where the profile can say."""
     capture = _profiler(spec, out_dir)
     emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
-    profiled: list[float] = []
+    done: list[ev.Step] = []
     with capture.active():
         for i in range(spec.steps):
-            profiled += [s.total_ms for s in pipe.step(index + i, warmup=False)]
-        profiled += [s.total_ms for s in pipe.drain()]
+            done += pipe.step(index + i, warmup=False)
+        done += pipe.drain()
     set_ranges(None, False)
+    profiled = [s.total_ms for s in done]
     busy = capture.busy_share(sum(profiled)) if spec.device == "cuda" else None
     if quiet and profiled:
         quiet_ms = statistics.median(s.total_ms for s in quiet)
         profiled_ms = statistics.median(profiled)
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
-                                len(profiled), profiled, gpu_busy_share=busy))
+                                len(profiled), profiled, gpu_busy_share=busy,
+                                profiled_phase_ms=_phase_medians(done)))
     capture.finish(emit)
     if job and isinstance(capture, _TorchCapture):
         job.overlap(capture.capture.files, emit)
     return busy
+
+
+def _phase_medians(steps: list[ev.Step]) -> dict[str, float]:
+    """Median ms per step of each phase the steps timed."""
+    out = {}
+    for phase in ("forward", "backward", "optimizer"):
+        values = [v for v in (getattr(s, f"{phase}_ms") for s in steps) if v is not None]
+        if values:
+            out[phase] = statistics.median(values)
+    return out
 
 
 class _NoCapture:

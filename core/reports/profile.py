@@ -61,8 +61,11 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
         findings.append(f"softmax takes {sm.softmax_over_matmuls:.0%} of the time of the two attention matmuls "
                         f"(NVTX ranges: scores {_ms(sm.scores_ns)} ms, softmax {_ms(sm.softmax_ns)} ms, "
                         f"final matmul {_ms(sm.final_matmul_ns)} ms)")
-    if summary is not None and summary.forward_ms is not None:
-        fc = forward_check(tables, summary.forward_ms.mean, steps)
+    profiled_forward = ((profile.overhead or {}).get("profiled_phase_ms") or {}).get("forward")
+    if profiled_forward is None and summary is not None and summary.forward_ms is not None:
+        profiled_forward = summary.forward_ms.mean
+    if profiled_forward is not None:
+        fc = forward_check(tables, profiled_forward, steps)
         if fc is not None:
             findings.append(f"the profiler's forward range is {fc.profiled_ms:.3f} ms per step against "
                             f"{fc.timed_ms:.3f} ms timed ({fc.rel_diff:+.1%})")
@@ -76,21 +79,22 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
 
 
 def attribution(profile: Profile, summary: Summary | None, steps: int | None) -> Attribution | None:
-    """Kernel time per phase against the run's own timed phases (medians per step)."""
-    timed = None
-    if summary is not None:
+    """Kernel time per phase against the timed phases (medians per step) of the very steps the profile
+    captured; a record from before those were kept falls back to the quiet steps' summary."""
+    overhead = profile.overhead or {}
+    timed = overhead.get("profiled_phase_ms")
+    if timed is None and summary is not None:
         timed = {"forward": summary.forward_ms.median if summary.forward_ms else None,
                  "backward": summary.backward_ms.median if summary.backward_ms else None,
                  "optimizer": summary.optimizer_ms.median if summary.optimizer_ms else None}
         timed = {k: v for k, v in timed.items() if v is not None}
-    overhead = profile.overhead or {}
     return attribute(profile.tables, overhead.get("profiled_steps") or steps, timed)
 
 
 def attribution_lines(a: Attribution) -> list[str]:
     per = f" over {a.steps} profiled steps" if a.steps else ""
     lines = ["", f"Kernel time by phase{per} (kernels launched inside each phase's range, on any thread):", "",
-             "| phase | kernel time (ms) | per step (ms) | timed per step (ms) | difference |",
+             "| phase | kernel time (ms) | per step (ms) | timed per step, same steps (ms) | difference |",
              "| --- | --: | --: | --: | --: |"]
     for p in a.phases:
         lines.append(f"| {p.phase} | {p.kernel_ms:,.3f} | {_opt(p.per_step_ms)} | {_opt(p.timed_ms)} | "

@@ -150,6 +150,16 @@ class CommFree(Event):
 
 
 @dataclass(frozen=True)
+class CommSteps(Event):
+    """DDP steps run after the quiet ones with the communication timer on (a hook that marks every
+    bucket's all-reduce): the job's step (slowest rank) and that rank's time in collectives, per step.
+    Kept apart from the quiet steps because the timer's events and callbacks change the overlap."""
+    type: ClassVar[str] = "comm_steps"
+    total_ms: list[float]
+    comm_ms: list[float | None]
+
+
+@dataclass(frozen=True)
 class Overlap(Event):
     """Per rank, from the profile's kernel intervals: communication kernel time and how much of it ran
     while another kernel ran on the same GPU (core.profiling.overlap's to_dict)."""
@@ -190,7 +200,7 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               Overlap, Baseline)
+                               CommSteps, Overlap, Baseline)
 }
 
 

@@ -119,6 +119,7 @@ class RunRecord:
     # Data-parallel jobs: every rank's steps; the top-level steps are the slowest rank's, per step.
     ranks: list[RankRecord] = field(default_factory=list)
     comm_free_ms: list[float] | None = None         # ev.CommFree: job steps without the all-reduce
+    comm_steps: dict[str, list] | None = None       # ev.CommSteps: {total_ms, comm_ms}, steps with the comm timer on
     overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
     baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
 
@@ -175,6 +176,8 @@ class RunRecord:
                 (r.warmup_steps if event.warmup else r.steps).append(ev.Step(**d))
         elif isinstance(event, ev.CommFree):
             self.comm_free_ms = list(event.total_ms)
+        elif isinstance(event, ev.CommSteps):
+            self.comm_steps = {"total_ms": list(event.total_ms), "comm_ms": list(event.comm_ms)}
         elif isinstance(event, ev.Overlap):
             self.overlap = [dict(r) for r in event.ranks]
         elif isinstance(event, ev.Baseline):
@@ -201,11 +204,18 @@ class RunRecord:
         for r in self.ranks:
             s = compute_summary(one, r.steps, r.warmup_steps, self.environment.get("gpu_name"), self.spec.peak_tflops)
             r.summary = with_job_fields(s, 1, r.steps, None) if s is not None else None
+        ranks = [r.summary for r in self.ranks if r.summary is not None]
+        if self.summary is not None and not self.summary.between_processes and len(ranks) >= 2:
+            self.summary = replace(self.summary, between_processes=between_processes(ranks))
         base = (self.baseline or {}).get("summary")
         if self.summary is not None and base and (self.baseline or {}).get("status") == "ok":
             single = Summary.from_dict(base).total_ms.median
+            spread = (self.summary.between_processes or {}).get("total_ms")
+            ci = None
+            if spread is not None and spread.ci95_low and spread.ci95_low > 0:
+                ci = [single / spread.ci95_high, single / spread.ci95_low]
             self.summary = replace(self.summary, single_process_ms=single,
-                                   scaling_efficiency=single / self.summary.total_ms.median)
+                                   scaling_efficiency=single / self.summary.total_ms.median, scaling_efficiency_ci95=ci)
 
     def recompute_summary(self) -> Summary | None:
         mem = self.memory
@@ -214,7 +224,7 @@ class RunRecord:
                                  mem.peak_allocated_mib if mem else None,
                                  mem.peak_reserved_mib if mem else None, self.peaks,
                                  _busy(self.overhead or (self.profile.overhead if self.profile else None)),
-                                 self.comm_free_ms)
+                                 self.comm_free_ms, self.comm_steps)
         if pooled is None or not self.replicates:
             return pooled
         whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
@@ -237,6 +247,7 @@ class RunRecord:
             "peaks": self.peaks,
             "world_size": self.spec.nproc, "parallel": self.spec.parallel,
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
+            "comm_steps": self.comm_steps,
             "overlap": self.overlap, "baseline": self.baseline,
         }
 
@@ -263,7 +274,7 @@ class RunRecord:
             replicates=[Replicate.from_dict(r) for r in d.get("replicates", [])],
             error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
             ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
-            comm_free_ms=d.get("comm_free_ms"), overlap=d.get("overlap"), baseline=d.get("baseline"),
+            comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"), baseline=d.get("baseline"),
         )
 
 

@@ -44,14 +44,20 @@ class Summary:
     # Data-parallel jobs (README "Data parallel"): tokens/s, FLOPs and MFU above are the whole job's
     # (world_size ranks, each with the spec's batch), the step is the slowest rank's.
     world_size: int = 1
-    comm_ms: Stat | None = None               # time in collectives per step (the job step's rank)
+    # Time with a collective in flight per step (the job step's rank), waits included: from the steps run
+    # with the communication timer on after the quiet ones (older records: from the quiet steps).
+    comm_ms: Stat | None = None
     comm_share: float | None = None           # mean comm_ms / mean step
+    comm_timed_ms: float | None = None        # median step of the steps with the communication timer on
+    comm_timer_cost: float | None = None      # comm_timed_ms / median quiet step: what timing the collectives cost
     comm_free_ms: float | None = None         # median step with DDP's all-reduce skipped (no_sync)
     exposed_comm_ms: float | None = None      # median step - comm_free_ms: communication the step waited for
     comm_hidden_share: float | None = None    # 1 - exposed / median comm_ms, 0..1: what DDP's overlap hid
     slowest_rank: dict[str, int] | None = None  # rank -> measured steps in which it was the slowest
     single_process_ms: float | None = None    # median step of the one-process run of the same spec
     scaling_efficiency: float | None = None   # single_process_ms / median step (weak scaling)
+    # single_process_ms over the 95% interval of the job's step between its ranks' medians (ranks are processes)
+    scaling_efficiency_ci95: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,7 +98,8 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
                     peak_allocated_mib: float | None = None,
                     peak_reserved_mib: float | None = None, peaks: dict[str, Any] | None = None,
                     profile_busy: float | None = None,
-                    comm_free_ms: list[float] | None = None) -> Summary | None:
+                    comm_free_ms: list[float] | None = None,
+                    comm_steps: dict[str, list] | None = None) -> Summary | None:
     """None when no measured step exists yet. With nproc > 1 the throughput is the job's; speed of light
     and the GPU's busy share are one rank's (each rank has the spec's batch on a GPU of its own)."""
     if not steps:
@@ -124,7 +131,7 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
         speed_of_light=speed_of_light(spec, phases, peaks), gpu_busy_share=busy, gpu_busy_source=source,
         bound=busy_label(busy, source),
     )
-    return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms)
+    return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms, comm_steps)
 
 
 def _events_busy(steps: list[Step]) -> float | None:
@@ -135,10 +142,16 @@ def _events_busy(steps: list[Step]) -> float | None:
     return statistics.median(shares) if shares else None
 
 
-def with_job_fields(summary: Summary, world: int, steps: list[Step], comm_free_ms: list[float] | None) -> Summary:
-    """The data-parallel figures: communication share, exposed communication, the slowest ranks."""
-    comms = [s.comm_ms for s in steps]
+def with_job_fields(summary: Summary, world: int, steps: list[Step], comm_free_ms: list[float] | None,
+                    comm_steps: dict[str, list] | None = None) -> Summary:
+    """The data-parallel figures: communication share, exposed communication, the slowest ranks.
+
+    The exposed communication is the quiet step against the same step without the all-reduce; the time
+    in collectives comes from the steps timed with the hook (`comm_steps`), whose own cost is reported."""
+    comms = list((comm_steps or {}).get("comm_ms") or [s.comm_ms for s in steps])
     comm = summarize(comms) if comms and all(c is not None for c in comms) else None
+    timed = (comm_steps or {}).get("total_ms") or []
+    timed_ms = statistics.median(timed) if timed else None
     slowest: dict[str, int] = {}
     for s in steps:
         if s.rank is not None:
@@ -149,6 +162,9 @@ def with_job_fields(summary: Summary, world: int, steps: list[Step], comm_free_m
     if comm is not None and exposed is not None and comm.median > 0:
         hidden = min(1.0, max(0.0, 1 - exposed / comm.median))
     return replace(summary, world_size=world,
-                   comm_ms=comm, comm_share=comm.mean / summary.total_ms.mean if comm else None,
+                   comm_ms=comm, comm_share=comm.mean / (statistics.fmean(timed) if timed else summary.total_ms.mean)
+                   if comm else None,
+                   comm_timed_ms=timed_ms,
+                   comm_timer_cost=timed_ms / summary.total_ms.median if timed_ms else None,
                    comm_free_ms=free, exposed_comm_ms=exposed, comm_hidden_share=hidden,
                    slowest_rank=slowest or None)

@@ -36,18 +36,36 @@ if want tests; then
     echo "tests exit $?" | tee -a "$OUT/timeline.log"; tail -3 "$OUT/tests.txt"
 fi
 
-J=(run --size "$SIZE" --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --warmup 3 --steps 8
+J=(run --size "$SIZE" --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --warmup 3 --steps 10
    --device cuda --nproc "$N")
+IND=(torchrun --standalone --nproc-per-node "$N" scripts/independent_ddp.py --size "$SIZE" --ctx 512 --batch 4 --steps 10)
+independent() {  # name cap args...: the independent DDP script with the same settings as a variant
+    local name=$1 cap=$2; shift 2
+    echo "${IND[*]} $*" >> "$CMDS"
+    timeout -k 20 "$cap" "${IND[@]}" "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.log"
+    echo "$name exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
+}
 if want dp; then
     section "data parallel, $SIZE bf16 train, $N GPUs"
-    # The first run also runs one process (--scaling) and is profiled (NCCL overlap from every rank's trace).
-    measure ddp_default 240 "${J[@]}" --parallel ddp --scaling --profile torch --save "$OUT/ddp_default.json"
+    # Each variant that changes what one process runs (--weights) carries its own one-process baseline (--scaling).
+    measure ddp_default 150 "${J[@]}" --parallel ddp --scaling --save "$OUT/ddp_default.json"
+    independent ind_default 90
+    measure ddp_all 120 "${J[@]}" --parallel ddp --bucket-mb 100 --grad-as-bucket-view --comm-hook bf16 \
+        --save "$OUT/ddp_all.json"
+    independent ind_all 90 --bucket-mb 100 --grad-as-bucket-view --bf16-hook
+    measure ddp_bf16w 150 "${J[@]}" --parallel ddp --weights bf16 --scaling --save "$OUT/ddp_bf16w.json"
+    independent ind_bf16w 90 --bf16-weights
+    measure ddp_bf16w_view 120 "${J[@]}" --parallel ddp --weights bf16 --grad-as-bucket-view --bucket-mb 100 \
+        --scaling --save "$OUT/ddp_bf16w_view.json"
+    measure ddp_profiled 150 "${J[@]}" --parallel ddp --profile torch --save "$OUT/ddp_profiled.json"
+    measure fsdp 150 "${J[@]}" --parallel fsdp --save "$OUT/fsdp.json"
+fi
+if want dp2; then  # what did not fit in the first call
+    section "data parallel, more settings"
     measure ddp_bucket100 120 "${J[@]}" --parallel ddp --bucket-mb 100 --save "$OUT/ddp_bucket100.json"
     measure ddp_view 120 "${J[@]}" --parallel ddp --grad-as-bucket-view --save "$OUT/ddp_view.json"
     measure ddp_bf16 120 "${J[@]}" --parallel ddp --comm-hook bf16 --save "$OUT/ddp_bf16.json"
-    measure ddp_all 120 "${J[@]}" --parallel ddp --bucket-mb 100 --grad-as-bucket-view --comm-hook bf16 \
-        --save "$OUT/ddp_all.json"
-    measure fsdp 180 "${J[@]}" --parallel fsdp --profile torch --save "$OUT/fsdp.json"
+    measure fsdp_profiled 180 "${J[@]}" --parallel fsdp --profile torch --save "$OUT/fsdp_profiled.json"
 fi
 
 SW=(sweep --sizes small,medium --ctx 256,512 --precision bf16 --mode train --attention sdpa --warmup 2 --steps 5
@@ -59,20 +77,24 @@ if want sweep; then
     s=$(date +%s.%N); measure sweep_serial 300 "${SW[@]}" --gpus 0 --save "$OUT/sweep_serial.json"
     python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_serial.wall"
 fi
-want dp || want sweep || exit 0
+want dp || want dp2 || want sweep || exit 0
 W1=$(cat "$OUT/sweep_gpus.wall" 2>/dev/null); W2=$(cat "$OUT/sweep_serial.wall" 2>/dev/null)
 
 section evidence
 python3 scripts/multi_gpu_evidence.py "$RES/multi_gpu_${SIZE}_$DEV" "$DEV" "SECTIONS=\"$SECTIONS\" bash scripts/gpu_multi.sh" \
     --commands "$CMDS" \
-    --runs "ddp default=$OUT/ddp_default.json" "ddp bucket 100 MB=$OUT/ddp_bucket100.json" \
-           "ddp grad as bucket view=$OUT/ddp_view.json" "ddp bf16 hook=$OUT/ddp_bf16.json" \
-           "ddp all three=$OUT/ddp_all.json" "fsdp=$OUT/fsdp.json" \
+    --runs "ddp default=$OUT/ddp_default.json" "ddp bucket 100 MB + bucket view + bf16 hook=$OUT/ddp_all.json" \
+           "ddp bf16 weights=$OUT/ddp_bf16w.json" "ddp bf16 weights + bucket view + bucket 100 MB=$OUT/ddp_bf16w_view.json" \
+           "ddp default, torch profile=$OUT/ddp_profiled.json" "fsdp=$OUT/fsdp.json" \
+           "ddp bucket 100 MB=$OUT/ddp_bucket100.json" "ddp grad as bucket view=$OUT/ddp_view.json" \
+           "ddp bf16 hook=$OUT/ddp_bf16.json" "fsdp, torch profile=$OUT/fsdp_profiled.json" \
+    --independent "ddp default=$OUT/ind_default.jsonl" \
+                  "ddp bucket 100 MB + bucket view + bf16 hook=$OUT/ind_all.jsonl" "ddp bf16 weights=$OUT/ind_bf16w.jsonl" \
     --sweep "all GPUs=$OUT/sweep_gpus.json:${W1:-}" "GPU 0 only=$OUT/sweep_serial.json:${W2:-}" \
     > "$OUT/evidence.txt" 2>&1
 echo "evidence exit $?" | tee -a "$OUT/timeline.log"
 cp "$RES/multi_gpu_${SIZE}_$DEV".* "$OUT/" 2>/dev/null
 section done
 # The short table, last.
-sed -n '/^| variant/,/^$/p' "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
+sed -n '/^| variant/,/^$/p;/^| settings/,/^$/p' "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
 grep -h "^Sweep" "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null

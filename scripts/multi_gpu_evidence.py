@@ -1,12 +1,13 @@
 """The multi-GPU evidence from saved snapshots: multi_gpu_evidence.py OUT_BASE DEVICE HOW --runs NAME=FILE...
-[--sweep concurrent=FILE serial=FILE] [--commands FILE]
+[--independent NAME=JSON...] [--sweep concurrent=FILE serial=FILE] [--commands FILE]
 
 Writes OUT_BASE.json and OUT_BASE.md: per data-parallel variant the median step, time in collectives
 and its share of the step, the step without the all-reduce and the exposed communication, the NCCL
 kernels' overlap with compute (where the run was profiled), and the weak-scaling efficiency against
-the one-process run (the `--scaling` baseline of the first run that has one; every variant is held
-against that same baseline); the change each setting bought against DDP's defaults; and a sweep's
-cells run concurrently on several GPUs against the same cells run one after the other.
+the one-process run (each variant's own `--scaling` baseline where it has one, else the first
+run's); the change each setting bought against DDP's defaults; perfconsole's quiet step against an
+independent DDP script of the same settings (scripts/independent_ddp.py, one JSON line each); and a
+sweep's cells run concurrently on several GPUs against the same cells run one after the other.
 """
 from __future__ import annotations
 
@@ -24,24 +25,39 @@ def _med(xs):
     return statistics.median(xs) if xs else None
 
 
+def grad_bytes(r) -> int:
+    """Bytes all-reduced per step: every parameter's gradient, in bf16 with the bf16 hook or bf16 weights."""
+    import torch
+
+    from perfconsole.core.measure.bench import build_model
+
+    n = sum(p.numel() for p in build_model(r.spec.with_(device="cpu"), torch.device("meta")).parameters())
+    return n * (2 if r.spec.comm_hook == "bf16" or r.spec.weights == "bf16" else 4)
+
+
 def variant_row(name: str, path: Path, single_ms: float | None) -> dict:
     r = store.load(path)
     sm = r.summary
+    if sm is not None and sm.single_process_ms:
+        single_ms = sm.single_process_ms  # its own baseline: the same weights and kernels in one process
     row = {"variant": name, "file": str(path), "status": r.status, "label": r.name,
            "error": r.error.message if r.error else None}
     if sm is None:
         return row
     med = sm.total_ms.median
-    fsdp_comm = None
-    if r.overlap and r.profile is not None:  # FSDP has no hook: its comm is the profile's NCCL kernel time
+    nccl = busbw = None
+    if r.overlap and r.profile is not None:  # the collectives' own time: NCCL kernel time in the capture
         steps = (r.profile.overhead or {}).get("profiled_steps") or len(r.steps)
         rank0 = next((o for o in r.overlap if o.get("rank") == 0), {})
         if rank0.get("comm_kernel_ms") and steps:
-            fsdp_comm = rank0["comm_kernel_ms"] / steps
+            nccl = rank0["comm_kernel_ms"] / steps
+            if r.spec.parallel == "ddp":
+                busbw = grad_bytes(r) * 2 * (r.spec.nproc - 1) / r.spec.nproc / nccl / 1e6
     row.update(
         median_step_ms=med, world_size=sm.world_size,
         comm_ms=sm.comm_ms.median if sm.comm_ms else None, comm_share=sm.comm_share,
-        nccl_kernel_ms_per_step_rank0=fsdp_comm,
+        nccl_kernel_ms_per_step_rank0=nccl, nccl_busbw_gbps=busbw,
+        comm_timed_ms=sm.comm_timed_ms, comm_timer_cost=sm.comm_timer_cost,
         comm_free_ms=sm.comm_free_ms, exposed_comm_ms=sm.exposed_comm_ms, comm_hidden_share=sm.comm_hidden_share,
         nccl_overlap_share=overlap_share(r), slowest_rank=sm.slowest_rank,
         tokens_per_s=sm.tokens_per_s, mfu=sm.mfu, peak_allocated_mib=sm.peak_allocated_mib,
@@ -62,6 +78,10 @@ def sweep_rows(path: Path) -> dict:
 
 def pct(v):
     return "-" if v is None else f"{v:.1%}"
+
+
+def times(v):
+    return "-" if v is None else f"{v:.3f}x"
 
 
 def ms(v):
@@ -94,6 +114,23 @@ def markdown(doc: dict) -> str:
             "exposed / comm; NCCL overlap = share of NCCL kernel time during which another kernel ran on the "
             "same GPU (torch profiler trace, every rank); FSDP's comm column is its ranks-0 NCCL kernel time per "
             "profiled step, marked (kernels)."]
+    if doc.get("independent"):
+        out += ["", "perfconsole's quiet step against an independent DDP script of the same settings "
+                "(scripts/independent_ddp.py: its own loop, CUDA events, slowest rank per step; same device call):", "",
+                "| settings | perfconsole (ms) | independent (ms) | difference | gradients' all-reduce alone (ms) "
+                "| its bus bandwidth (GB/s) | link bus bandwidth, 1 GiB (GB/s) |",
+                "| --- | --: | --: | --: | --: | --: | --: |"]
+        for i in doc["independent"]:
+            ours = next((v.get("median_step_ms") for v in doc["variants"] if v["variant"] == i["variant"]), None)
+            diff = f"{ours / i['median_step_ms'] - 1:+.1%}" if ours and i.get("median_step_ms") else "-"
+            out.append(f"| {i['variant']} | {ms(ours)} | {ms(i.get('median_step_ms'))} | {diff} | "
+                       f"{ms(i.get('grads_allreduce_ms'))} | {ms(i.get('grads_busbw_gbps'))} | "
+                       f"{ms(i.get('link_busbw_gbps_1gib'))} |")
+    out += ["", "| variant | NCCL kernel time per step, rank 0 (ms) | its bus bandwidth (GB/s) | steps with the "
+            "collectives timed (ms) | their cost against the quiet step |", "| --- | --: | --: | --: | --: |"]
+    out += [f"| {v['variant']} | {ms(v.get('nccl_kernel_ms_per_step_rank0'))} | {ms(v.get('nccl_busbw_gbps'))} | "
+            f"{ms(v.get('comm_timed_ms'))} | {times(v.get('comm_timer_cost'))} |"
+            for v in doc["variants"]]
     for name, sw in (doc.get("sweeps") or {}).items():
         total = sum(c["seconds"] or 0 for c in sw["cells"])
         out += ["", f"Sweep, {name}: {sw['status']}, wall {ms(sw.get('wall_s'))} s, sum of cell times {total:.1f} s",
@@ -110,6 +147,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("how")
     p.add_argument("--runs", nargs="+", default=[], metavar="NAME=FILE")
     p.add_argument("--sweep", nargs="*", default=[], metavar="NAME=FILE[:WALL_S]")
+    p.add_argument("--independent", nargs="*", default=[], metavar="VARIANT=JSON_LINE_FILE")
     p.add_argument("--commands", default=None, help="a file of the commands, one a line")
     a = p.parse_args(argv)
     runs = [(n, Path(f)) for n, f in (x.split("=", 1) for x in a.runs)]
@@ -126,7 +164,8 @@ def main(argv: list[str]) -> int:
     bought = []
     if default is not None:
         for v in variants:
-            if v is not default and v.get("median_step_ms") and v.get("world_size", 1) > 1 and single:
+            if (v is not default and v.get("median_step_ms") and v.get("world_size", 1) > 1
+                    and v.get("scaling_efficiency") is not None and default.get("scaling_efficiency") is not None):
                 bought.append({"variant": v["variant"], "delta_ms": v["median_step_ms"] - default["median_step_ms"],
                                "delta_efficiency_pts": 100 * (v["scaling_efficiency"] - default["scaling_efficiency"])})
     sweeps = {}
@@ -136,8 +175,14 @@ def main(argv: list[str]) -> int:
         if Path(path).is_file():
             sweeps[name] = {**sweep_rows(Path(path)), "wall_s": float(wall) if wall else None}
     commands = Path(a.commands).read_text().splitlines() if a.commands and Path(a.commands).is_file() else []
+    independent = []
+    for item in a.independent:
+        name, path = item.split("=", 1)
+        lines = Path(path).read_text().splitlines() if Path(path).is_file() else []
+        found = [json.loads(x) for x in lines if x.startswith("{")]
+        independent.append({"variant": name, **(found[-1] if found else {"status": "missing"})})
     doc = {"device": a.device, "how": a.how, "single_process_ms": single, "variants": variants, "bought": bought,
-           "sweeps": sweeps, "commands": commands}
+           "independent": independent, "sweeps": sweeps, "commands": commands}
     Path(a.out_base + ".json").write_text(json.dumps(doc, indent=1) + "\n")
     Path(a.out_base + ".md").write_text(markdown(doc))
     print(markdown(doc))

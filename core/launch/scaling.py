@@ -19,10 +19,10 @@ from perfconsole.core.spec import RunSpec
 
 
 def one_process(spec: RunSpec) -> RunSpec:
-    """The same model, batch and steps in one process, without the data-parallel settings. A job's ranks
-    synchronise after every step (core.measure.bench), so the baseline does too."""
+    """The same model, batch and steps in one process, without the data-parallel settings, and timed as
+    the job's ranks are (a step in flight, unless the job synchronises every step)."""
     return spec.with_(nproc=1, parallel="none", bucket_mb=None, grad_as_bucket_view=False, comm_hook="none",
-                      scaling=False, step_sync=True)
+                      scaling=False)
 
 
 # What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ).
@@ -41,9 +41,10 @@ def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
     if differ:
         f = differ[0]
         raise SpecError("baseline", f"is another program: {f} {getattr(saved.spec, f)!r}, the job's {getattr(spec, f)!r}")
-    if not saved.spec.step_sync:
-        raise SpecError("baseline", "was measured with a step in flight; a job synchronises after every step, "
-                                    "so measure the baseline with --step-sync")
+    if saved.spec.step_sync != spec.step_sync:
+        how = {True: "synchronising every step (--step-sync)", False: "with a step in flight"}
+        raise SpecError("baseline", f"was measured {how[saved.spec.step_sync]}, the job {how[spec.step_sync]}: "
+                                    "time both the same way")
     if saved.status != "ok" or saved.summary is None:
         raise SpecError("baseline", f"has no finished measurement (status {saved.status})")
     return ev.Baseline("ok", saved.summary.to_dict())

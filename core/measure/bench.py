@@ -173,17 +173,9 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
     stepper = Stepper(spec, model, device, loss_fn)
     cuda = device.type == "cuda"
-    # A memory capture reads peaks between phases, and a job's comm hook is read per step: their steps end
-    # with a synchronisation.
-    in_flight = cuda and not spec.step_sync and not spec.memory and job is None
-
-    def before(index: int) -> None:
-        if before_step:
-            before_step(index)
-        if job:
-            job.begin()
-
-    pipe = StepPipeline(stepper, in_flight=in_flight, before_step=before)
+    # A memory capture reads peaks between phases: its steps end with a synchronisation.
+    in_flight = cuda and not spec.step_sync and not spec.memory
+    pipe = StepPipeline(stepper, in_flight=in_flight, before_step=before_step)
     warmup_steps: list[ev.Step] = []
     steps: list[ev.Step] = []
 
@@ -226,13 +218,24 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         emit(mem_event)
     index = spec.warmup + spec.steps
     if job:
-        job.comm_free(lambda: timed_step(stepper, index, warmup=False), emit)
+        job.comm_steps(lambda: timed_step(stepper, index, warmup=False), emit)
+        job.comm_free(lambda n: _steps_apart(stepper, in_flight, index, n), emit)
     busy = None
     if spec.profile != "none":
         busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
-                              peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None)
+                              peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None,
+                              job.comm_steps_ms if job else None)
     emit(ev.SummaryReady(summary.to_dict()))
+
+
+def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[ev.Step]:
+    """`n` more steps, queued as the measured ones were, kept out of the record's steps."""
+    pipe = StepPipeline(stepper, in_flight=in_flight)
+    done: list[ev.Step] = []
+    for i in range(n):
+        done += pipe.step(index + i, warmup=False)
+    return done + pipe.drain()
 
 
 def _peaks(spec: RunSpec, device: torch.device, emit: Emit) -> dict[str, Any] | None:

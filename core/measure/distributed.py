@@ -13,9 +13,15 @@ and the moment its all-reduce has finished: CUDA events on the GPU (the end even
 stream that waits for the collective), a monotonic clock on the CPU (gloo runs the collective on its
 own thread; the end mark is taken in the future's callback). `comm_ms` is the length of the union of
 those intervals in the step: the time at least one collective was in flight, including a bucket's
-wait behind an earlier one, and overlapping the backward's compute. How much of it the step actually
-waited for is measured separately (`exposed_comm_ms`, see bench's no-sync steps). FSDP's collectives
-run inside FSDP and have no such hook; their time comes from a profile, and `comm_ms` stays None.
+wait behind an earlier one, and overlapping the backward's compute.
+
+The hook's events and callbacks are not free, and they change how the all-reduce overlaps the
+backward, so the timed program is the user's: the quiet steps run DDP exactly as configured (no hook
+at all with the default all-reduce; the bf16 hook alone with `--comm-hook bf16`), and the timer is
+switched on only for steps of its own afterwards (core.measure.job). How much of the communication the
+step actually waited for is measured from the quiet steps (`exposed_comm_ms`, against no-sync steps).
+FSDP's collectives run inside FSDP and have no such hook; their time comes from a profile, and
+`comm_ms` stays None.
 """
 from __future__ import annotations
 
@@ -86,10 +92,13 @@ def shutdown() -> None:
 
 
 class CommTimer:
-    """The union of the gradient buckets' [ready, all-reduced] intervals in one step (see the module doc)."""
+    """The union of the gradient buckets' [ready, all-reduced] intervals in one step (see the module doc).
+    While `on` is False a wrapped hook calls the inner hook and nothing else."""
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
+        self.on = False
+        self.registered = False  # whether a hook of this timer's is on the DDP module
         self.lock = threading.Lock()
         self.spans: list[tuple[Any, Any]] = []
         self.origin: Any = None
@@ -110,6 +119,8 @@ class CommTimer:
         # No annotations: DDP checks a hook's annotations against dist.GradBucket and Future[Tensor],
         # and this module's are strings.
         def timed(state, bucket):  # noqa: ANN001, ANN202
+            if not self.on:
+                return inner(state, bucket)
             start = self._mark()
             fut = inner(state, bucket)
 
@@ -151,7 +162,8 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 
 
 def wrap_model(spec: RunSpec, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.Module, CommTimer | None]:
-    """DDP (with the spec's bucket size, bucket views and hook, timed) or FSDP around the model."""
+    """DDP (with the spec's bucket size, bucket views and hook) or FSDP around the model. DDP's timer
+    starts off; with the bf16 hook it wraps that hook from the start (DDP takes one hook, once)."""
     if spec.parallel == "ddp":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -161,10 +173,22 @@ def wrap_model(spec: RunSpec, model: torch.nn.Module, rank: Rank) -> tuple[torch
             kw["bucket_cap_mb"] = spec.bucket_mb
         ddp = DDP(model, device_ids=[rank.local_rank] if rank.device.type == "cuda" else None, **kw)
         timer = CommTimer(rank.device.type == "cuda")
-        inner = default_hooks.bf16_compress_hook if spec.comm_hook == "bf16" else default_hooks.allreduce_hook
-        ddp.register_comm_hook(dist.group.WORLD, timer.wrap(inner))
+        if spec.comm_hook == "bf16":
+            ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.bf16_compress_hook))
+            timer.registered = True
         return ddp, timer
     return _fsdp(model), None
+
+
+def time_comm(ddp: torch.nn.Module, timer: CommTimer, spec: RunSpec) -> None:
+    """Switch the timer on. With DDP's own all-reduce (no hook in the quiet steps) its Python twin,
+    `allreduce_hook`, is registered now, wrapped by the timer."""
+    if not timer.registered:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.allreduce_hook))  # type: ignore[operator]
+        timer.registered = True
+    timer.on = True
 
 
 def _fsdp(model: torch.nn.Module) -> torch.nn.Module:

@@ -2,8 +2,14 @@
 
 Every rank runs the same loop. After each step's timing is complete, every rank's step goes to rank 0
 (core.measure.distributed.gather), which emits them all (`rank_steps`) and, as the job's step, the
-slowest rank's: a synchronous data-parallel step is as slow as its slowest rank. The job's step
-carries that rank's number and its `comm_ms`. Other ranks emit nothing (their emitter drops events).
+slowest rank's: a synchronous data-parallel step is as slow as its slowest rank. Other ranks emit
+nothing (their emitter drops events). On CUDA the exchange happens while the next step runs (a step in
+flight, core.measure.pipeline), so it never leaves the GPU waiting.
+
+The quiet steps are the user's program: DDP as configured, nothing timing its collectives. After them,
+DDP runs steps of its own with the communication timer on (`comm_steps`: time in collectives, and
+what timing them cost against the quiet step) and steps without the all-reduce (`comm_free`: the
+step if no communication were waited for).
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from perfconsole.core.measure import distributed
 from perfconsole.core.spec import RunSpec
 
 Emit = Callable[[ev.Event], None]
-COMM_FREE_STEPS = 10
+COMM_STEPS = 10  # steps with the timer on, and steps without the all-reduce
 
 
 class Job:
@@ -29,6 +35,7 @@ class Job:
         self.timer: distributed.CommTimer | None = None
         self.ddp: torch.nn.Module | None = None
         self.comm_free_ms: list[float] | None = None
+        self.comm_steps_ms: dict[str, list] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -40,15 +47,10 @@ class Job:
             self.ddp = wrapped
         return wrapped
 
-    def begin(self) -> None:
-        if self.timer is not None:
-            self.timer.begin()
-
     def publish(self, step: ev.Step, emit: Emit) -> ev.Step:
-        """Attach this rank's comm_ms, gather every rank's step on rank 0, emit them; returns the job's
-        step on rank 0 (the slowest rank's) and this rank's own elsewhere."""
-        comm = self.timer.step_ms() if self.timer is not None else None
-        mine = dataclasses.replace(step, comm_ms=comm, rank=self.rank.rank)
+        """Gather every rank's step on rank 0, emit them; returns the job's step on rank 0 (the slowest
+        rank's) and this rank's own elsewhere."""
+        mine = dataclasses.replace(step, rank=self.rank.rank)
         everyone = distributed.gather(self.rank, dataclasses.asdict(mine))
         if everyone is None:
             return mine
@@ -58,16 +60,40 @@ class Job:
         emit(job_step)
         return job_step
 
-    def comm_free(self, run_step: Callable[[], ev.Step], emit: Emit) -> None:
-        """DDP only: the same step without the all-reduce (`no_sync`), timed on every rank; the slowest
+    def comm_steps(self, run_step: Callable[[], ev.Step], emit: Emit) -> None:
+        """DDP only: steps with the communication timer on, each synchronised and read; rank 0 emits the
+        job's step (slowest rank) and that rank's time in collectives, per step."""
+        if self.ddp is None or self.timer is None:
+            return
+        emit(ev.Progress("comm_steps", "steps with their collectives timed"))
+        distributed.time_comm(self.ddp, self.timer, self.spec)
+        totals: list[float] = []
+        comms: list[float | None] = []
+        try:
+            for _ in range(min(self.spec.steps, COMM_STEPS)):
+                self.timer.begin()
+                step = run_step()
+                everyone = distributed.gather(self.rank, {"total_ms": step.total_ms, "comm_ms": self.timer.step_ms()})
+                if everyone is not None:
+                    slowest = max(everyone, key=lambda s: s["total_ms"])
+                    totals.append(slowest["total_ms"])
+                    comms.append(slowest["comm_ms"])
+        finally:
+            self.timer.on = False
+        if self.rank.is_main:
+            self.comm_steps_ms = {"total_ms": totals, "comm_ms": comms}
+            emit(ev.CommSteps(totals, comms))
+
+    def comm_free(self, run_steps: Callable[[int], list[ev.Step]], emit: Emit) -> None:
+        """DDP only: steps without the all-reduce (`no_sync`), run as the quiet steps were; the slowest
         rank's time per step is what the job would take if no communication were waited for."""
         if self.ddp is None:
             return
         emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
+        with distributed.no_sync(self.ddp):
+            done = run_steps(min(self.spec.steps, COMM_STEPS))
         times: list[float] = []
-        for _ in range(min(self.spec.steps, COMM_FREE_STEPS)):
-            with distributed.no_sync(self.ddp):
-                step = run_step()
+        for step in done:
             everyone = distributed.gather(self.rank, {"total_ms": step.total_ms})
             if everyone is not None:
                 times.append(max(s["total_ms"] for s in everyone))

@@ -30,7 +30,10 @@ def job_line(r: RunRecord) -> str | None:
     if sm is None:
         return text
     if sm.comm_ms is not None:
-        text += f" · comm {_ms(sm.comm_ms.median)}/step ({_pct(sm.comm_share)} of the step)"
+        text += f" · comm {_ms(sm.comm_ms.median)}/step ({_pct(sm.comm_share)} of the step"
+        if sm.comm_timer_cost is not None:  # the collectives were timed in steps of their own
+            text += f"; timing them made a step {sm.comm_timer_cost:.2f}x the quiet one"
+        text += ")"
     if sm.exposed_comm_ms is not None:
         text += f" · exposed {_ms(sm.exposed_comm_ms)} (step without all-reduce {_ms(sm.comm_free_ms)}; " \
                 f"{_pct(sm.comm_hidden_share)} hidden)"
@@ -41,7 +44,11 @@ def job_line(r: RunRecord) -> str | None:
         worst = max(sm.slowest_rank.items(), key=lambda kv: kv[1])
         text += f" · slowest rank {worst[0]} in {worst[1]}/{sum(sm.slowest_rank.values())} steps"
     if sm.scaling_efficiency is not None:
-        text += f" · weak-scaling efficiency {sm.scaling_efficiency:.1%} (one process {_ms(sm.single_process_ms)})"
+        text += f" · weak-scaling efficiency {sm.scaling_efficiency:.1%}"
+        if sm.scaling_efficiency_ci95:
+            low, high = sm.scaling_efficiency_ci95
+            text += f" [{low:.1%}, {high:.1%}] between ranks"
+        text += f" (one process {_ms(sm.single_process_ms)})"
     elif r.baseline is not None:
         text += f" · one-process run: {r.baseline.get('status')}"
     return text

@@ -53,19 +53,25 @@ def test_ddp_job_has_every_rank_and_measures_communication():
     assert [r.rank for r in record.ranks] == [0, 1]
     for r in record.ranks:
         assert [s.index for s in r.steps] == [1, 2, 3]
-        assert all(s.comm_ms is not None and s.comm_ms > 0 and s.rank == r.rank for s in r.steps)
-        assert r.summary is not None and r.summary.comm_ms is not None
+        # The quiet steps are DDP as configured: nothing timed their collectives.
+        assert all(s.comm_ms is None and s.rank == r.rank for s in r.steps)
+        assert r.summary is not None
+    # The collectives were timed in steps of their own, and what that cost is reported.
+    assert len(record.comm_steps["total_ms"]) == 3 and all(c > 0 for c in record.comm_steps["comm_ms"])
     for i, step in enumerate(record.steps):  # the job's step is the slowest rank's
         slowest = max(record.ranks, key=lambda r: r.steps[i].total_ms)
         assert step.rank == slowest.rank and step.total_ms == slowest.steps[i].total_ms
     sm = record.summary
     assert sm.world_size == 2 and 0 < sm.comm_share
+    assert sm.comm_ms.median == pytest.approx(sorted(record.comm_steps["comm_ms"])[1])
+    assert sm.comm_timer_cost == pytest.approx(sorted(record.comm_steps["total_ms"])[1] / sm.total_ms.median)
     assert sm.tokens_per_s == pytest.approx(2 * JOB.batch * JOB.ctx / (sm.total_ms.mean / 1e3))
     assert len(record.comm_free_ms) == 3 and sm.comm_free_ms is not None and sm.exposed_comm_ms is not None
     assert sum(sm.slowest_rank.values()) == 3
     doc = record.to_dict()
     assert doc["world_size"] == 2 and doc["parallel"] == "ddp" and len(doc["ranks"]) == 2
-    assert RunRecord.from_dict(json.loads(json.dumps(doc))).ranks[1].steps[0].comm_ms == record.ranks[1].steps[0].comm_ms
+    again = RunRecord.from_dict(json.loads(json.dumps(doc)))
+    assert again.comm_steps == record.comm_steps and again.recompute_summary().comm_ms == sm.comm_ms
     assert_none_left(procs)
 
 
@@ -73,14 +79,14 @@ def test_ddp_knobs_reach_ddp():
     spec = JOB.with_(bucket_mb=0.01, grad_as_bucket_view=True, comm_hook="bf16", steps=2)
     record, _, _ = run_job(spec)
     assert record.status == "ok", record.error
-    assert all(s.comm_ms > 0 for r in record.ranks for s in r.steps)
+    assert len(record.comm_steps["comm_ms"]) == 2 and all(c > 0 for c in record.comm_steps["comm_ms"])
 
 
 def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
     record, seen, procs = run_job(JOB.with_(parallel="fsdp", steps=2))
     assert record.status == "ok", record.error
     assert len(record.ranks) == 2 and all(s.comm_ms is None for r in record.ranks for s in r.steps)
-    assert record.summary.comm_share is None and record.comm_free_ms is None
+    assert record.summary.comm_share is None and record.comm_free_ms is None and record.comm_steps is None
     assert_none_left(procs)
 
 
@@ -118,6 +124,14 @@ def test_cli_scaling_gives_weak_scaling_efficiency(tmp_path):
     sm = data["summary"]
     assert sm["single_process_ms"] == data["baseline"]["summary"]["total_ms"]["median"]
     assert sm["scaling_efficiency"] == pytest.approx(sm["single_process_ms"] / sm["total_ms"]["median"])
+    # Ranks are processes: the job's spread between them, and the efficiency over that interval.
+    ranks = sorted(r["summary"]["total_ms"]["median"] for r in data["ranks"])
+    assert sm["between_processes"]["total_ms"]["n"] == 2
+    assert sm["between_processes"]["total_ms"]["median"] == pytest.approx(sum(ranks) / 2)
+    spread = sm["between_processes"]["total_ms"]
+    if spread["ci95_low"] > 0:
+        assert sm["scaling_efficiency_ci95"] == pytest.approx(
+            [sm["single_process_ms"] / spread["ci95_high"], sm["single_process_ms"] / spread["ci95_low"]])
     assert "comm" in done.stdout
 
 
@@ -137,13 +151,13 @@ def test_cli_baseline_from_a_saved_one_process_run(tmp_path):
             "--steps", "2"]
     cli = [sys.executable, "-m", "perfconsole.core.cli.main", "run"]
     one, job = tmp_path / "one.json", tmp_path / "job.json"
-    in_flight = tmp_path / "in_flight.json"
-    assert subprocess.run([*cli, *tiny, "--save", str(in_flight)], capture_output=True, timeout=120).returncode == 0
-    unlike = subprocess.run([*cli, *tiny, "--nproc", "2", "--baseline", str(in_flight)], capture_output=True,
-                            text=True, timeout=120)
-    assert unlike.returncode == 2 and "measure the baseline with --step-sync" in unlike.stderr
-    assert subprocess.run([*cli, *tiny, "--step-sync", "--save", str(one)], capture_output=True,
+    synced = tmp_path / "synced.json"
+    assert subprocess.run([*cli, *tiny, "--step-sync", "--save", str(synced)], capture_output=True,
                           timeout=120).returncode == 0
+    unlike = subprocess.run([*cli, *tiny, "--nproc", "2", "--baseline", str(synced)], capture_output=True,
+                            text=True, timeout=120)
+    assert unlike.returncode == 2 and "time both the same way" in unlike.stderr
+    assert subprocess.run([*cli, *tiny, "--save", str(one)], capture_output=True, timeout=120).returncode == 0
     wrong = subprocess.run([*cli, *tiny[:2], "--ctx", "64", *tiny[4:], "--nproc", "2", "--baseline", str(one)],
                            capture_output=True, text=True, timeout=120)
     assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0
@@ -155,3 +169,31 @@ def test_cli_baseline_from_a_saved_one_process_run(tmp_path):
     base = json.loads(one.read_text())["data"]["summary"]["total_ms"]["median"]
     assert data["summary"]["single_process_ms"] == base
     assert data["summary"]["scaling_efficiency"] == pytest.approx(base / data["summary"]["total_ms"]["median"])
+
+
+def test_quiet_ddp_has_no_hook_until_the_collectives_are_timed(monkeypatch):
+    """The quiet steps run DDP as a user's program does; the timer's hook arrives only for its own steps,
+    after DDP has already run (DDP accepts a first hook late)."""
+    import torch
+    import torch.distributed as dist
+
+    from perfconsole.core.measure import distributed
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "0")
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        rank = distributed.Rank(0, 1, 0, torch.device("cpu"), None)
+        spec = JOB.with_(nproc=1)
+        ddp, timer = distributed.wrap_model(spec, torch.nn.Linear(4, 4), rank)
+        assert not timer.registered and not ddp._get_ddp_logging_data().get("comm_hook")
+        ddp(torch.ones(2, 4)).sum().backward()
+        distributed.time_comm(ddp, timer, spec)
+        assert timer.on and "CommTimer" in ddp._get_ddp_logging_data().get("comm_hook")
+        timer.begin()
+        ddp(torch.ones(2, 4)).sum().backward()
+        assert timer.step_ms() > 0
+        bf16, t16 = distributed.wrap_model(spec.with_(comm_hook="bf16"), torch.nn.Linear(4, 4), rank)
+        assert t16.registered and not t16.on  # the user's hook, wrapped from the start, timing nothing yet
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,133 @@
+"""An independent data-parallel step, to check perfconsole's DDP figures: run it under torchrun.
+
+It shares only the model definition with perfconsole: the process group, DDP, AdamW (fused), the
+loss and the timed loop are written out here again. Steps run back to back with one CUDA event pair
+around each (read once all are done), as a training loop that reads nothing back does; a rank's
+step is the event pair's time and the job's step is the slowest rank's. Then NCCL's all-reduce of a
+1 GiB buffer alone gives the link's bus bandwidth (the figure nccl-tests calls busbw: algorithm
+bandwidth x 2(n-1)/n), and an all-reduce of this model's gradients alone gives their cost without
+compute beside them. Rank 0 prints one JSON line.
+
+    torchrun --nproc-per-node 2 scripts/independent_ddp.py --size 2.7B --ctx 512 --batch 4 [--bf16-hook]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from perfconsole.model.config import config_for
+from perfconsole.model.transformer import TransformerLM
+
+
+def allreduce_ms(t: torch.Tensor, reps: int = 5) -> float:
+    """Fastest of `reps` all-reduces of `t`, CUDA events, after one warm-up."""
+    dist.all_reduce(t)
+    best = float("inf")
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dist.all_reduce(t)
+        b.record()
+        b.synchronize()
+        best = min(best, a.elapsed_time(b))
+    return best
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--size", default="2.7B")
+    p.add_argument("--ctx", type=int, default=512)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--bucket-mb", type=float, default=None)
+    p.add_argument("--grad-as-bucket-view", action="store_true")
+    p.add_argument("--bf16-hook", action="store_true")
+    p.add_argument("--bf16-weights", action="store_true", help="parameters (so gradients) in bf16, as --weights bf16")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    a = p.parse_args()
+
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dev = torch.device("cuda", local)
+    dist.init_process_group("nccl", device_id=dev)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    cfg = config_for(a.size, a.ctx)
+    with torch.device(dev):
+        model = TransformerLM(cfg, "sdpa")
+    if a.bf16_weights:
+        for q in model.parameters():
+            q.data = q.data.to(torch.bfloat16)
+    kw = {"gradient_as_bucket_view": a.grad_as_bucket_view}
+    if a.bucket_mb is not None:
+        kw["bucket_cap_mb"] = a.bucket_mb
+    ddp = DDP(model, device_ids=[local], **kw)
+    if a.bf16_hook:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(dist.group.WORLD, default_hooks.bf16_compress_hook)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
+    g = torch.Generator().manual_seed(rank)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.ctx + 1), generator=g).to(dev)
+    x, y = ids[:, :-1], ids[:, 1:]
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = ddp(x)
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), y.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    dist.barrier()
+    marks = []
+    for _ in range(a.steps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        step()
+        e.record()
+        marks.append((s, e))
+    torch.cuda.synchronize()
+    mine = [s.elapsed_time(e) for s, e in marks]
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, mine)
+    job = [max(r[i] for r in everyone) for i in range(a.steps)]
+
+    del opt, ddp
+    torch.cuda.empty_cache()
+    n_params = sum(p.numel() for p in model.parameters())
+    low = a.bf16_hook or a.bf16_weights
+    grads = torch.empty(n_params, dtype=torch.bfloat16 if low else torch.float32, device=dev)
+    grads_ms = allreduce_ms(grads)
+    grads_bytes = grads.numel() * grads.element_size()
+    del grads
+    gib = torch.empty(2**30 // 2, dtype=torch.bfloat16, device=dev)
+    gib_ms = allreduce_ms(gib)
+    factor = 2 * (world - 1) / world
+    if rank == 0:
+        print(json.dumps({
+            "program": "independent_ddp", "size": a.size, "ctx": a.ctx, "batch_per_rank": a.batch, "world": world,
+            "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
+            "bf16_weights": a.bf16_weights,
+            "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
+            "rank_median_ms": [statistics.median(r) for r in everyone],
+            "grads_allreduce_ms": grads_ms, "grads_bytes": grads_bytes,
+            "grads_busbw_gbps": grads_bytes * factor / grads_ms / 1e6,
+            "link_busbw_gbps_1gib": 2**30 * factor / gib_ms / 1e6,
+            "gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+        }), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallel on a node: DDP (defaults, and each setting the console offers) and FSDP against one
 # process, and a sweep spread over the GPUs against the same sweep on one GPU.
-# Run from the repository root on a machine with two or more GPUs (source scripts/device_env.sh first).
+# Run from the repository root on a machine with two or more GPUs (source scripts/device_env.sh first);
+# PACK=1 packs $OUT into $OUT/all.tgz at the end.
 # Snapshots and logs go to $OUT; the evidence to docs/results/multi_gpu_<size>_<n>x<gpu>.md/.json, written
 # when dp or sweep ran, from the snapshots in $OUT. About 9 min on two H200s in all; to stay inside a
 # 10-minute call, run SECTIONS="dp sweep" and SECTIONS=tests apart. SIZE=xl for a smaller model.
@@ -98,3 +99,7 @@ section done
 # The short table, last.
 sed -n '/^| variant/,/^$/p;/^| settings/,/^$/p' "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
 grep -h "^Sweep" "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
+# One archive back from the device machine (a call returns a handful of files, not dozens).
+if [ -n "${PACK:-}" ]; then
+    tar czf "/tmp/multi_gpu_out.tgz" -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/multi_gpu_out.tgz "$OUT/all.tgz"
+fi

@@ -206,7 +206,7 @@ class RunRecord:
             r.summary = with_job_fields(s, 1, r.steps, None) if s is not None else None
         ranks = [r.summary for r in self.ranks if r.summary is not None]
         if self.summary is not None and not self.summary.between_processes and len(ranks) >= 2:
-            self.summary = replace(self.summary, between_processes=between_processes(ranks))
+            self.summary = replace(self.summary, between_processes=between_processes(ranks), processes=len(ranks))
         base = (self.baseline or {}).get("summary")
         if self.summary is not None and base and (self.baseline or {}).get("status") == "ok":
             single = Summary.from_dict(base).total_ms.median

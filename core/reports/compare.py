@@ -110,6 +110,21 @@ class Comparison:
     def tokens_per_s(self) -> list[float | None]:
         return [r.summary.tokens_per_s if r.summary else None for r in self.runs]
 
+    def scaling(self) -> list[str]:
+        """Each data-parallel run's weak-scaling efficiency against its one-process run, with the interval
+        between its ranks where known; "-" for one-process runs and jobs without a baseline."""
+        out = []
+        for r in self.runs:
+            sm = r.summary
+            if sm is None or sm.scaling_efficiency is None:
+                out.append("-")
+                continue
+            text = f"{sm.scaling_efficiency:.1%}"
+            if sm.scaling_efficiency_ci95:
+                text += f" [{sm.scaling_efficiency_ci95[0]:.1%}, {sm.scaling_efficiency_ci95[1]:.1%}]"
+            out.append(text)
+        return out
+
     def peak_memory_mib(self) -> list[float | None]:
         out: list[float | None] = []
         for r in self.runs:
@@ -197,6 +212,8 @@ def document(c: Comparison) -> dict[str, Any]:
         "speedup_basis": "between_processes" if c.between_processes() else "one_process",
         "unlike_work": c.unlike_work(),
         "tokens_per_s": c.tokens_per_s(),
+        "scaling_efficiency": [r.summary.scaling_efficiency if r.summary else None for r in c.runs],
+        "scaling_efficiency_ci95": [r.summary.scaling_efficiency_ci95 if r.summary else None for r in c.runs],
         "peak_allocated_mib": c.peak_memory_mib(),
         "category_shares": c.category_shares(),
         "kernel_moves": [m.to_dict() for m in c.kernel_moves()],
@@ -235,6 +252,8 @@ def markdown(c: Comparison) -> str:
     lines.append("| speedup (step) | " + " | ".join(speedup_text(s) for s in c.speedups()) + " |")
     lines.append("| tokens/s | " + " | ".join(_f(v, ",.0f") for v in c.tokens_per_s()) + " |")
     lines.append("| peak allocated (MiB) | " + " | ".join(_f(v, ",.0f") for v in c.peak_memory_mib()) + " |")
+    if any(s != "-" for s in c.scaling()):
+        lines.append("| weak-scaling efficiency | " + " | ".join(c.scaling()) + " |")
     shares = c.category_shares()
     if any(s is not None for s in shares):
         cats = sorted({k for s in shares if s for k in s}, key=lambda k: -max((s or {}).get(k, 0) for s in shares))
@@ -277,6 +296,7 @@ def csv_text(c: Comparison) -> str:
     rows("speedup", "total_ms.ci95_high", [None if s is None else _num(s.ci95_high) for s in sps])
     rows("throughput", "tokens_per_s", c.tokens_per_s())
     rows("memory", "peak_allocated_mib", c.peak_memory_mib())
+    rows("scaling", "efficiency", [r.summary.scaling_efficiency if r.summary else None for r in c.runs])
     shares = c.category_shares()
     for k in sorted({k for s in shares if s for k in s}):
         rows("category_share", k, [None if s is None else s.get(k, 0.0) for s in shares])

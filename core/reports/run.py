@@ -78,17 +78,21 @@ def _f(v: float | None, digits: int = 3) -> str:
 
 def between_lines(sm, r: RunRecord) -> list[str]:
     """The spread between replicate processes: statistics of each process's median (ms)."""
-    lines = ["", f"Between processes ({sm.processes} processes; the table above pools their "
-             f"{sm.total_ms.n} measured steps; below, statistics of each process's median):", "",
+    held = (f"the ranks of one job; the table above holds its {sm.total_ms.n} steps, each the slowest rank's"
+            if r.spec.nproc > 1 and not r.replicates else
+            f"the table above pools their {sm.total_ms.n} measured steps")
+    lines = ["", f"Between processes ({sm.processes} processes, {held}; below, statistics of each process's "
+             f"median):", "",
              "| phase | median (ms) | mean (ms) | std (ms) | 95% CI of mean (ms) | n |",
              "| --- | --: | --: | --: | --- | --: |"]
     for name, st in sm.between_processes.items():
         ci = f"{st.ci95_low:.3f} – {st.ci95_high:.3f}" if st.n > 1 else "-"
         lines.append(f"| {name[:-3]} | {_f(st.median)} | {_f(st.mean)} | {_f(st.std)} | {ci} | {st.n} |")
-    lines.append("")
-    lines.append("Per process, median step (ms): " + ", ".join(
-        f"{rep.index + 1}: {_f(rep.summary.total_ms.median) if rep.summary else '-'} ({rep.status})"
-        for rep in r.replicates))
+    if r.replicates:
+        lines.append("")
+        lines.append("Per process, median step (ms): " + ", ".join(
+            f"{rep.index + 1}: {_f(rep.summary.total_ms.median) if rep.summary else '-'} ({rep.status})"
+            for rep in r.replicates))
     return lines
 
 

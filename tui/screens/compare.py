@@ -67,6 +67,8 @@ class ComparePane(VerticalScroll):
         times.add_row("median", *("-" if s is None else f"{s.median:,.3f}" for s in c.phase_stats("total_ms")))
         times.add_row("tokens/s", *(num(v, ",.0f") for v in c.tokens_per_s()))
         times.add_row("peak MiB", *(num(v, ",.0f") for v in c.peak_memory_mib()))
+        if any(s != "-" for s in c.scaling()):
+            times.add_row("scaling eff.", *c.scaling())
         out += [times, Text("")]
         sp = Text("Speedup of the step against run 1:\n", style="bold")
         note = c.work_note()

@@ -120,3 +120,16 @@ def test_runs_that_differ_only_in_profiler_have_different_names():
 
     base = RunSpec(size="tiny", device="cpu")
     assert len({base.label(), base.with_(profile="torch").label(), base.with_(profile="nsys").label()}) == 3
+
+
+def test_a_job_s_weak_scaling_efficiency_is_compared_with_its_interval_between_ranks():
+    job = store.load(Path(__file__).resolve().parents[2] / "fixtures" / "parallel" / "ddp2_tiny_cpu.json")
+    one = RunRecord.from_dict({**job.to_dict(), "id": "one", "name": "one"})
+    one.summary = job.summary.__class__.from_dict({**job.summary.to_dict(), "scaling_efficiency": None})
+    job.summary = job.summary.__class__.from_dict({**job.summary.to_dict(), "scaling_efficiency_ci95": [0.5, 0.6]})
+    c = Comparison([one, job])
+    eff = f"{job.summary.scaling_efficiency:.1%}"
+    assert c.scaling() == ["-", f"{eff} [50.0%, 60.0%]"]
+    from perfconsole.core.reports.compare import document, markdown
+    assert f"| weak-scaling efficiency | - | {eff} [50.0%, 60.0%] |" in markdown(c)
+    assert document(c)["scaling_efficiency_ci95"] == [None, [0.5, 0.6]]

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole GPU test suite in one device call, its log and a JUnit file kept; then, while time is left,
+# EXTRA (a command line) runs after it. Run from the repository root on the GPU machine:
+#   source scripts/device_env.sh && RUN=1 CAP=420 bash scripts/gpu_suite.sh
+# Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz (a call returns few files).
+set -uo pipefail
+OUT=${OUT:-"$PWD/out-suite"}
+RUN=${RUN:-1}
+CAP=${CAP:-420}
+D="$OUT/suite-$RUN"
+mkdir -p "$D"
+export PERFCONSOLE_DATA_DIR="$D/data"
+{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  git log -1 --format='commit %H %s' 2>/dev/null || true; } > "$D/environment.txt" 2>&1
+start=$(date +%s)
+timeout -k 20 "$CAP" python3 -m pytest -m gpu -q -p no:cacheprovider -rA --durations=25 \
+    --junitxml="$D/junit.xml" > "$D/pytest.log" 2>&1
+echo "pytest -m gpu exit $? in $(( $(date +%s) - start )) s" | tee "$D/result.txt"
+tail -4 "$D/pytest.log" | tee -a "$D/result.txt"
+grep -E "^(FAILED|ERROR)" "$D/pytest.log" | head -20
+if [ -n "${EXTRA:-}" ]; then
+    start=$(date +%s)
+    bash -c "$EXTRA" > "$D/extra.log" 2>&1
+    echo "extra exit $? in $(( $(date +%s) - start )) s" | tee -a "$D/result.txt"
+    tail -30 "$D/extra.log"
+fi
+tar czf "$OUT/suite-$RUN.tgz" -C "$OUT" "suite-$RUN" && rm -rf "$D"

@@ -59,9 +59,7 @@ class _Parser(argparse.ArgumentParser):
 def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = None) -> None:
     """The flags that make a RunSpec; shared by `run`, the console's launch form and sweeps."""
     d = defaults or RunSpec()
-    p.add_argument("--model", default=d.model, metavar="MODEL", help=MODEL_HELP)
-    p.add_argument("--model-arg", action="append", default=list(d.model_args), metavar="KEY=VALUE",
-                   help="for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; repeatable")
+    add_model_arguments(p, d)
     p.add_argument("--size", default=None if defaults is None else d.size,
                    help=f"model size: {', '.join(SIZE_NAMES)} for builtin; an hf architecture's own sizes "
                         "(llama: tiny, 1B, 3B, 8B; gpt2: tiny, 124M, 355M, 774M, 1.5B; qwen2: tiny, 0.5B, 1.5B, 3B, 7B; "
@@ -104,6 +102,14 @@ MODEL_HELP = ("builtin (perfconsole's Transformer), hf:ARCH (a transformers arch
               "nothing downloaded: llama, qwen2, qwen3, gpt2, ...; needs perfconsole[hf]), or PATH.py:FACTORY / "
               "package.module:FACTORY (your code: FACTORY(ctx=, vocab_size=, **model_args) returns an nn.Module "
               "mapping (batch, ctx) token ids to logits; docs/models.md)")
+
+
+def add_model_arguments(p: argparse.ArgumentParser, d: RunSpec | None = None) -> None:
+    """--model and --model-arg: where the model comes from (model.sources), for run, sweep, ladder, compare."""
+    d = d or RunSpec()
+    p.add_argument("--model", default=d.model, metavar="MODEL", help=MODEL_HELP)
+    p.add_argument("--model-arg", action="append", default=list(d.model_args), metavar="KEY=VALUE",
+                   help="for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; repeatable")
 
 
 def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:

@@ -26,6 +26,7 @@ from perfconsole.model.sources import Built
 
 CACHE_FILE = "flops.json"
 METHOD = 1   # part of the key: a change to how FLOPs are counted counts every model again
+AS_WRITTEN = "full: the model as written (FlopCounterMode counts SDPA's whole score matrix too)"
 FULL = "full: the eager twin computes the whole score matrix and masks it (no causal half subtracted)"
 
 
@@ -46,7 +47,8 @@ def counted(spec: RunSpec, built: Built, inputs: Any = None, targets: Any = None
     found, reason = None, "the source cannot build a twin"
     for where in ("meta", "fake") if built.twin is not None else ():
         try:
-            found = _on_twin(built, spec, built.loss or loss_fn, where) | {"counted_on": where, "attention_flops": FULL}
+            note = FULL if built.info.source != "factory" else AS_WRITTEN
+            found = _on_twin(built, spec, built.loss or loss_fn, where) | {"counted_on": where, "attention_flops": note}
             break
         except Exception as exc:  # a model this twin cannot run: the next, then the real model
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

@@ -34,7 +34,7 @@ def test_the_worked_example_runs_with_counted_flops_and_layer_ranges():
     assert r.model["file"] == str(EXAMPLE) and len(r.model["file_sha256"]) == 64
     assert r.summary.flops_source == "counted"
     assert r.summary.flops_per_step == r.model["forward_flops"] + r.model["backward_flops"]
-    ranges = {row["name"] for row in r.profile.tables["nvtx_sum"]}
+    ranges = {str(row.get("range") or row.get("name")).lstrip(":") for row in r.profile.tables["nvtx_sum"]}
     assert {"blocks.0", "blocks.1.mlp", "forward", "backward"} <= ranges
     assert "student_model.py:build (factory, StudentGPT" in markdown(r)
 

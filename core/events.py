@@ -175,6 +175,14 @@ class Baseline(Event):
     summary: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class ModelReady(Event):
+    """What the measured model is (model.sources.ModelInfo's fields) and its FLOPs per step, counted or from
+    the formula (core.measure.flop_count): forward_flops, backward_flops, flops_source, attention_flops."""
+    type: ClassVar[str] = "model"
+    info: dict[str, Any]
+
+
 # The progress stage of a worker started ahead of its turn once it is ready to run (worker.hold);
 # the launcher consumes it, so consumers of Launch.events() never see it.
 HELD = "held"
@@ -200,7 +208,7 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               CommSteps, Overlap, Baseline)
+                               CommSteps, Overlap, Baseline, ModelReady)
 }
 
 

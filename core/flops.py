@@ -143,27 +143,35 @@ def peak_key(spec: RunSpec) -> str:
     return "tf32" if spec.precision == "fp32" and spec.tf32 else spec.precision
 
 
-def adamw_bytes(spec: RunSpec) -> float:
+def adamw_bytes(spec: RunSpec, model: dict[str, Any] | None = None) -> float:
+    """`model` (the record's ev.ModelReady info) gives the parameter count of any model; else the builtin's."""
     d_model, d_ff, n_layers, _ = spec.dims()
     params = 2 * spec.vocab_size * d_model + n_layers * (4 * d_model**2 + 3 * d_model * d_ff + 2 * d_model) + d_model
+    if model and model.get("params"):
+        params = int(model["params"])
     # fp32 parameters (the default; autocast casts them for the matmuls) or bf16 ones, and AdamW's state with them.
     return float(ADAMW_TENSORS * (2 if spec.weights == "bf16" else 4) * params)
 
 
-def floors_ms(spec: RunSpec, tflops: float, gbps: float) -> dict[str, float | None]:
-    """Each phase's floor in ms (None where the mode lacks it) and the total, their sum."""
+def floors_ms(spec: RunSpec, tflops: float, gbps: float, model: dict[str, Any] | None = None) -> dict[str, float | None]:
+    """Each phase's floor in ms (None where the mode lacks it) and the total, their sum. `model` gives
+    counted forward and backward FLOPs (core.measure.flop_count) where the record has them."""
     d_model, d_ff, n_layers, _ = spec.dims()
     fwd = forward_flops(d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx) / (tflops * 1e9)
+    bwd = 2 * fwd
+    if model and model.get("forward_flops"):
+        fwd, bwd = (float(model["forward_flops"]) / (tflops * 1e9), float(model["backward_flops"]) / (tflops * 1e9))
     out: dict[str, float | None] = {"forward_ms": fwd, "backward_ms": None, "optimizer_ms": None}
     if spec.mode != "fwd":
-        out["backward_ms"] = 2 * fwd
+        out["backward_ms"] = bwd
     if spec.mode == "train":
-        out["optimizer_ms"] = adamw_bytes(spec) / (gbps * 1e6)
+        out["optimizer_ms"] = adamw_bytes(spec, model) / (gbps * 1e6)
     out["total_ms"] = sum(v for v in out.values() if v is not None)
     return out
 
 
-def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[str, Any] | None) -> dict[str, Any] | None:
+def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[str, Any] | None,
+                   model: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """`{phase: {floor_ms, measured_ms, fraction}}` for total_ms and each phase the mode has, plus
     `peaks` (the figures used and where each came from). `phases` maps a phase to its statistics;
     measured_ms is the median. None without peaks (a run from before they were measured)."""
@@ -179,7 +187,7 @@ def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[st
     if not tflops or not gbps:
         return None
     out: dict[str, Any] = {}
-    for name, floor in floors_ms(spec, tflops, gbps).items():
+    for name, floor in floors_ms(spec, tflops, gbps, model).items():
         stat = phases.get(name)
         if floor is None or stat is None:
             continue

@@ -122,6 +122,7 @@ class RunRecord:
     comm_steps: dict[str, list] | None = None       # ev.CommSteps: {total_ms, comm_ms}, steps with the comm timer on
     overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
     baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
+    model: dict[str, Any] | None = None             # ev.ModelReady: what the model is, and its FLOPs per step
 
     kind = "run"
 
@@ -182,6 +183,8 @@ class RunRecord:
             self.overlap = [dict(r) for r in event.ranks]
         elif isinstance(event, ev.Baseline):
             self.baseline = {"status": event.status, "summary": event.summary}
+        elif isinstance(event, ev.ModelReady):
+            self.model = self.model or dict(event.info)  # the first process's: every replicate builds the same
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
         elif isinstance(event, ev.Error):
@@ -202,7 +205,8 @@ class RunRecord:
         """Each rank's own summary, and the weak-scaling efficiency against the one-process run."""
         one = replace(self.spec, nproc=1, parallel="none")
         for r in self.ranks:
-            s = compute_summary(one, r.steps, r.warmup_steps, self.environment.get("gpu_name"), self.spec.peak_tflops)
+            s = compute_summary(one, r.steps, r.warmup_steps, self.environment.get("gpu_name"), self.spec.peak_tflops,
+                                model=self.model)
             r.summary = with_job_fields(s, 1, r.steps, None) if s is not None else None
         ranks = [r.summary for r in self.ranks if r.summary is not None]
         if self.summary is not None and not self.summary.between_processes and len(ranks) >= 2:
@@ -224,7 +228,7 @@ class RunRecord:
                                  mem.peak_allocated_mib if mem else None,
                                  mem.peak_reserved_mib if mem else None, self.peaks,
                                  _busy(self.overhead or (self.profile.overhead if self.profile else None)),
-                                 self.comm_free_ms, self.comm_steps)
+                                 self.comm_free_ms, self.comm_steps, self.model)
         if pooled is None or not self.replicates:
             return pooled
         whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
@@ -248,7 +252,7 @@ class RunRecord:
             "world_size": self.spec.nproc, "parallel": self.spec.parallel,
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
             "comm_steps": self.comm_steps,
-            "overlap": self.overlap, "baseline": self.baseline,
+            "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
         }
 
     @classmethod
@@ -274,7 +278,8 @@ class RunRecord:
             replicates=[Replicate.from_dict(r) for r in d.get("replicates", [])],
             error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
             ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
-            comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"), baseline=d.get("baseline"),
+            comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"),
+            baseline=d.get("baseline"), model=d.get("model"),
         )
 
 

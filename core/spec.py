@@ -8,7 +8,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from pathlib import Path
+
 from perfconsole.model.config import SIZES
+from perfconsole.model.sources import ModelError, hf_shapes
+from perfconsole.model.sources import parse as parse_model
 
 SIZE_NAMES = (*SIZES, "custom")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -72,12 +76,30 @@ class RunSpec:
     grad_as_bucket_view: bool = False  # DDP's gradient_as_bucket_view
     comm_hook: str = "none"            # bf16: DDP's bf16_compress_hook
     scaling: bool = False              # also run the 1-process spec, for weak-scaling efficiency
+    # Where the model comes from (model.sources): builtin, hf:ARCH, PATH.py:FACTORY or package.module:FACTORY,
+    # and the free-form KEY=VALUE pairs the hf config or the factory receives.
+    model: str = "builtin"
+    model_args: tuple[str, ...] = ()
 
     def dims(self) -> tuple[int, int, int, int]:
-        """(d_model, d_ff, n_layers, n_heads) of the model this spec builds."""
+        """(d_model, d_ff, n_layers, n_heads) of the model this spec builds; zeros where the spec does not
+        say (a factory's model, an hf architecture at its config's defaults: the record's `model` does)."""
         if self.size == "custom":
             return (self.d_model, self.d_ff, self.n_layers, self.n_heads)  # type: ignore[return-value]
-        return SIZES[self.size]
+        if self.model == "builtin":
+            return SIZES[self.size]
+        if self.model.startswith("hf:"):
+            return hf_shapes.dims(self.model[3:].lower(), self.size) or (0, 0, 0, 0)
+        return (0, 0, 0, 0)
+
+    def model_label(self) -> str:
+        """The model in a few words: `small`, `hf:llama 1B`, `student_model.py:build`."""
+        if self.model == "builtin":
+            return self.size
+        if self.model.startswith("hf:"):
+            return f"{self.model} {self.size}"
+        target, _, factory = self.model.rpartition(":")
+        return f"{Path(target).name}:{factory}" if target.endswith(".py") else self.model
 
     @property
     def tokens_per_step(self) -> int:
@@ -93,10 +115,10 @@ class RunSpec:
                                                 (f"{self.weights}-weights", self.weights != "fp32")) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
         dp = f" {self.parallel}x{self.nproc}" if self.nproc > 1 else ""
-        return f"{self.size} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
+        return f"{self.model_label()} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
 
     def validate(self) -> RunSpec:
-        _choice("size", self.size, SIZE_NAMES)
+        _validate_model(self)
         _choice("precision", self.precision, PRECISIONS)
         _choice("mode", self.mode, MODES)
         _choice("attention", self.attention, ATTENTIONS)
@@ -119,12 +141,12 @@ class RunSpec:
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(name, f"must be true or false, not {getattr(self, name)!r}")
         custom = ("d_model", "d_ff", "n_layers", "n_heads")
-        if self.size == "custom":
+        if self.size == "custom" and not _is_factory(self.model):
             for name in custom:
                 _int_range(name, getattr(self, name), 1, 1 << 20)
             if self.d_model % self.n_heads:  # type: ignore[operator]
                 raise SpecError("n_heads", f"must divide d_model ({self.d_model}), not {self.n_heads}")
-            if (self.d_model // self.n_heads) % 2:  # type: ignore[operator]
+            if (self.d_model // self.n_heads) % 2 and self.model == "builtin":  # type: ignore[operator]
                 raise SpecError("n_heads", "d_model / n_heads must be even for RoPE")
         else:
             given = [name for name in custom if getattr(self, name) is not None]
@@ -151,6 +173,8 @@ class RunSpec:
         known = {f.name for f in fields(cls)}
         if "step_sync" not in data:  # recorded before the field existed, when every step was synchronised
             data = {**data, "step_sync": True}
+        if isinstance(data.get("model_args"), list):  # JSON has no tuples
+            data = {**data, "model_args": tuple(data["model_args"])}
         unknown = sorted(set(data) - known)
         if unknown:
             raise SpecError(unknown[0], f"unknown field; known fields: {', '.join(sorted(known))}")
@@ -158,6 +182,36 @@ class RunSpec:
 
     def with_(self, **changes: Any) -> RunSpec:
         return replace(self, **changes)
+
+
+def _is_factory(model: object) -> bool:
+    return isinstance(model, str) and model != "builtin" and not model.startswith("hf:")
+
+
+def _validate_model(s: RunSpec) -> None:
+    """The model and its size: the builtin sizes, an hf architecture's published sizes (its own list, checked
+    without importing transformers), or a factory's, which takes no size and gets model_args instead."""
+    try:
+        kind, target = parse_model(s.model)
+    except ModelError as exc:
+        raise SpecError("model", str(exc)) from None
+    if not isinstance(s.model_args, tuple) or not all(isinstance(a, str) and "=" in a for a in s.model_args):
+        raise SpecError("model_args", f"must be KEY=VALUE pairs, not {s.model_args!r}")
+    if kind == "builtin":
+        _choice("size", s.size, SIZE_NAMES)
+        if s.model_args:
+            raise SpecError("model_args", "the builtin model takes none; use --size or the custom dimensions")
+    elif kind == "hf":
+        allowed = hf_shapes.sizes(target)
+        if s.size not in allowed:
+            raise SpecError("size", f"hf:{target} has {', '.join(allowed)}, not {s.size!r}")
+    else:
+        path = target.rpartition(":")[0]
+        if path.endswith(".py") and not Path(path).expanduser().is_file():
+            raise SpecError("model", f"no file {path}")
+        dims = [n for n in ("d_model", "d_ff", "n_layers", "n_heads") if getattr(s, n) is not None]
+        if dims:
+            raise SpecError(dims[0], "a factory model sets its own shape: pass --model-arg KEY=VALUE instead")
 
 
 def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:

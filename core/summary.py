@@ -58,6 +58,9 @@ class Summary:
     scaling_efficiency: float | None = None   # single_process_ms / median step (weak scaling)
     # single_process_ms over the 95% interval of the job's step between its ranks' medians (ranks are processes)
     scaling_efficiency_ci95: list[float] | None = None
+    # Where flops_per_step came from: counted (torch.utils.flop_counter, core.measure.flop_count) or formula
+    # (core.flops); None in a record from before FLOPs were counted, whose figure is the formula's.
+    flops_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,8 +102,9 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
                     peak_reserved_mib: float | None = None, peaks: dict[str, Any] | None = None,
                     profile_busy: float | None = None,
                     comm_free_ms: list[float] | None = None,
-                    comm_steps: dict[str, list] | None = None) -> Summary | None:
-    """None when no measured step exists yet. With nproc > 1 the throughput is the job's; speed of light
+                    comm_steps: dict[str, list] | None = None, model: dict[str, Any] | None = None) -> Summary | None:
+    """None when no measured step exists yet. `model` is the run's ev.ModelReady info: its FLOPs (counted,
+    or the formula's) replace the builtin formula's where present. With nproc > 1 the throughput is the job's; speed of light
     and the GPU's busy share are one rank's (each rank has the spec's batch on a GPU of its own)."""
     if not steps:
         return None
@@ -110,9 +114,8 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
         return None if any(v is None for v in values) else summarize(values)
 
     total = summarize([s.total_ms for s in steps])
-    d_model, d_ff, n_layers, _ = spec.dims()
     world = spec.nproc
-    flops = world * step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
+    flops = world * model_step_flops(spec, model)
     seconds = total.mean / 1e3
     achieved = flops / seconds / 1e12
     peak = peak_override if peak_override else (
@@ -128,10 +131,18 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
         tokens_per_s=world * spec.tokens_per_step / seconds, flops_per_step=flops,
         achieved_tflops=achieved, peak_tflops=peak, mfu=achieved / peak if peak else None,
         peak_allocated_mib=peak_allocated_mib, peak_reserved_mib=peak_reserved_mib,
-        speed_of_light=speed_of_light(spec, phases, peaks), gpu_busy_share=busy, gpu_busy_source=source,
-        bound=busy_label(busy, source),
+        speed_of_light=speed_of_light(spec, phases, peaks, model), gpu_busy_share=busy, gpu_busy_source=source,
+        bound=busy_label(busy, source), flops_source=(model or {}).get("flops_source", "formula"),
     )
     return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms, comm_steps)
+
+
+def model_step_flops(spec: RunSpec, model: dict[str, Any] | None) -> float:
+    """One process's FLOPs per step: the model's (counted) where the record has them, else the formula's."""
+    if model and model.get("forward_flops"):
+        return float(model["forward_flops"]) + (0.0 if spec.mode == "fwd" else float(model["backward_flops"]))
+    d_model, d_ff, n_layers, _ = spec.dims()
+    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
 
 
 def _events_busy(steps: list[Step]) -> float | None:

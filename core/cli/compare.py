@@ -22,7 +22,7 @@ from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.reports.compare import Comparison, speedup_text
 from perfconsole.core.spec import RunSpec, SpecError
 
-VARYING = ("size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "seed", "warmup", "steps")
+VARYING = ("model", "size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "seed", "warmup", "steps")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

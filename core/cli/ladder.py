@@ -14,7 +14,7 @@ from rich.text import Text
 
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core import store
-from perfconsole.core.cli.main import UsageError, check_device, default_device, default_size, save_path
+from perfconsole.core.cli.main import UsageError, add_model_arguments, check_device, default_device, default_size, save_path
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
@@ -50,13 +50,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the ladder snapshot here (after every rung)")
     p.add_argument("--out-dir", default=None, help="where rungs' profiler files go")
+    add_model_arguments(p)
     add_start_ahead_argument(p)
     p.set_defaults(func=run)
 
 
 def ladder_spec_from_args(args: argparse.Namespace) -> LadderSpec:
     device = args.device or default_device()
-    base = RunSpec(size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision,
+    base = RunSpec(model=args.model, model_args=tuple(args.model_arg or ()),
+                   size=args.size or default_size(device, args.model), ctx=args.ctx, batch=args.batch, precision=args.precision,
                    mode="train", warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
                    seed=args.seed, vocab_size=args.vocab_size, peak_tflops=args.peak_tflops,
                    peak_gbps=args.peak_gbps)

@@ -59,8 +59,12 @@ class _Parser(argparse.ArgumentParser):
 def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = None) -> None:
     """The flags that make a RunSpec; shared by `run`, the console's launch form and sweeps."""
     d = defaults or RunSpec()
+    add_model_arguments(p, d)
     p.add_argument("--size", default=None if defaults is None else d.size,
-                   help=f"model size: {', '.join(SIZE_NAMES)} (default: small on cuda, tiny on cpu)")
+                   help=f"model size: {', '.join(SIZE_NAMES)} for builtin; an hf architecture's own sizes "
+                        "(llama: tiny, 1B, 3B, 8B; gpt2: tiny, 124M, 355M, 774M, 1.5B; qwen2: tiny, 0.5B, 1.5B, 3B, 7B; "
+                        "qwen3: tiny, 0.6B, 1.7B, 4B, 8B; any: default, custom); unused by a factory "
+                        "(default: small on cuda, tiny on cpu; hf: the smallest published size on cuda)")
     p.add_argument("--ctx", type=int, default=d.ctx, help="context length (tokens)")
     p.add_argument("--batch", type=int, default=d.batch, help="batch size")
     p.add_argument("--precision", default=d.precision, help=f"{', '.join(PRECISIONS)} (bf16/fp16 via autocast)")
@@ -92,6 +96,20 @@ def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = No
     for dim in ("d-model", "d-ff", "n-layers", "n-heads"):
         p.add_argument(f"--{dim}", type=int, default=None, help="custom size only")
     add_parallel_arguments(p, d)
+
+
+MODEL_HELP = ("builtin (perfconsole's Transformer), hf:ARCH (a transformers architecture with random weights, "
+              "nothing downloaded: llama, qwen2, qwen3, gpt2, ...; needs perfconsole[hf]), or PATH.py:FACTORY / "
+              "package.module:FACTORY (your code: FACTORY(ctx=, vocab_size=, **model_args) returns an nn.Module "
+              "mapping (batch, ctx) token ids to logits; docs/models.md)")
+
+
+def add_model_arguments(p: argparse.ArgumentParser, d: RunSpec | None = None) -> None:
+    """--model and --model-arg: where the model comes from (model.sources), for run, sweep, ladder, compare."""
+    d = d or RunSpec()
+    p.add_argument("--model", default=d.model, metavar="MODEL", help=MODEL_HELP)
+    p.add_argument("--model-arg", action="append", default=list(d.model_args), metavar="KEY=VALUE",
+                   help="for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; repeatable")
 
 
 def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
@@ -169,8 +187,14 @@ def reader_may_be_gone() -> Iterator[None]:
                 os.dup2(devnull, stream.fileno())
 
 
-def default_size(device: str) -> str:
-    """small on a GPU; tiny on the CPU, where small takes seconds a step."""
+def default_size(device: str, model: str = "builtin") -> str:
+    """small on a GPU; tiny on the CPU, where small takes seconds a step. An hf architecture's smallest
+    published size on a GPU; a factory's size is its own (the field is kept, unused)."""
+    if device == "cuda" and model.startswith("hf:"):
+        from perfconsole.model.sources.hf_shapes import sizes
+
+        named = [s for s in sizes(model[3:].lower()) if s not in ("tiny", "default", "custom")]
+        return named[0] if named else "default"
     return "small" if device == "cuda" else "tiny"
 
 
@@ -189,7 +213,8 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
     """The RunSpec the flags describe; with validate=False the console shows what is wrong in place."""
     device = args.device or default_device()
     spec = RunSpec(
-        size=args.size or default_size(device), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
+        model=args.model, model_args=tuple(args.model_arg or ()),
+        size=args.size or default_size(device, args.model), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
         warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
         attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync,
         seed=args.seed, vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,

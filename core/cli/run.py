@@ -154,5 +154,7 @@ def run(args: argparse.Namespace) -> int:
         record.apply(_baseline(args.baseline, spec))
     err = Console(stderr=True, highlight=False)
     execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
-    return deliver(store.dumps(record), lambda: summary_table(record), save, args.json, err, stop,
-                   EXIT_BY_STATUS.get(record.status, EXIT_ERROR))
+    code = EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
+    if record.status == "error" and record.error is not None and record.error.kind == "spec":
+        code = EXIT_USAGE  # the worker refused the input (a model that cannot be built): bad input
+    return deliver(store.dumps(record), lambda: summary_table(record), save, args.json, err, stop, code)

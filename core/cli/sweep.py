@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from rich.text import Text
 
-from perfconsole.core.cli.main import check_device, default_device, save_path
+from perfconsole.core.cli.main import add_model_arguments, check_device, default_device, save_path
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
 from perfconsole.core.cli.tables import CliTable, Column
@@ -65,6 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
     p.add_argument("--out-dir", default=None, help="where cells' files go")
+    add_model_arguments(p)
     add_start_ahead_argument(p)
     add_gpus_argument(p)
     p.set_defaults(func=run)
@@ -74,7 +75,7 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
     base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, repeat=args.repeat,
                    device=args.device or default_device(),
                    attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync, seed=args.seed,
-                   vocab_size=args.vocab_size)
+                   vocab_size=args.vocab_size, model=args.model, model_args=tuple(args.model_arg or ()))
     check_device(base.device)
     return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
                      parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),

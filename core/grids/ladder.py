@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from perfconsole.core import events as ev
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
 from perfconsole.core.spec import RunSpec, SpecError
@@ -47,6 +48,17 @@ RUNGS: tuple[Rung, ...] = (
 RUNG_NAMES = tuple(r.name for r in RUNGS)
 
 
+def not_applicable(name: str, base: RunSpec) -> str | None:
+    """Why a rung cannot apply to the base's model at all (its change is then not carried up), or None.
+    A factory's attention and layers are its own: no attention switch, no liger patch."""
+    factory = base.model != "builtin" and not base.model.startswith("hf:")
+    if factory and name == "sdpa":
+        return "unsupported: a factory model's attention is its own code (--attention does not reach it)"
+    if factory and name == "liger":
+        return "unsupported: liger patches the builtin model and hf: architectures; a factory's layers are its own"
+    return None
+
+
 def rung(name: str) -> Rung:
     return RUNGS[RUNG_NAMES.index(name)]
 
@@ -66,7 +78,7 @@ class LadderSpec:
         """One spec per rung run, in ladder order."""
         out, spec = [], self.base
         for r in RUNGS:
-            spec = replace(spec, **r.change)
+            spec = spec if not_applicable(r.name, self.base) else replace(spec, **r.change)
             if r.name in self.rungs:
                 out.append(replace(spec, profile="torch" if self.profile else "none"))
         return out
@@ -116,8 +128,12 @@ class LadderRecord:
 
     @classmethod
     def new(cls, spec: LadderSpec) -> LadderRecord:
-        return cls(spec, [RunRecord(cell, name=f"{name}: {cell.label()}")
-                          for name, cell in zip(spec.rungs_in_order(), spec.cells())])
+        runs = [RunRecord(cell, name=f"{name}: {cell.label()}") for name, cell in zip(spec.rungs_in_order(), spec.cells())]
+        for name, r in zip(spec.rungs_in_order(), runs):
+            reason = not_applicable(name, spec.base)
+            if reason:  # finished before it starts: the runner runs pending rungs only
+                r.status, r.error = "unsupported", ev.Error("unsupported", reason)
+        return cls(spec, runs)
 
     def reopen(self) -> list[str]:
         """Make the rungs that did not finish (cancelled, or never started) pending again, so a runner goes on

@@ -35,9 +35,9 @@ from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
+from perfconsole.core.measure import flop_count, model_build
 from perfconsole.model import annotate
-from perfconsole.model.config import ModelConfig
-from perfconsole.model.transformer import TransformerLM
+from perfconsole.model.sources import Built
 
 Emit = Callable[[ev.Event], None]
 StepHook = Callable[[int], None]
@@ -76,12 +76,9 @@ def _range_on_autograd_thread(root: torch.Tensor, name: str) -> None:
     root.register_hook(open_range)
 
 
-def build_model(spec: RunSpec, device: torch.device) -> TransformerLM:
-    d_model, d_ff, n_layers, n_heads = spec.dims()
-    cfg = ModelConfig(d_model, d_ff, n_layers, n_heads, spec.vocab_size, spec.ctx)
-    with torch.device(device):  # build on the device: no host copy of a multi-GB model
-        model = TransformerLM(cfg, spec.attention)
-    return model
+def build_model(spec: RunSpec, device: torch.device) -> torch.nn.Module:
+    """The module the spec names, built on the device (model.sources; core.measure.model_build)."""
+    return model_build.build(spec, device).module
 
 
 def configure_backends(spec: RunSpec) -> None:
@@ -94,15 +91,21 @@ class Stepper:
     """One training/inference step of the spec's mode, split into phases for timing."""
 
     def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device,
-                 loss_fn: fast_paths.Loss | None = None) -> None:
+                 loss_fn: fast_paths.Loss | None = None, built: Built | None = None) -> None:
         self.spec = spec
         self.model = model
+        self.built = built
         self.loss_fn = loss_fn or fast_paths.apply(spec, model)
         self.device = device
-        gen = torch.Generator(device="cpu").manual_seed(spec.seed)
-        ids = torch.randint(0, spec.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
-        self.inputs = ids[:, :-1].to(device)
-        self.targets = ids[:, 1:].to(device)
+        if built is not None:
+            self.inputs, self.targets = model_build.make_batch(built, spec, device)
+        else:
+            gen = torch.Generator(device="cpu").manual_seed(spec.seed)
+            ids = torch.randint(0, spec.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
+            self.inputs = ids[:, :-1].to(device)
+            self.targets = ids[:, 1:].to(device)
+        # A model without its own loss must give (batch, ctx, vocab) logits: checked at the first forward.
+        self.check_logits = built is not None and built.loss is None
         dtype = _DTYPES.get(spec.precision)
         self.autocast = (torch.autocast(device.type, dtype=dtype) if dtype is not None
                          else contextlib.nullcontext())
@@ -126,7 +129,11 @@ class Stepper:
         if self.graphs:
             torch.compiler.cudagraph_mark_step_begin()
         with grad, phase("forward"), self.autocast:
-            logits = self.model(self.inputs)
+            logits = model_build.logits_of(model_build.call(self.model, self.inputs))
+            if self.check_logits:
+                assert self.built is not None
+                model_build.check_logits(logits, self.spec, self.built.info.vocab_size, self.built.info.name)
+                self.check_logits = False
             loss = self.loss_fn(logits, self.targets)
         return loss
 
@@ -160,18 +167,26 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     fast_paths.check(spec, device)
     peaks = _peaks(spec, device, emit)
     configure_backends(spec)
-    emit(ev.Progress("building", f"{spec.size} {spec.dims()}"))
-    model = build_model(spec, device)
+    emit(ev.Progress("building", spec.model_label()))
+    built = model_build.build(spec, device)
+    model = built.module
     if spec.mode == "fwd":
         model.eval()
-    loss_fn = fast_paths.apply(spec, model)
+    if spec.profile != "none" and not spec.compile and not built.own_ranges:
+        model_build.install_layer_ranges(model)
+    swapped = fast_paths.apply(spec, model, built.info)  # bf16 weights, liger, fp8: to any model
+    loss_fn = built.loss or swapped
     if job:
         emit(ev.Progress("building", f"{spec.parallel} over {spec.nproc} processes"))
         model = job.wrap(model)
     if spec.compile:
         emit(ev.Progress("compiling", f"torch.compile ({spec.compile_mode}): the first step compiles"))
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    stepper = Stepper(spec, model, device, loss_fn)
+    stepper = Stepper(spec, model, device, loss_fn, built)
+    emit(ev.Progress("counting", "FLOPs per step (torch.utils.flop_counter, cached)"))
+    described = {**built.info.to_dict(), **flop_count.counted(spec, built, stepper.inputs, stepper.targets,
+                                                              fast_paths.torch_loss)}
+    emit(ev.ModelReady(described))
     cuda = device.type == "cuda"
     # A memory capture reads peaks between phases: its steps end with a synchronisation.
     in_flight = cuda and not spec.step_sync and not spec.memory
@@ -225,7 +240,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None,
-                              job.comm_steps_ms if job else None)
+                              job.comm_steps_ms if job else None, described)
     emit(ev.SummaryReady(summary.to_dict()))
 
 

@@ -19,6 +19,7 @@ cross-entropy kernels train right under torch.compile and are used either way.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +50,8 @@ def check(spec: RunSpec, device: torch.device) -> None:
         if spec.precision == "fp32":
             raise Unsupported("fp8 matmuls here follow bf16 or fp16 training; choose precision bf16")
     if spec.kernels == "liger":
+        if spec.model != "builtin" and not spec.model.startswith("hf:"):
+            raise Unsupported("liger patches the builtin model and hf: architectures; a factory's layers are its own")
         _need("liger_kernel", "liger-kernel")
         if device.type != "cuda":
             raise Unsupported("liger-kernel's Triton kernels need device cuda")
@@ -65,22 +68,50 @@ def _need(module: str, package: str) -> None:
         raise Unsupported(f"{package} is not installed: {INSTALL}")
 
 
-def apply(spec: RunSpec, model: nn.Module) -> Loss:
-    """Swap in the spec's kernels (in place, before torch.compile); returns the loss function to use."""
+def apply(spec: RunSpec, model: nn.Module, info: Any = None) -> Loss:
+    """Swap in the spec's kernels (in place, before torch.compile); returns the loss function to use.
+    `info` (model.sources.ModelInfo) says which hf architecture's liger patch applies."""
     loss: Loss = _torch_loss
     if spec.weights == "bf16":
         # The parameters only: buffers (RoPE's tables) keep their precision.
         for p in model.parameters():
             p.data = p.data.to(torch.bfloat16)
     if spec.kernels == "liger":
-        loss = _liger(model, norms=not spec.compile)
+        if info is not None and info.source == "hf":
+            loss = _liger_hf(model, str(info.config.get("model_type")), norms=not spec.compile)
+        else:
+            loss = _liger(model, norms=not spec.compile)
     if spec.fp8:
         _float8(model)
     return loss
 
 
 def _torch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), targets.reshape(-1))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+torch_loss = _torch_loss  # the default loss, for FLOP counting (core.measure.flop_count)
+
+
+def _liger_hf(model: nn.Module, arch: str, norms: bool) -> Loss:
+    """liger's own patch for the architecture (apply_liger_kernel_to_<arch>) on this instance. Its fused
+    linear cross-entropy needs the labels inside the model's forward, which the engine does not pass, so the
+    loss is liger's cross-entropy on the logits, as for the builtin model."""
+    import inspect
+
+    import liger_kernel
+    import liger_kernel.transformers as lk
+    from liger_kernel.transformers import LigerCrossEntropyLoss
+
+    patch = getattr(lk, f"apply_liger_kernel_to_{arch}", None)
+    if patch is None:
+        raise Unsupported(f"liger-kernel {getattr(liger_kernel, '__version__', '')} has no "
+                          f"apply_liger_kernel_to_{arch}".replace("  ", " "))
+    wanted = {"model": model, "rms_norm": norms, "cross_entropy": False, "fused_linear_cross_entropy": False}
+    accepted = inspect.signature(patch).parameters
+    patch(**{k: v for k, v in wanted.items() if k in accepted})
+    ce = LigerCrossEntropyLoss()
+    return lambda logits, targets: ce(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def _liger(model: nn.Module, norms: bool) -> Loss:

@@ -187,9 +187,14 @@ def serve(emit: EventWriter, device: str, started: dict, body) -> int:
     env = collect(device)
     emit(ev.RunStarted(started, env.to_dict(), os.getpid()))
     from perfconsole.core.measure.fast_paths import Unsupported
+    from perfconsole.model.sources import ModelError
 
     try:
         body(env)
+    except ModelError as exc:  # the model named cannot be built or breaks its contract: bad input, one line
+        emit(ev.Error("spec", str(exc)))
+        emit(ev.Finished("error"))
+        return 2
     except Unsupported as exc:  # not a failure: this machine lacks what the spec asks for, and says what
         emit(ev.Error("unsupported", f"unsupported: {exc}"))
         emit(ev.Finished("unsupported"))

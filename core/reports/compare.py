@@ -21,7 +21,7 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.stats import Speedup, Stat, speedup
 
 # Fields that change what a step computes; the others (precision, attention, compile, ...) change how.
-WORK_FIELDS = ("size", "d_model", "d_ff", "n_layers", "n_heads", "ctx", "batch", "mode", "vocab_size")
+WORK_FIELDS = ("model", "model_args", "size", "d_model", "d_ff", "n_layers", "n_heads", "ctx", "batch", "mode", "vocab_size")
 PHASE_NAMES = ("forward_ms", "backward_ms", "optimizer_ms", "total_ms")
 KERNEL_TABLE = "cuda_gpu_kern_sum"
 

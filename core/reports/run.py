@@ -96,6 +96,22 @@ def between_lines(sm, r: RunRecord) -> list[str]:
     return lines
 
 
+def model_text(r: RunRecord) -> str:
+    """The model as every report names it: source, architecture, parameters, the user's file and its hash,
+    and where its FLOPs came from; a record from before models had sources names the builtin size."""
+    s, m = r.spec, r.model
+    if not m:
+        d_model, d_ff, n_layers, n_heads = s.dims()
+        return f"{s.size} (d_model {d_model}, d_ff {d_ff}, layers {n_layers}, heads {n_heads})"
+    text = f"{m.get('name')} ({m.get('source')}, {m.get('architecture')}, {m.get('params', 0):,} parameters"
+    if m.get("file"):
+        text += f", {m['file']} sha256 {str(m.get('file_sha256'))[:12]}"
+    text += f"; FLOPs {m.get('flops_source', 'formula')}"
+    if m.get("attention_flops"):
+        text += f", attention {str(m['attention_flops']).split(':')[0]}"
+    return text + ")"
+
+
 def markdown(r: RunRecord) -> str:
     if r.status == "imported":  # profiler tables only: there is no model or timing to describe
         lines = [f"# {r.name}", "", "- imported profile, no timings"]
@@ -103,20 +119,19 @@ def markdown(r: RunRecord) -> str:
             lines += profile_lines(r.profile, None, None)
         return "\n".join(lines) + "\n"
     s, sm = r.spec, r.summary
-    d_model, d_ff, n_layers, n_heads = s.dims()
     env = r.environment
     lines = [f"# {r.name}", "",
              f"- status: **{r.status}**" + (f" ({r.error.kind}: {r.error.message})" if r.error else ""),
              f"- device: {env.get('gpu_name') or env.get('cpu') or s.device}; torch {env.get('torch', '?')}, "
              f"CUDA {env.get('cuda') or '-'}, driver {env.get('driver') or '-'}",
-             f"- model: {s.size} (d_model {d_model}, d_ff {d_ff}, layers {n_layers}, heads {n_heads}), "
+             f"- model: {model_text(r)}, "
              f"attention {s.attention}{', compiled' if s.compile else ''}{', TF32' if s.tf32 else ''}",
              f"- {s.warmup} warm-up + {s.steps} measured steps, batch {s.batch}, seed {s.seed}", ""]
     lines += ["| size | ctx | mode | precision | avg_ms | std_ms | median_ms | tokens/s | TFLOP/s | MFU | peak_alloc (MiB) |",
               "| --- | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |"]
     if sm:
         t = sm.total_ms
-        lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {_f(t.mean)} | {_f(t.std)} | "
+        lines.append(f"| {s.model_label()} | {s.ctx} | {s.mode} | {s.precision} | {_f(t.mean)} | {_f(t.std)} | "
                      f"{_f(t.median)} | {sm.tokens_per_s:,.0f} | {tflops_text(sm.achieved_tflops)} | "
                      f"{'-' if sm.mfu is None else f'{sm.mfu:.1%}'} | {_f(sm.peak_allocated_mib, 0)} |")
         lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | min (ms) | max (ms) | 95% CI of mean (ms) |",
@@ -140,7 +155,7 @@ def markdown(r: RunRecord) -> str:
         if findings:
             lines += ["", "Findings: " + "; ".join(findings) + "."]
     else:
-        lines.append(f"| {s.size} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
+        lines.append(f"| {s.model_label()} | {s.ctx} | {s.mode} | {s.precision} | {r.status} | | | | | | |")
     lines += parallel_lines(r)
     if r.telemetry:
         lines += telemetry_lines(Telemetry.from_dict(r.telemetry))
@@ -164,7 +179,7 @@ def csv_text(r: RunRecord) -> str:
               else [(1, [*r.warmup_steps, *r.steps])])
     for process, steps in groups:
         for st in steps:
-            w.writerow([r.id, s.size, s.ctx, s.batch, s.precision, s.mode, st.index, int(st.warmup),
+            w.writerow([r.id, s.model_label(), s.ctx, s.batch, s.precision, s.mode, st.index, int(st.warmup),
                         st.total_ms, st.forward_ms, st.backward_ms if st.backward_ms is not None else "",
                         st.optimizer_ms if st.optimizer_ms is not None else "", r.status, process, flags])
     return out.getvalue()

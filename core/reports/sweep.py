@@ -84,7 +84,7 @@ def csv_text(sw: SweepRecord) -> str:
         d_model, d_ff, n_layers, n_heads = s.dims()
         num = [_mean(sm.forward_ms), _std(sm.forward_ms), _mean(sm.backward_ms), _std(sm.backward_ms),
                _mean(sm.optimizer_ms), sm.total_ms.mean, sm.total_ms.std] if sm else [None] * 7
-        w.writerow([s.size, d_model, d_ff, n_layers, n_heads, s.ctx, s.batch, s.precision, s.mode, s.warmup,
+        w.writerow([s.model_label(), d_model, d_ff, n_layers, n_heads, s.ctx, s.batch, s.precision, s.mode, s.warmup,
                     s.steps, r.status, *("" if v is None else v for v in num),
                     "" if first_step_ms(r) is None else first_step_ms(r),
                     sm.tokens_per_s if sm else "", _peak(r) if _peak(r) is not None else "",
@@ -111,7 +111,7 @@ def _grid_table(runs: list[RunRecord], show_warmup: bool) -> list[str]:
     for r in runs:
         s, sm = r.spec, r.summary
         d_model, d_ff, n_layers, n_heads = s.dims()
-        cells = [s.size, str(d_model), str(d_ff), str(n_layers), str(n_heads), str(s.ctx)]
+        cells = [s.model_label(), str(d_model), str(d_ff), str(n_layers), str(n_heads), str(s.ctx)]
         cells += [str(s.warmup)] if show_warmup else []
         cells.append(STATUS_TEXT.get(r.status, r.status))
         if sm is not None and r.status == "ok":
@@ -240,11 +240,11 @@ def _warmup_table(sw: SweepRecord) -> list[str]:
     for r in sw.runs:
         s, sm = r.spec, r.summary
         if r.status != "ok" or sm is None:
-            lines.append(f"| {s.size} | {s.ctx} | {s.precision} | {s.mode} | {s.warmup} | "
+            lines.append(f"| {s.model_label()} | {s.ctx} | {s.precision} | {s.mode} | {s.warmup} | "
                          f"{STATUS_TEXT.get(r.status, r.status)} | - | - | - | - |")
             continue
         t, fs = sm.total_ms, first_step_ms(r)
-        lines.append(f"| {s.size} | {s.ctx} | {s.precision} | {s.mode} | {s.warmup} | {_f(fs)} | {_f(t.mean)} | "
+        lines.append(f"| {s.model_label()} | {s.ctx} | {s.precision} | {s.mode} | {s.warmup} | {_f(fs)} | {_f(t.mean)} | "
                      f"{_f(t.std)} | {t.std / t.mean:.1%} | {_f(fs / t.median if fs else None)}x |")
     return lines
 

@@ -1,0 +1,114 @@
+"""The engine's side of the model sources (model.sources): build what a spec names, make its batch, call
+it, check what it returns, and open per-layer ranges on it with module hooks.
+
+The per-layer ranges need no annotation in the model: the repeated blocks are the children of the
+model's largest nn.ModuleList (`model.layers.3`), and each block's direct children get ranges too
+(`model.layers.3.mlp`), named by module path. A model that opens its own ranges (the builtin) keeps them.
+Hooks are installed only for a profiled run without torch.compile, as the builtin's ranges are.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from perfconsole.core.spec import RunSpec
+from perfconsole.model import annotate
+from perfconsole.model.sources import Built, ModelError, ModelRequest
+from perfconsole.model.sources import build as build_source
+
+
+def request(spec: RunSpec) -> ModelRequest:
+    return ModelRequest(spec.model, spec.size, spec.ctx, spec.vocab_size, spec.attention,
+                        (spec.d_model, spec.d_ff, spec.n_layers, spec.n_heads), tuple(spec.model_args))
+
+
+def build(spec: RunSpec, device: torch.device) -> Built:
+    return build_source(request(spec), device)
+
+
+def to_device(x: Any, device: torch.device | str) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_device(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: to_device(v, device) for k, v in x.items()}
+    return x
+
+
+def make_batch(built: Built, spec: RunSpec, device: torch.device | str) -> tuple[Any, Any]:
+    """(inputs, targets) on the device: the model's own batch maker, else token ids and next-token targets
+    drawn from the model's vocabulary with the spec's seed."""
+    gen = torch.Generator(device="cpu").manual_seed(spec.seed)
+    if built.batch is not None:
+        try:
+            inputs, targets = built.batch(spec.batch, spec.ctx, built.info.vocab_size, gen)
+        except Exception as exc:
+            raise ModelError(f"model: {built.info.name}'s batch raised {type(exc).__name__}: {exc}") from None
+        return to_device(inputs, device), to_device(targets, device)
+    ids = torch.randint(0, built.info.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
+    return ids[:, :-1].to(device), ids[:, 1:].to(device)
+
+
+def call(model: nn.Module, inputs: Any) -> Any:
+    """The model's output for the inputs: a tuple is spread, a dict passed as keywords."""
+    if isinstance(inputs, tuple):
+        return model(*inputs)
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    return model(inputs)
+
+
+def logits_of(out: Any) -> Any:
+    return out.logits if hasattr(out, "logits") else out
+
+
+def check_logits(logits: Any, spec: RunSpec, vocab_size: int, name: str) -> None:
+    """The contract with the default loss: floating (batch, ctx, vocab) logits. Read from the shape only,
+    so no synchronisation."""
+    want = (spec.batch, spec.ctx, vocab_size)
+    if not isinstance(logits, torch.Tensor):
+        raise ModelError(f"model: {name} returned a {type(logits).__name__}; logits must be a tensor "
+                         f"of shape {want} (or an object with .logits)")
+    if tuple(logits.shape) != want:
+        raise ModelError(f"model: {name} returned logits of shape {tuple(logits.shape)}, not (batch, ctx, vocab) = {want}")
+    if not logits.is_floating_point():
+        raise ModelError(f"model: {name} returned logits of dtype {logits.dtype}; they must be floating point")
+
+
+def repeated_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(path, block) for the children of the largest nn.ModuleList: the model's repeated layers."""
+    lists = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m)]
+    if not lists:
+        return []
+    path, biggest = max(lists, key=lambda nm: (len(nm[1]), -nm[0].count(".")))
+    prefix = f"{path}." if path else ""
+    return [(f"{prefix}{i}", block) for i, block in enumerate(biggest)]
+
+
+def install_layer_ranges(model: nn.Module) -> list[Any]:
+    """Forward hooks that open a range (model.annotate's factory: NVTX or record_function) around each
+    repeated block and each of its children; returns the handles. A range is only opened while ranges are
+    on, so the hooks cost a dictionary look-up otherwise."""
+    handles: list[Any] = []
+    open_ranges: dict[int, list[Any]] = {}
+
+    def pre(name: str):
+        def hook(module: nn.Module, _args: Any) -> None:
+            rng = annotate.annotate(name)
+            rng.__enter__()
+            open_ranges.setdefault(id(module), []).append(rng)
+        return hook
+
+    def post(module: nn.Module, _args: Any, _out: Any) -> None:
+        stack = open_ranges.get(id(module))
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+    for path, block in repeated_blocks(model):
+        for name, m in [(path, block), *((f"{path}.{n}", c) for n, c in block.named_children())]:
+            handles.append(m.register_forward_pre_hook(pre(name)))
+            handles.append(m.register_forward_hook(post))
+    return handles

@@ -1,0 +1,72 @@
+"""An independent timing of an hf: architecture's training step, to check `perfconsole run --model hf:...`.
+
+It shares only the model's config with perfconsole (model.sources.hf.make_config: the same published shape,
+random weights); the step is written out here: sdpa attention, bf16 autocast, fp32 weights, fused AdamW,
+CUDA events around each whole step, synchronised per step. Prints one JSON line with the median; give
+--against a run snapshot to compare medians (the ratio should be within 2 %).
+
+    python3 scripts/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from perfconsole.core.spec import RunSpec
+from perfconsole.core.measure.model_build import request
+from perfconsole.model.sources.hf import from_config, make_config
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="hf:llama")
+    p.add_argument("--size", default="1B")
+    p.add_argument("--ctx", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--against", default=None, help="a perfconsole run snapshot of the same spec")
+    a = p.parse_args()
+    dev = torch.device("cuda")
+    spec = RunSpec(model=a.model, size=a.size, ctx=a.ctx, batch=a.batch, attention="sdpa", device="cuda").validate()
+    torch.manual_seed(0)
+    model = from_config(make_config(request(spec)), "sdpa", dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (a.batch, a.ctx + 1), generator=gen).to(dev)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(inputs).logits
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    times = []
+    for i in range(a.warmup + a.steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        if i >= a.warmup:
+            times.append(start.elapsed_time(end))
+    out = {"model": a.model, "size": a.size, "ctx": a.ctx, "batch": a.batch, "steps": a.steps,
+           "params": sum(p.numel() for p in model.parameters()), "median_ms": statistics.median(times),
+           "min_ms": min(times), "max_ms": max(times)}
+    if a.against:
+        run = json.load(open(a.against))["data"]
+        theirs = run["summary"]["total_ms"]["median"]
+        out.update(perfconsole_median_ms=theirs, ratio=theirs / out["median_ms"],
+                   within_2_percent=abs(theirs / out["median_ms"] - 1) <= 0.02)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

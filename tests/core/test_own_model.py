@@ -1,0 +1,87 @@
+"""Own models end to end on the CPU, through the CLI: the worked example with its per-layer ranges, a model
+that prints to stdout, a model with wrong logits (one line, exit 2), and old snapshots still loading."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core import store
+from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.run import markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "student_model.py"
+FAST = ["--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "0", "--steps", "2"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfconsole.core.cli.main", "run", *args, *FAST],
+                          capture_output=True, text=True, timeout=500)
+
+
+@pytest.mark.slow
+def test_the_worked_example_runs_with_counted_flops_and_layer_ranges():
+    out = cli("--model", f"{EXAMPLE}:build", "--model-arg", "d_model=32", "--mode", "train", "--profile", "torch",
+              "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = RunRecord.from_dict(json.loads(out.stdout)["data"])
+    assert r.status == "ok" and r.model["architecture"] == "StudentGPT"
+    assert r.model["file"] == str(EXAMPLE) and len(r.model["file_sha256"]) == 64
+    assert r.summary.flops_source == "counted"
+    assert r.summary.flops_per_step == r.model["forward_flops"] + r.model["backward_flops"]
+    ranges = {str(row.get("range") or row.get("name")).lstrip(":") for row in r.profile.tables["nvtx_sum"]}
+    assert {"blocks.0", "blocks.1.mlp", "forward", "backward"} <= ranges
+    assert "student_model.py:build (factory, StudentGPT" in markdown(r)
+
+
+@pytest.mark.slow
+def test_a_model_that_prints_leaves_the_event_stream_whole(tmp_path):
+    path = tmp_path / "loud.py"
+    path.write_text(textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(EXAMPLE.parent)!r})
+        from student_model import build as student
+
+        print("building!")
+
+        class Loud(student.__globals__["StudentGPT"]):
+            def forward(self, ids):
+                print("forward", ids.shape)
+                return super().forward(ids)
+
+        def build(ctx, vocab_size):
+            print("hello from build")
+            return Loud(vocab_size, ctx, 32, 1, 4)
+        """))
+    out = cli("--model", f"{path}:build", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["data"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_wrong_logits_are_one_line_and_exit_2(tmp_path):
+    path = tmp_path / "flat.py"
+    path.write_text("import torch\n\ndef build(ctx, vocab_size):\n    return torch.nn.Embedding(vocab_size, 8)\n")
+    out = cli("--model", f"{path}:build")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "logits of shape (2, 16, 8), not (batch, ctx, vocab) = (2, 16, 10000)" in out.stderr
+
+
+def test_missing_file_and_unknown_size_are_refused_before_any_process():
+    for args, said in ((["--model", "nowhere.py:build"], "model: no file nowhere.py"),
+                       (["--model", "hf:gpt2", "--size", "8B"], "size: hf:gpt2 has tiny, 124M")):
+        out = cli(*args)
+        assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_old_snapshots_load_as_builtin_with_formula_flops():
+    for path in sorted((ROOT / "snapshots").glob("tiny-cpu-train-*.json")):
+        r = store.load(path)
+        assert r.spec.model == "builtin" and r.model is None
+        assert r.spec.label().startswith("tiny ")
+        assert "- model: tiny (d_model 64" in markdown(r)

@@ -205,7 +205,8 @@ def test_in_chromium_the_token_opens_the_console_and_the_page_asks_no_other_host
             page.evaluate("window.__xterm = undefined")
             assert page.goto(f"{server.url}/").status == 200
             wait_for_text(page, "1 Launch", "Run", "device", timeout=60)
-            page.wait_for_load_state("networkidle")
+            # every font the page asked for has loaded (or failed) by now, so its requests are all seen
+            assert page.evaluate("document.fonts.ready.then(() => document.fonts.status)") == "loaded"
         finally:
             browser.close()
     others = [url for url in requests if urlsplit(url).netloc != f"127.0.0.1:{server.port}"]

@@ -224,7 +224,7 @@ def main(argv: list[str], console_options: Callable[[argparse.ArgumentParser], N
         if not is_loopback(serve_args.host):
             if not serve_args.allow_remote:
                 raise cli.UsageError(f"--host {serve_args.host} is not a loopback address; anyone who can reach "
-                                     "it could try to launch runs on this machine (add --allow-remote to serve it anyway)")
+                                     "it could launch runs on this machine (add --allow-remote to serve it anyway)")
             if not token:
                 raise cli.UsageError("--token '' with --allow-remote: anyone who can reach the port could launch "
                                      "runs on this machine; give a token, or serve on loopback")

@@ -12,13 +12,38 @@ import sys
 from perfconsole.core.cli import main as cli
 
 
-SERVE_EPILOG = ("perfconsole serve [--host 127.0.0.1] [--port 8000] [console flags]: serve the console in a "
-                "browser, one console per tab (perfconsole serve --help).")
+SERVE_HELP = "serve the console in a browser, one console per tab, behind a token (serve --help)"
+
+
+class _CommandsWithServe(argparse._SubParsersAction):
+    """core's sub-commands, with `serve` listed last among them (in --help and in the choices an unknown
+    command is told of). serve is dispatched by main() before core's parser runs, since it is a console
+    concern; core's parser only meets it when flags come before it."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        # No prefix character that argv can hold (NUL): whatever follows `serve` here is taken as is and
+        # reaches _serve_not_first, rather than failing as flags serve's stand-in does not know.
+        serve = super().add_parser("serve", help=SERVE_HELP, add_help=False, prefix_chars="\0")
+        serve.add_argument("rest", nargs="*")
+        serve.set_defaults(func=_serve_not_first)
+
+    def add_parser(self, name: str, **kwargs: object) -> argparse.ArgumentParser:
+        parser = super().add_parser(name, **kwargs)  # type: ignore[arg-type]
+        # keep serve after the commands core adds: move its entry to the end of both listings
+        self._name_parser_map["serve"] = self._name_parser_map.pop("serve")
+        self._choices_actions.append(
+            self._choices_actions.pop(next(i for i, a in enumerate(self._choices_actions) if a.dest == "serve")))
+        return parser
+
+
+def _serve_not_first(args: argparse.Namespace) -> int:
+    raise cli.UsageError("serve takes its flags after it: perfconsole serve [--port 8000] [console flags]")
 
 
 def console_options(parser: argparse.ArgumentParser) -> None:
-    if parser.prog == "perfconsole":  # the top-level help; serve is no core command, so it is named here
-        parser.epilog = SERVE_EPILOG
+    if parser.prog == "perfconsole":  # the top-level parser: its sub-commands will include serve
+        parser.register("action", "parsers", _CommandsWithServe)
     group = parser.add_argument_group("console", "pre-fill the launch form (same flags as `run`)")
     cli.add_spec_arguments(group)  # type: ignore[arg-type]
     group.add_argument("--start", action="store_true", help="launch the pre-filled run at once")

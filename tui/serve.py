@@ -3,20 +3,26 @@
 Each browser tab gets its own console process, started from a command line that textual-serve runs
 through /bin/sh; that line is built here with shlex.join from the flags the user passed, so nothing
 typed on the command line is read by the shell. The server listens on the loopback interface unless
---allow-remote is given, since there is no authentication: whoever reaches the port can launch runs.
+--allow-remote is given, and every request needs the token printed at start (tui/serve_auth.py):
+whoever can use the console can launch runs and read and write files as the user who started it.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import ipaddress
+import os
+import re
 import shlex
 import signal
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
+import aiohttp_jinja2
+import jinja2
 import psutil
 from aiohttp import web
 from textual_serve.server import Server
@@ -24,11 +30,22 @@ from textual_serve.server import Server
 from perfconsole.core.cli import main as cli
 from perfconsole.core.launch.processes import STOP_SIGNALS
 from perfconsole.core.spec import SpecError
+from perfconsole.tui import serve_auth
 
 DEFAULT_PORT = 8000
 WILDCARDS = ("", "0.0.0.0", "::")
 SESSION_GRACE_S = 10.0   # how long a console may take to end its runs and exit once asked
 KILL_GRACE_S = 3.0       # then SIGTERM, and SIGKILL after this
+# textual-serve's page fetches Roboto Mono from fonts.googleapis.com, which GPU nodes often cannot reach
+# (and which would learn of every page load). textual-serve's wheel ships the same font (Apache 2.0,
+# its licence is in the font's name table), served from its /static route: the page gets it from there.
+FONT_LINK = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>", re.S)
+LOCAL_FONT = """<style>
+      @font-face { font-family: "Roboto Mono"; font-style: normal; font-weight: 100 700;
+        src: url("{{ config.static.url }}fonts/RobotoMono-VariableFont_wght.ttf") format("truetype"); }
+      @font-face { font-family: "Roboto Mono"; font-style: italic; font-weight: 100 700;
+        src: url("{{ config.static.url }}fonts/RobotoMono-Italic-VariableFont_wght.ttf") format("truetype"); }
+    </style>"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,7 +68,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="address to listen on; a non-loopback address needs --allow-remote (default: 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=DEFAULT_PORT, help=f"1-65535 (default: {DEFAULT_PORT})")
     p.add_argument("--allow-remote", action="store_true",
-                   help="allow a non-loopback --host: anyone who can reach the port can launch runs here")
+                   help="allow a non-loopback --host (plain HTTP: the token crosses the network unencrypted)")
+    p.add_argument("--token", default=None, metavar="TOKEN",
+                   help=f"the secret every request needs (default: ${serve_auth.TOKEN_ENV} if set, which keeps it "
+                        "out of `ps`, else a random one, printed in the URL); --token '' serves without one, "
+                        "loopback only: every account on this machine can then use the console as you")
     p.add_argument("--public-url", default=None, metavar="URL",
                    help="the address browsers use to reach the server (behind a proxy or an SSH tunnel "
                         "on another port); default: http://HOST:PORT")
@@ -103,20 +124,37 @@ def public_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
+def local_font_page(templates: Path) -> str:
+    """textual-serve's page with its font link replaced by @font-face rules for its own static copy."""
+    return FONT_LINK.sub(LOCAL_FONT, (templates / "app_index.html").read_text(encoding="utf-8"))
+
+
 class ConsoleServer(Server):
     """textual-serve's server, which on shutdown asks every tab's console to quit (each ends its runs)
-    and then ends whatever of its children is left, so stopping the server leaves no process behind."""
+    and then ends whatever of its children is left, so stopping the server leaves no process behind.
+    Its app gets the token check as a middleware and a page whose font comes from this server."""
 
-    def __init__(self, command: str, host: str, port: int, url: str) -> None:
+    def __init__(self, command: str, host: str, port: int, url: str, token: str) -> None:
         super().__init__(command, host=host, port=port, title="perfconsole", public_url=url)
+        self.guard = serve_auth.TokenGuard(token, port, url)
         self._sessions: set[asyncio.Task] = set()
         self.stopped_by: signal.Signals | None = None
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        aiohttp_jinja2.setup(app, loader=jinja2.DictLoader({"app_index.html": local_font_page(self.templates_path)}))
+        app.middlewares.append(self.guard.middleware)  # before the app starts, when its list freezes
+        return app
+
+    def initialize_logging(self) -> None:
+        serve_auth.plain_logging()
 
     async def on_startup(self, app: web.Application) -> None:
         pass  # textual-serve's banner; the line that says where to go is printed once the port is bound
 
     def _listening(self, *_: object) -> None:
-        print(f"perfconsole: serving the console on {self.public_url} (one console per browser tab; "
+        url = serve_auth.url_with_token(self.public_url, self.guard.token)
+        print(f"perfconsole: serving the console on {url} (one console per browser tab; "
               "Ctrl+C stops the server and every console)", flush=True)
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
@@ -152,7 +190,7 @@ class ConsoleServer(Server):
             loop.add_signal_handler(sig, self._stop_on, sig)
         # _make_app is textual-serve's own app (its routes and hooks); only the running is done here.
         web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
-                    print=self._listening)
+                    print=self._listening, access_log_class=serve_auth.ShortAccessLog)
 
     def _stop_on(self, sig: signal.Signals) -> None:
         self.stopped_by = sig
@@ -179,20 +217,29 @@ def end_children() -> None:
 def main(argv: list[str], console_options: Callable[[argparse.ArgumentParser], None]) -> int:
     args = build_parser(console_options).parse_args(argv)  # every flag checked, serve's and the console's
     serve_args, console_argv = split_argv(argv)
+    token = serve_auth.choose_token(serve_args.token, dict(os.environ))
+    os.environ.pop(serve_auth.TOKEN_ENV, None)  # the consoles have no use for it
     try:
         cli.spec_from_args(args)  # a bad pre-fill is one line now, not an error in every browser tab
         if not is_loopback(serve_args.host):
             if not serve_args.allow_remote:
                 raise cli.UsageError(f"--host {serve_args.host} is not a loopback address; anyone who can reach "
                                      "it could launch runs on this machine (add --allow-remote to serve it anyway)")
-            print(f"perfconsole: warning: serving on {serve_args.host}:{serve_args.port} with no authentication: "
-                  "anyone who can reach this port can launch runs on this machine", file=sys.stderr, flush=True)
+            if not token:
+                raise cli.UsageError("--token '' with --allow-remote: anyone who can reach the port could launch "
+                                     "runs on this machine; give a token, or serve on loopback")
+            print(f"perfconsole: warning: serving on {serve_args.host}:{serve_args.port} over plain HTTP: the token "
+                  "crosses the network unencrypted (an SSH tunnel to a loopback port is safer)",
+                  file=sys.stderr, flush=True)
+        elif not token:
+            print("perfconsole: warning: --token '': no token, so every account on this machine can open the "
+                  "console and launch runs, read and write files as you", file=sys.stderr, flush=True)
     except (SpecError, cli.UsageError) as exc:
         print(f"perfconsole: error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE
     # textual-serve appends "/ws" and "/static/..." to this URL, so a trailing slash would double.
     url = (serve_args.public_url or public_url(serve_args.host, serve_args.port)).rstrip("/")
-    server = ConsoleServer(console_command(console_argv), serve_args.host, serve_args.port, url)
+    server = ConsoleServer(console_command(console_argv), serve_args.host, serve_args.port, url, token)
     try:
         server.serve()
     except KeyboardInterrupt:  # Ctrl-C before the server's own handlers are in place

@@ -1,126 +1,22 @@
 """`perfconsole serve` for real: the server in a subprocess, the console in headless Chromium, keys in,
-the terminal's text out, then the server stopped and every process it started checked gone.
-
-The page draws the terminal with xterm.js on a canvas, so the text is read from xterm's own screen
-buffer: a script that runs before the page's captures the Terminal object when textual-serve's page
-stores it (`this.terminal = new Terminal(...)`), and the test reads `terminal.buffer.active` line by
-line, the very characters the canvas shows. Skips where chromium or playwright is missing (CI
-installs both in .ci/run).
+the terminal's text out, then the server stopped and every process it started checked gone. Skips
+where chromium or playwright is missing (CI installs both in .ci/run). Who may connect (the token)
+is tests/tui/test_serve_auth.py.
 """
 from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
-import psutil
 import pytest
-
-CHROMIUM = shutil.which("chromium")
-try:
-    from playwright.sync_api import Page, sync_playwright
-except ImportError:  # pragma: no cover - the dev extra brings it
-    sync_playwright = None
-
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-needs_playwright = pytest.mark.skipif(sync_playwright is None,
-                                      reason="playwright is not installed (pip install -e '.[dev]')")
-PREFILL = ["--size", "tiny", "--device", "cpu", "--ctx", "32", "--batch", "2", "--warmup", "1", "--steps", "3",
-           "--mode", "train"]
-MARKER = "PERFCONSOLE_SERVE_TEST"
-
-# Keeps the Terminal that textual-serve's page assigns to `this.terminal`, as window.__xterm.
-CAPTURE_TERMINAL = """
-Object.defineProperty(Object.prototype, "terminal", {
-  configurable: true,
-  set(value) {
-    Object.defineProperty(this, "terminal", {value, writable: true, configurable: true, enumerable: true});
-    if (value && value.buffer && value.buffer.active) window.__xterm = value;
-  },
-});
-"""
-READ_SCREEN = """() => {
-  const t = window.__xterm;
-  if (!t) return null;
-  const b = t.buffer.active, lines = [];
-  for (let i = 0; i < b.length; i++) lines.push(b.getLine(i).translateToString(true));
-  return lines.join("\\n");
-}"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """The server in its own process group; its output goes to a file, which no full pipe can block."""
-    with log.open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "perfconsole.tui.main", "serve", *args], env=env,
-                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
-
-
-def wait_for_port(port: int, server: subprocess.Popen, timeout: float = 30) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if server.poll() is not None:
-            raise AssertionError(f"the server exited with {server.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on port {port} after {timeout} s")
-
-
-def screen(page: Page) -> str:
-    return page.evaluate(READ_SCREEN) or ""
-
-
-def wait_for_text(page: Page, *texts: str, timeout: float = 90) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        text = screen(page)
-        if all(t in text for t in texts):
-            return text
-        time.sleep(0.25)
-    if page.evaluate(READ_SCREEN) is None:
-        raise AssertionError("the page never stored its xterm Terminal as `this.terminal` (textual-serve changed?)")
-    raise AssertionError(f"{texts!r} never appeared; the page shows:\n{screen(page)}")
-
-
-def marked_processes(tag: str) -> list[psutil.Process]:
-    """Every live process whose environment carries this test's marker: the server, each tab's
-    console and the consoles' run workers (they inherit the environment)."""
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get(MARKER) == tag and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def stop(server: subprocess.Popen, group: bool) -> None:
-    """SIGTERM to the server's process group (a terminal, systemd, a batch scheduler), or to the server
-    alone (`kill PID`), when the consoles hear of it only from the server."""
-    try:
-        if group:
-            os.killpg(server.pid, signal.SIGTERM)
-        else:
-            server.terminate()
-    except ProcessLookupError:
-        pass
-    server.wait(timeout=40)
+from serve_helpers import (CAPTURE_TERMINAL, MARKER, PREFILL, free_port, launch_chromium, marked_processes,
+                           needs_chromium, needs_playwright, serve, stop, sync_playwright, wait_for_port, wait_for_text)
 
 
 @pytest.mark.slow
@@ -132,16 +28,17 @@ def test_the_console_in_a_browser_runs_and_stopping_the_server_leaves_no_process
     tag = uuid.uuid4().hex
     port = free_port()
     # Each step sleeps 0.7 s first, so the second run below is still measuring when the server stops.
-    env = {**os.environ, MARKER: tag, "PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_FAULT": "slow:700"}
+    env = {**os.environ, MARKER: tag, "PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_FAULT": "slow:700",
+           "PERFCONSOLE_TOKEN": tag}
     server = serve(["--port", str(port), *PREFILL], env, log)
     try:
         wait_for_port(port, server)
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+            browser = launch_chromium(pw)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
                 page.add_init_script(CAPTURE_TERMINAL)
-                page.goto(f"http://127.0.0.1:{port}/")
+                page.goto(f"http://127.0.0.1:{port}/?token={tag}")
                 form = wait_for_text(page, "1 Launch", "Run", "device", timeout=60)
                 assert "tiny" in form and "train" in form and "cpu" in form, form
                 consoles = [p for p in marked_processes(tag) if p.pid != server.pid]
@@ -165,7 +62,7 @@ def test_the_console_in_a_browser_runs_and_stopping_the_server_leaves_no_process
     finally:
         stop(server, group)
     assert server.returncode == 128 + signal.SIGTERM, log.read_text()
-    assert f"serving the console on http://127.0.0.1:{port}" in log.read_text()
+    assert f"serving the console on http://127.0.0.1:{port}/?token={tag}" in log.read_text()
     deadline = time.monotonic() + 15
     while marked_processes(tag) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -217,7 +114,7 @@ def test_a_remote_address_with_allow_remote_serves_and_warns(tmp_path):
         stop(server, group=True)
     text = log.read_text()
     assert ("perfconsole: warning: serving on 0.0.0.0:" in text
-            and "anyone who can reach this port can launch runs on this machine" in text), text
+            and "the token crosses the network unencrypted" in text), text
     assert "serving the console on http://" in text
 
 
@@ -229,7 +126,29 @@ def test_the_console_command_is_quoted_for_the_shell():
     assert shlex.split(line) == ["exec", sys.executable, "-m", "perfconsole.tui.main", *argv]
 
 
-def test_perfconsole_help_names_serve():
-    out = subprocess.run([sys.executable, "-m", "perfconsole.tui.main", "--help"], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0 and "perfconsole serve" in out.stdout, out
+def run_perfconsole(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfconsole.tui.main", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_perfconsole_help_lists_serve_among_the_commands():
+    out = run_perfconsole("--help")
+    assert out.returncode == 0, out
+    commands = out.stdout[out.stdout.index("COMMAND\n"):out.stdout.index("options:")]
+    # a command's line is indented by 4; its help's continuation lines by more
+    listed = [line.split()[0] for line in commands.splitlines() if line[:4] == "    " and line[4:5] not in " "]
+    assert listed[0] == "run" and listed[-1] == "serve", commands
+
+
+def test_an_unknown_command_names_serve_among_the_choices():
+    out = run_perfconsole("bogus")
+    assert out.returncode == 2 and out.stdout == "", out
+    assert "invalid choice: 'bogus'" in out.stderr and "'ladder', 'serve')" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_serve_after_console_flags_is_one_line_exit_2():
+    out = run_perfconsole("--ascii", "serve", "--port", "9000")
+    assert out.returncode == 2, out
+    assert out.stderr == ("perfconsole: error: serve takes its flags after it: "
+                          "perfconsole serve [--port 8000] [console flags]\n")

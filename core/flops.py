@@ -109,7 +109,7 @@ class Peaks:
 
 
 # Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
-PEAKS_METHOD = 2
+PEAKS_METHOD = 3
 
 
 def cache_key(device_name: str, driver: str | None, torch_version: str) -> str:

@@ -1,7 +1,17 @@
-"""Shared test set-up: GPU tests skip cleanly where there is no CUDA; files go to tmp dirs."""
+"""Shared test set-up: GPU tests skip cleanly where there is no CUDA; files go to tmp dirs.
+
+Every test gets its own data directory, seeded with this CPU's peaks, measured once per session: a run
+in a fresh data directory measures them first, and the tests start hundreds of runs. A test marked
+`fresh_data_dir` gets an empty one (the tests of the peak measurement and cache, which must measure)."""
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from perfconsole.core.flops import PEAKS_FILE
 
 
 def _cuda_available() -> bool:
@@ -22,7 +32,33 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cpu_peaks_file(tmp_path_factory) -> Iterator[Path]:
+    """A data directory for the whole session, holding this CPU's peaks, measured once here (the workers'
+    cache key is the same: device, thread count, torch version). Module and session fixtures run before
+    any test's own directory is set: without this their runs would write into the user's."""
+    import torch
+
+    from perfconsole.core.measure.peaks import peaks_for
+
+    folder = tmp_path_factory.mktemp("session-data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(folder))
+        peaks_for(torch.device("cpu"))
+        yield folder / PEAKS_FILE
+
+
+def seed_peaks(data_dir: Path, peaks_file: Path) -> Path:
+    """Put the session's measured peaks into `data_dir` (made if missing), so its runs measure nothing."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(peaks_file, data_dir / PEAKS_FILE)
+    return data_dir
+
+
 @pytest.fixture(autouse=True)
-def _data_dir(tmp_path_factory, monkeypatch):
+def _data_dir(request, cpu_peaks_file, tmp_path_factory, monkeypatch):
     """Never write into the user's real data directory."""
-    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    folder = tmp_path_factory.mktemp("data")
+    if request.node.get_closest_marker("fresh_data_dir") is None:
+        seed_peaks(folder, cpu_peaks_file)
+    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(folder))

@@ -260,8 +260,8 @@ def _peaks(spec: RunSpec, device: torch.device, emit: Emit) -> dict[str, Any] | 
         return None
     from perfconsole.core.measure.peaks import peaks_for
 
-    emit(ev.Progress("peaks", "the device's matmul and copy peaks (measured once, then cached)"))
-    found = peaks_for(device).to_dict()
+    # One line when they are measured (seconds on a slow CPU) and one when they cannot be cached; none when cached.
+    found = peaks_for(device, lambda line: emit(ev.Progress("peaks", line))).to_dict()
     emit(ev.Peaks(found))
     return found
 

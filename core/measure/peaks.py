@@ -5,7 +5,9 @@ timed steps; the result is cached by device name, driver and torch version (core
 a device is measured once. Each figure is the fastest of several timed repetitions after warm-up (a
 peak is what the device can reach; a shared CPU's slow repetitions are its neighbours'): CUDA events
 on a GPU, perf_counter on the CPU (where the CPU's own matmul and memcpy peaks are the ones a CPU run
-can reach).
+can reach). On a GPU one large size reaches the peak in about a second. A CPU's half-precision matmuls
+can be a hundred times slower than its fp32 ones, so there the matmul grows from a small size only
+while the next size stays cheap, and the best rate seen is the peak: a fraction of a second in all.
 """
 from __future__ import annotations
 
@@ -14,12 +16,19 @@ from collections.abc import Callable
 
 import torch
 
-from perfconsole.core.flops import Peaks, cache_key, cached_peaks, save_peaks
+from perfconsole.core.flops import PEAKS_FILE, Peaks, cache_key, cached_peaks, save_peaks
+from perfconsole.core.paths import data_dir
 
 # (n for the square matmul, bytes copied): large enough to reach the peak, small enough to take ~1 s.
 CUDA_SIZES = (8192, 1 << 30)
-CPU_SIZES = (1024, 64 << 20)
-REPEATS = 7
+CUDA_REPEATS = 7
+# The CPU's matmul sizes, tried in order while the next is predicted (8x the last call) to take at most
+# CPU_CALL_MS a call; the copy is twice the size of a server's last-level cache, so it measures memory.
+CPU_MATMUL_SIZES = (128, 256, 512, 1024)
+CPU_CALL_MS = 50.0
+CPU_COPY_BYTES = 64 << 20
+CPU_REPEATS = 3
+MEASURING = "measuring this device's peaks once (matmul, copy) ..."
 
 
 def device_key(device: torch.device) -> str:
@@ -41,11 +50,12 @@ def device_key(device: torch.device) -> str:
 
 
 def _time_ms(fn: Callable[[], object], device: torch.device) -> float:
-    """The fastest ms of `fn` over REPEATS, after two warm-up calls."""
-    for _ in range(2):
+    """The fastest ms of `fn` over the device's repetitions, after warm-up calls."""
+    cuda = device.type == "cuda"
+    for _ in range(2 if cuda else 1):
         fn()
     times = []
-    for _ in range(REPEATS):
+    for _ in range(CUDA_REPEATS if cuda else CPU_REPEATS):
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -60,8 +70,24 @@ def _time_ms(fn: Callable[[], object], device: torch.device) -> float:
     return min(times)
 
 
+def _matmul_tflops(device: torch.device, dtype: torch.dtype) -> float:
+    """The best dense matmul TFLOP/s over the device's sizes: one large size on a GPU; on the CPU sizes
+    that grow while the next call is predicted to stay under CPU_CALL_MS."""
+    best = 0.0
+    for n in (CUDA_SIZES[0],) if device.type == "cuda" else CPU_MATMUL_SIZES:
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        out = torch.empty(n, n, device=device, dtype=dtype)
+        ms = _time_ms(lambda: torch.mm(a, b, out=out), device)
+        best = max(best, 2.0 * n**3 / (ms * 1e9))
+        del a, b, out
+        if ms * 8 > CPU_CALL_MS:  # doubling n costs 8x the time
+            break
+    return best
+
+
 def measure(device: torch.device) -> Peaks:
-    n, nbytes = CUDA_SIZES if device.type == "cuda" else CPU_SIZES
+    nbytes = CUDA_SIZES[1] if device.type == "cuda" else CPU_COPY_BYTES
     tflops: dict[str, float] = {}
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
     try:
@@ -70,12 +96,7 @@ def measure(device: torch.device) -> Peaks:
             tf32 = key == "tf32"
             torch.backends.cuda.matmul.allow_tf32 = tf32
             torch.set_float32_matmul_precision("high" if tf32 else "highest")
-            a = torch.randn(n, n, device=device, dtype=dtype)
-            b = torch.randn(n, n, device=device, dtype=dtype)
-            out = torch.empty(n, n, device=device, dtype=dtype)
-            ms = _time_ms(lambda: torch.mm(a, b, out=out), device)
-            tflops[key] = 2.0 * n**3 / (ms * 1e9)
-            del a, b, out
+            tflops[key] = _matmul_tflops(device, dtype)
     finally:
         torch.backends.cuda.matmul.allow_tf32, precision = saved
         torch.set_float32_matmul_precision(precision)
@@ -89,15 +110,18 @@ def measure(device: torch.device) -> Peaks:
     return Peaks(device_key(device), tflops, gbps, "measured")
 
 
-def peaks_for(device: torch.device) -> Peaks:
-    """The cached peaks for this device, else measured now and cached."""
+def peaks_for(device: torch.device, say: Callable[[str], None] = lambda line: None) -> Peaks:
+    """The cached peaks for this device, else measured now and cached. `say` gets one line when they are
+    measured, and one more when they cannot be cached (then every run measures them again)."""
     key = device_key(device)
     found = cached_peaks(key)
     if found is not None:
         return found
+    say(MEASURING)
     peaks = measure(device)
+    path = data_dir() / PEAKS_FILE
     try:
         save_peaks(peaks)
-    except OSError:  # a read-only data directory: the run still has its peaks, only not cached
-        pass
+    except OSError as exc:  # the run still has its peaks, only not kept for the next one
+        say(f"cannot keep the peaks in {path} ({exc.strerror or exc}): every run will measure them again")
     return peaks

@@ -68,6 +68,7 @@ def test_events_busy_share_is_the_lower_bound_and_names_a_host_bound_step():
     assert busy_label(0.85, "profile") == "gpu-bound" and busy_label(0.3, "events") is None
 
 
+@pytest.mark.fresh_data_dir
 def test_cache_is_keyed_kept_per_device_and_written_whole():
     key = cache_key("NVIDIA H200", "570.1", "2.13.0")
     assert cached_peaks(key) is None
@@ -82,6 +83,7 @@ def test_cache_is_keyed_kept_per_device_and_written_whole():
     assert set(json.loads((data_dir() / "peaks.json").read_text())) == {key, other}
 
 
+@pytest.mark.fresh_data_dir
 def test_a_damaged_cache_means_measure_again():
     data_dir().mkdir(parents=True, exist_ok=True)
     (data_dir() / "peaks.json").write_text("{not json")

@@ -4,6 +4,8 @@ speed-of-light bars and GPU busy share; and a run's statistics name its fraction
 On a real CPU ladder of the tiny model (tests/fixtures/ladders/), whose GPU-only rungs say why they did not run."""
 from __future__ import annotations
 
+import os
+import shutil
 import time
 
 import psutil
@@ -123,5 +125,7 @@ async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_
 
 def _console_on_cpu(tmp_path, monkeypatch, **form):
     """The console with a tiny CPU form and its own data directory (the ladder saves there)."""
+    # The measured peaks come along from the test's data folder (tests/conftest.py): no rung measures them.
+    shutil.copytree(os.environ["PERFCONSOLE_DATA_DIR"], tmp_path, dirs_exist_ok=True)
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path))
     return make_app(RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", warmup=0, **form))

@@ -4,6 +4,7 @@ Skips where tmux is missing (CI installs it in .ci/run).
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,8 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    # A copy of the test's data folder (tests/conftest.py): it holds the measured peaks, so no run measures them.
+    shutil.copytree(os.environ["PERFCONSOLE_DATA_DIR"], tmp_path / "data", dirs_exist_ok=True)
     return {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "TERM": "xterm-256color", "LANG": "C.UTF-8", **extra}
 
 

@@ -32,25 +32,39 @@ def test_run_json_prints_the_snapshot_save_writes(tmp_path):
     assert md.returncode == 0 and "| tiny | 32 | train | fp32 |" in md.stdout
 
 
-def test_json_output_pipes_into_export():
+@pytest.fixture(scope="module")
+def fwd_json() -> str:
+    """One fwd run's --json output, for the tests that only read it."""
     run = pc("run", *TINY, "--mode", "fwd", "--json")
     assert run.returncode == 0, run.stderr
-    md = pc("export", "-", "--format", "md", input=run.stdout)
+    return run.stdout
+
+
+@pytest.fixture(scope="module")
+def train_table() -> subprocess.CompletedProcess:
+    """One train run's table, for the tests that only read it."""
+    return pc("run", *TINY, "--mode", "train")
+
+
+def test_json_output_pipes_into_export(fwd_json):
+    md = pc("export", "-", "--format", "md", input=fwd_json)
     assert md.returncode == 0, md.stderr
     assert "| tiny | 32 | fwd | fp32 |" in md.stdout
 
 
-def test_fwd_mode_has_no_backward_phases():
-    run = json.loads(pc("run", *TINY, "--mode", "fwd", "--json").stdout)["data"]
+def test_fwd_mode_has_no_backward_phases(fwd_json):
+    run = json.loads(fwd_json)["data"]
     assert run["steps"][0]["backward_ms"] is None and run["summary"]["backward_ms"] is None
     report = json.loads(pc("export", "-", "--format", "json", input=json.dumps({"schema": 1, "kind": "run",
                                                                                  "data": run})).stdout)
     assert set(report["steps"][0]) == {"index", "total_ms", "forward_ms"}
 
 
-def test_table_output():
-    out = pc("run", *TINY, "--mode", "fwd_bwd")
+def test_table_output(train_table):   # fwd_bwd's phases: tests/core/launch/test_worker_e2e.py
+    out = train_table
     assert out.returncode == 0
+    # The tests' data folders hold the session's measured peaks (tests/conftest.py): no run measures them again.
+    assert "measuring this device's peaks" not in " ".join(out.stderr.split()), out.stderr
     assert "forward" in out.stdout and "backward" in out.stdout and "tokens/s" in out.stdout
 
 
@@ -137,8 +151,8 @@ def test_one_step_shows_no_spread_and_a_profiled_run_says_where_its_files_went(t
     assert pc("import", str(trace)).returncode == 0
 
 
-def test_run_names_its_speed_of_light_and_an_unsupported_spec_exits_2():
-    out = pc("run", *TINY, "--mode", "train")
+def test_run_names_its_speed_of_light_and_an_unsupported_spec_exits_2(train_table):
+    out = train_table
     assert out.returncode == 0, out.stderr
     assert "speed of light: floor " in out.stdout and "(forward " in out.stdout
     bad = pc("run", *TINY, "--mode", "train", "--fp8", "--precision", "bf16", "--json")

@@ -3,7 +3,11 @@ runs, what says unsupported and why, and that a swap keeps the model's numbers."
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,21 +16,54 @@ from perfconsole.core.flops import cached_peaks
 from perfconsole.core.measure import fast_paths
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
-from perfconsole.core.measure.peaks import device_key, measure, peaks_for
+from perfconsole.core.measure.peaks import MEASURING, device_key, measure, peaks_for
 from perfconsole.core.spec import RunSpec
 
 CPU = torch.device("cpu")
 TINY = RunSpec(size="tiny", ctx=16, batch=2, mode="train", device="cpu")
 
 
+@pytest.mark.fresh_data_dir
 def test_cpu_peaks_are_positive_and_cached_after_the_first_measure():
-    first = peaks_for(CPU)
-    assert first.source == "measured"
+    said: list[str] = []
+    first = peaks_for(CPU, said.append)
+    assert first.source == "measured" and said == [MEASURING]     # measuring is said, once
     assert set(first.matmul_tflops) == {"bf16", "fp16", "fp32", "tf32"}
     assert all(v > 0 for v in first.matmul_tflops.values()) and first.bandwidth_gbps > 0
-    again = peaks_for(CPU)
+    again = peaks_for(CPU, said.append)
     assert again.source == "cached" and again.matmul_tflops == first.matmul_tflops
+    assert said == [MEASURING]                                    # a cached peak says nothing
     assert cached_peaks(device_key(CPU)) is not None
+
+
+@pytest.mark.fresh_data_dir
+@pytest.mark.parametrize("where", ["proc", "file"])
+def test_an_unwritable_data_dir_says_once_what_cannot_be_kept_and_the_run_goes_on(where, tmp_path, monkeypatch):
+    # Permission bits do not stop root: a folder under /proc, or a file where the folder should be.
+    folder = Path("/proc/ro/perfconsole") if where == "proc" else tmp_path / "a-file"
+    if where == "file":
+        folder.write_text("not a folder")
+    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(folder))
+    said: list[str] = []
+    peaks = peaks_for(CPU, said.append)
+    assert peaks.source == "measured" and peaks.bandwidth_gbps > 0
+    reason = "No such file or directory" if where == "proc" else "File exists"
+    assert said == [MEASURING, f"cannot keep the peaks in {folder / 'peaks.json'} ({reason}): "
+                               "every run will measure them again"]
+
+
+@pytest.mark.fresh_data_dir
+def test_a_cli_run_with_an_unwritable_data_dir_says_so_in_one_line(monkeypatch):
+    monkeypatch.delenv("PERFCONSOLE_DATA_DIR")
+    env = {**os.environ, "XDG_DATA_HOME": "/proc/ro"}
+    out = subprocess.run([sys.executable, "-m", "perfconsole.core.cli.main", "run", "--size", "tiny", "--device",
+                          "cpu", "--ctx", "16", "--batch", "2", "--steps", "2", "--warmup", "0"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stderr.split())   # the progress lines, unwrapped (a console 80 columns wide wraps them)
+    assert said.count(MEASURING) == 1 and said.count("cannot keep") == 1, out.stderr
+    assert ("peaks cannot keep the peaks in /proc/ro/perfconsole/peaks.json (No such file or directory): "
+            "every run will measure them again") in said, out.stderr
 
 
 @pytest.mark.parametrize("changes, reason", [

@@ -197,6 +197,10 @@ class Error(Event):
     message: str
     detail: str = ""
 
+    def text(self) -> str:
+        """`kind: message` in one line, the kind said once (an unsupported run's message already starts with it)."""
+        return self.message if self.message.startswith(f"{self.kind}:") else f"{self.kind}: {self.message}"
+
 
 @dataclass(frozen=True)
 class Finished(Event):

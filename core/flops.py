@@ -83,7 +83,8 @@ def step_flops(mode: str, d_model: int, d_ff: int, n_layers: int, vocab_size: in
 PEAKS_FILE = "peaks.json"
 PEAK_KEYS = ("bf16", "fp16", "fp32", "tf32")
 ADAMW_TENSORS = 7                 # read p, g, m, v; write p, m, v
-# A share of the step with kernels running, measured by the profiler, below which the GPU waited on the host.
+# A share of the step with kernels running, measured (by the profiler, or NVML's utilisation), below which the
+# GPU waited on the host.
 HOST_BOUND_BELOW = 0.8
 # The events give only a lower bound (see core.measure.pipeline.launch_step): the share of the step the GPU
 # spent on work queued before the host finished issuing the step. Below this the GPU kept pace with the
@@ -202,7 +203,7 @@ def busy_label(share: float | None, source: str | None) -> str | None:
     """'host-bound' or 'gpu-bound' for a step's gpu_busy_share, None where it is not known."""
     if share is None:
         return None
-    if source == "profile":
+    if source in ("profile", "nvml"):
         return "host-bound" if share < HOST_BOUND_BELOW else "gpu-bound"
     if share < HOST_BOUND_BELOW_LOWER_BOUND:
         return "host-bound"

@@ -13,7 +13,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import Summary, between_processes, compute_summary, with_job_fields
+from perfconsole.core.summary import Summary, between_processes, compute_summary, with_job_fields, with_nvml_busy
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported", "unsupported")
 
@@ -156,7 +156,7 @@ class RunRecord:
             if rep is not None:
                 rep.summary = Summary.from_dict(event.summary)
             else:
-                self.summary = Summary.from_dict(event.summary)
+                self.summary = with_nvml_busy(Summary.from_dict(event.summary), self.telemetry)
         elif isinstance(event, ev.Memory):
             self.memory = MemoryInfo(event.peak_allocated_mib, event.peak_reserved_mib,
                                      dict(event.per_phase), event.snapshot_path, dict(event.details))
@@ -187,6 +187,7 @@ class RunRecord:
             self.model = self.model or dict(event.info)  # the first process's: every replicate builds the same
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
+            self.summary = with_nvml_busy(self.summary, self.telemetry)
         elif isinstance(event, ev.Error):
             self.error = event
             if event.kind == "profiler" and self.profile is None:
@@ -229,6 +230,7 @@ class RunRecord:
                                  mem.peak_reserved_mib if mem else None, self.peaks,
                                  _busy(self.overhead or (self.profile.overhead if self.profile else None)),
                                  self.comm_free_ms, self.comm_steps, self.model)
+        pooled = with_nvml_busy(pooled, self.telemetry)
         if pooled is None or not self.replicates:
             return pooled
         whole = [r.summary for r in self.replicates if r.status == "ok" and r.summary is not None]
@@ -258,6 +260,7 @@ class RunRecord:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunRecord:
         r = cls._from_dict(d)
+        r.summary = with_nvml_busy(r.summary, r.telemetry)  # a record saved when the events were the only figure
         p = r.profile
         if p is not None and p.overhead and "kernel_ms_per_step" not in p.overhead:  # saved before it was summed
             p.overhead = _with_kernel_count(p.overhead, p.tables, _one_stream(r.spec))

@@ -142,6 +142,10 @@ class RunSpec:
                 raise SpecError(name, f"must be true or false, not {getattr(self, name)!r}")
         custom = ("d_model", "d_ff", "n_layers", "n_heads")
         if self.size == "custom" and not _is_factory(self.model):
+            missing = [name for name in custom if getattr(self, name) is None]
+            if missing:  # name every one that is missing, as the flags that give them
+                raise SpecError("size", "custom needs --d-model --d-ff --n-layers --n-heads; missing "
+                                + " ".join("--" + name.replace("_", "-") for name in missing))
             for name in custom:
                 _int_range(name, getattr(self, name), 1, 1 << 20)
             if self.d_model % self.n_heads:  # type: ignore[operator]

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, reader_may_be_gone
@@ -82,8 +83,12 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
     `label(cell)` names a cell; `outcome(cell)` says how a finished one went; a stop signal cancels.
     """
     err = Console(stderr=True, highlight=False)
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("· left {task.fields[eta]}"), console=err)
+    # A long cell label gives way (ellipsis), not the bar, the count or the time left, which end the line
+    # (an 80-column log cut the line to "… · lef…").
+    label_column = Column(no_wrap=True, overflow="ellipsis", max_width=max(16, err.width - 50))
+    bar = Progress(TextColumn("{task.description}", table_column=label_column), BarColumn(bar_width=20),
+                   MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("· left {task.fields[eta]}", table_column=Column(no_wrap=True)), console=err)
     task = bar.add_task("starting", total=total, eta="estimating")
 
     def on_update(u: SweepUpdate) -> None:
@@ -92,7 +97,7 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
             if u.cell_finished:
                 gpus = getattr(runner.record, "cell_gpus", None) or []
                 where = f" (GPU {gpus[u.index]})" if u.index < len(gpus) and gpus[u.index] is not None else ""
-                bar.console.print(f"{name}{where}: {outcome(u.run)}", markup=False)
+                bar.console.print(f"{name}{where}: {outcome(u.run)}", markup=False, soft_wrap=True)  # one line a cell
                 bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
             else:
                 # A stage or label may hold brackets ("install perfconsole[fast]"): text, not markup.

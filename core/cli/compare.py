@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                 err.print(f"  step {n}/{specs[i].steps}: {event.total_ms:.3f} ms")
         elif isinstance(event, ev.Error):
             with reader_may_be_gone():
-                err.print(f"[bold red]{specs[i].label()}: {event.kind}[/]: {event.message}")
+                err.print(f"{specs[i].label()}: {event.text()}", style="bold red", markup=False)
 
     with stop.cancelling(runner.cancel):
         records = runner.run(progress)

@@ -20,7 +20,7 @@ from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.ladder import busy_text, moved_text, rows, status_text, verdicts
+from perfconsole.core.reports.ladder import busy_legend, busy_text, moved_text, rows, status_text, verdicts
 from perfconsole.core.spec import DEVICES, PRECISIONS, SIZE_NAMES, RunSpec
 
 
@@ -74,7 +74,8 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
                   Column("moved (ms/step)")], title_justify="left")
     rs = rows(ladder)
     found = verdicts(rs)
-    t.caption = "\n".join([*found.over_counted, *found.best])
+    legend = busy_legend(rs)
+    t.caption = "\n".join([*found.over_counted, *found.best, *([legend] if legend else [])])
     for row in rs:
         st = status_text(row)
         t.add_row(f"{row.rung} {row.name}", Text(st, style="green" if row.status == "ok" else "yellow"),
@@ -120,4 +121,6 @@ def resumed(path: str) -> LadderRecord:
 def _outcome(r: RunRecord) -> str:
     if r.status == "ok" and r.summary:
         return f"{r.summary.total_ms.median:,.2f} ms (median)"
-    return r.status + (f" ({r.error.message})" if r.error else "")
+    if r.error is None:
+        return r.status
+    return r.error.text() if r.error.kind == r.status else f"{r.status} ({r.error.text()})"

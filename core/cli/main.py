@@ -145,7 +145,8 @@ def save_path(arg: str | None) -> Path | None:
 
 def deliver(text: str, table: Callable[[], Any], save: Path | None, as_json: bool, err: Any, stop: Any,
             code: int) -> int:
-    """The end of a measuring command: save the snapshot `text`, then print it (--json) or `table()`.
+    """The end of a measuring command: save the snapshot `text`, then print it (--json) or `table()` (where
+    that is None, nothing: the run measured nothing and stderr said why).
 
     Returns the exit code: 128 + a stop signal, else `code`, or an error when the save failed.
     """
@@ -158,7 +159,9 @@ def deliver(text: str, table: Callable[[], Any], save: Path | None, as_json: boo
         else:
             from rich.console import Console
 
-            Console().print(table())
+            shown = table()
+            if shown is not None:
+                Console().print(shown)
     return stop.exit_code(code if saved or save is None else EXIT_ERROR)
 
 

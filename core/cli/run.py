@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
@@ -21,6 +22,8 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.reports.profile import headline
 from perfconsole.core.reports.run import tflops_text
+from perfconsole.core.stats import interval_text
+from perfconsole.core.summary import busy_sentence
 
 # unsupported: the spec asks for what this machine lacks (a GPU, perfconsole[fast]); like bad input, not a crash.
 EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED, "unsupported": EXIT_USAGE}
@@ -57,14 +60,15 @@ def execute(record: RunRecord, launch: Launch | RepeatedLaunch | ScalingLaunch, 
 def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
     s = r.spec
     if isinstance(e, ev.Progress):
-        c.print(f"[dim]{e.stage}[/] {e.detail}")
+        c.print(Text.assemble((f"{e.stage}:", "dim"), f" {e.detail}" if e.detail else ""))
     elif isinstance(e, ev.Replicate):
         c.print(f"[bold]process {e.index + 1} of {e.of}[/]")
     elif isinstance(e, ev.Step):
         n = f"warm-up {e.index + 1}/{s.warmup}" if e.warmup else f"step {e.index - s.warmup + 1}/{s.steps}"
         c.print(f"  {n}: {e.total_ms:.3f} ms")
     elif isinstance(e, ev.Error):
-        c.print(f"[bold red]{e.kind}[/]: {e.message}")
+        # Text, not markup: a reason may hold brackets ("install perfconsole[fast]").
+        c.print(Text(e.text(), style="bold red"))
 
 
 def summary_table(r: RunRecord) -> CliTable:
@@ -77,7 +81,7 @@ def summary_table(r: RunRecord) -> CliTable:
     for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
         st = getattr(sm, name)
         if st is not None:
-            ci = f"{st.ci95_low:,.3f}–{st.ci95_high:,.3f}" if st.n > 1 else "-"
+            ci = interval_text(st.ci95_low, st.ci95_high) if st.n > 1 else "-"
             std = f"{st.std:,.3f}" if st.n > 1 else "-"  # one step has no spread, not a spread of 0
             t.add_row(name[:-3], f"{st.mean:,.3f}", std, *(f"{getattr(st, k):,.3f}" for k in ("median", "min", "max")),
                       ci)
@@ -91,10 +95,9 @@ def summary_table(r: RunRecord) -> CliTable:
                            if k in sol and sol[k]["fraction"] is not None)
         t.caption += (f"\nspeed of light: floor {sol['total_ms']['floor_ms']:,.3f} ms, "
                       f"{sol['total_ms']['fraction']:.1%} of it ({phases})")
-    if sm.gpu_busy_share is not None:
-        lower = "at least " if sm.gpu_busy_source == "events" else ""
-        t.caption += (f"\nGPU busy {lower}{sm.gpu_busy_share:.0%} of the step ({sm.gpu_busy_source})"
-                      + (f": {sm.bound}" if sm.bound else ""))
+    busy = busy_sentence(sm.gpu_busy_share, sm.gpu_busy_source, sm.bound)
+    if busy is not None:
+        t.caption += "\n" + busy
     job = job_line(r)
     if job is not None:
         t.caption += "\n" + job + ("\nthe steps are the slowest rank's; tokens/s, TFLOP/s and MFU are the job's"
@@ -102,7 +105,7 @@ def summary_table(r: RunRecord) -> CliTable:
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
-                      f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps")
+                      f"95% CI {interval_text(b.ci95_low, b.ci95_high)} ms; the rows above pool their steps")
     elif sm.processes == 1 and sm.total_ms.n > 1 and job is None:
         t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:
@@ -157,4 +160,7 @@ def run(args: argparse.Namespace) -> int:
     code = EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
     if record.status == "error" and record.error is not None and record.error.kind == "spec":
         code = EXIT_USAGE  # the worker refused the input (a model that cannot be built): bad input
-    return deliver(store.dumps(record), lambda: summary_table(record), save, args.json, err, stop, code)
+    # An unsupported spec measured nothing: its one line on stderr says why, and stdout stays empty rather than
+    # holding a table with a header and no rows.
+    table = (lambda: None) if record.status == "unsupported" else (lambda: summary_table(record))
+    return deliver(store.dumps(record), table, save, args.json, err, stop, code)

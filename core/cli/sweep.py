@@ -120,4 +120,6 @@ def run(args: argparse.Namespace) -> int:
 def _sweep_outcome(r: RunRecord) -> str:
     if r.status == "ok" and r.summary:
         return f"{r.summary.total_ms.mean:,.2f} ms"
-    return r.status + (f" ({r.error.message})" if r.error else "")
+    if r.error is None:
+        return r.status
+    return r.error.text() if r.error.kind == r.status else f"{r.status} ({r.error.text()})"

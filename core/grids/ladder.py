@@ -3,7 +3,10 @@ normal run in its own process (run by the sweep's runner: held starts, cancel, s
 
 A rung that needs what this machine lacks (CUDA, compute capability 8.9 for fp8, an optional package)
 finishes `unsupported` with the reason, decided in its own worker, and the ladder goes on: the next
-rung still carries that rung's change, so every rung means the same thing on every machine. By
+rung still carries that rung's change, so every rung means the same thing on every GPU machine. A change
+that the ladder's own device or precision rules out (CUDA graphs, liger and fp8 on the CPU; bf16 weights at
+fp32) is the exception: carried up, it would make every rung above it unsupported for that rung's reason, not
+its own, so it stays on its own rung and the rungs above run their own change without it. By
 default each rung also runs a short torch-profiler pass after its quiet steps (`--profile torch`: the
 figures are the quiet ones) so the report can say which kernel categories moved.
 """
@@ -26,6 +29,16 @@ class Rung:
     what: str                   # the change, in words
     needs: str = ""             # what it needs beyond torch, in words
     same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
+    device: str | None = None             # the only device the change can run on
+    precisions: tuple[str, ...] = ()      # the precisions it can run at (empty: any)
+
+    def ruled_out(self, spec: RunSpec) -> str | None:
+        """Why the spec's device or precision rules this change out, in words; None where they do not."""
+        if self.device and spec.device != self.device:
+            return f"device {self.device}"
+        if self.precisions and spec.precision not in self.precisions:
+            return f"precision {' or '.join(self.precisions)}"
+        return None
 
 
 # The first rung sets every knob the later ones turn, so the ladder starts from the same program
@@ -37,13 +50,13 @@ RUNGS: tuple[Rung, ...] = (
     Rung("compile", {"compile": True}, "torch.compile of the model"),
     Rung("fused-adamw", {"optimizer": "fused"}, "fused AdamW: one kernel for all parameters"),
     Rung("cuda-graphs", {"compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead)",
-         "device cuda"),
+         "device cuda", device="cuda"),
     Rung("bf16-weights", {"weights": "bf16"}, "bf16 parameters, gradients and AdamW state (no fp32 master copy)",
-         "precision bf16", same_numerics=False),
+         "precision bf16", same_numerics=False, precisions=("bf16",)),
     Rung("liger", {"kernels": "liger"}, "liger-kernel fused SwiGLU and cross-entropy (and RMSNorm when not compiled)",
-         "device cuda, perfconsole[fast]"),
+         "device cuda, perfconsole[fast]", device="cuda"),
     Rung("fp8", {"fp8": True}, "torchao float8 matmuls", "compute capability >= 8.9, perfconsole[fast]",
-         same_numerics=False),
+         same_numerics=False, device="cuda", precisions=("bf16", "fp16")),
 )
 RUNG_NAMES = tuple(r.name for r in RUNGS)
 
@@ -75,13 +88,20 @@ class LadderSpec:
         return [n for n in RUNG_NAMES if n in self.rungs]
 
     def cells(self) -> list[RunSpec]:
-        """One spec per rung run, in ladder order."""
+        """One spec per rung run, in ladder order: each the one below plus its own change, without the changes
+        the base's device or precision rules out (those stay on their own rung, which says why)."""
         out, spec = [], self.base
         for r in RUNGS:
-            spec = spec if not_applicable(r.name, self.base) else replace(spec, **r.change)
+            own = replace(spec, **r.change)
             if r.name in self.rungs:
-                out.append(replace(spec, profile="torch" if self.profile else "none"))
+                out.append(replace(own, profile="torch" if self.profile else "none"))
+            if r.ruled_out(self.base) is None and not not_applicable(r.name, self.base):
+                spec = own
         return out
+
+    def not_carried(self) -> list[tuple[str, str]]:
+        """(rung, what it needs) for each change the base's device or precision keeps from the rungs above."""
+        return [(r.name, why) for r in RUNGS if (why := r.ruled_out(self.base)) is not None]
 
     def validate(self) -> LadderSpec:
         unknown = [n for n in self.rungs if n not in RUNG_NAMES]

@@ -47,6 +47,11 @@ _NULL = contextlib.nullcontext()
 _phase_factory: Callable[[str], ContextManager] | None = None
 
 
+def steps_text(n: int) -> str:
+    """"1 step", "3 steps": progress reads as a sentence."""
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 def phase(name: str) -> ContextManager:
     """A phase range while profiling (NVTX or record_function), else a shared no-op."""
     return _NULL if _phase_factory is None else _phase_factory(name)
@@ -167,7 +172,10 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     fast_paths.check(spec, device)
     peaks = _peaks(spec, device, emit)
     configure_backends(spec)
-    emit(ev.Progress("building", spec.model_label()))
+    building = spec.model_label()
+    if spec.model == "builtin":  # the built-in sizes' dimensions, each named
+        building += " d_model={} d_ff={} layers={} heads={}".format(*spec.dims())
+    emit(ev.Progress("building", building))
     built = model_build.build(spec, device)
     model = built.module
     if spec.mode == "fwd":
@@ -204,7 +212,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
 
     memory = _memory_capture(spec, out_dir)
     try:
-        emit(ev.Progress("warmup", f"{spec.warmup} steps"))
+        emit(ev.Progress("warmup", steps_text(spec.warmup)))
         for index in range(spec.warmup):
             keep(pipe.step(index, warmup=True))
         if spec.memory:
@@ -213,7 +221,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             if spec.memory:
                 torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        emit(ev.Progress("measuring", f"{spec.steps} steps"))
+        emit(ev.Progress("measuring", steps_text(spec.steps)))
         with memory:
             for index in range(spec.warmup, spec.warmup + spec.steps):
                 keep(pipe.step(index, warmup=False, after_phase=memory.after_phase))
@@ -271,7 +279,7 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
     """The same number of steps again, under the profiler, queued as the quiet ones were; their cost
     against the quiet ones. Returns the GPU's busy share over the profiled steps, where the profile can say."""
     capture = _profiler(spec, out_dir)
-    emit(ev.Progress("profiling", f"{spec.steps} steps under {spec.profile}"))
+    emit(ev.Progress("profiling", f"{steps_text(spec.steps)} under {spec.profile}"))
     done: list[ev.Step] = []
     with capture.active():
         for i in range(spec.steps):

@@ -18,7 +18,7 @@ from typing import Any
 
 from perfconsole.core.profiling.categories import categorize, category_shares
 from perfconsole.core.record import RunRecord
-from perfconsole.core.stats import Speedup, Stat, speedup
+from perfconsole.core.stats import Speedup, Stat, interval_text, ratio_text, speedup
 
 # Fields that change what a step computes; the others (precision, attention, compile, ...) change how.
 WORK_FIELDS = ("model", "model_args", "size", "d_model", "d_ff", "n_layers", "n_heads", "ctx", "batch", "mode", "vocab_size")
@@ -104,7 +104,7 @@ class Comparison:
         base = stats[0]
         out: list[Speedup | None] = [None]
         for st in stats[1:]:
-            out.append(speedup(base, st) if base is not None and st is not None and st.mean > 0 else None)
+            out.append(speedup(base, st) if base is not None and st is not None and base.mean > 0 and st.mean > 0 else None)
         return out
 
     def tokens_per_s(self) -> list[float | None]:
@@ -177,16 +177,18 @@ class Comparison:
 
 
 def speedup_text(s: Speedup | None) -> str:
-    """"1.85x faster (95% CI 1.70-2.01)", or "no significant difference" when the interval holds 1."""
+    """"1.85x faster (95% CI [1.70, 2.01])", "4.80x slower (95% CI [4.40, 5.24])", or "no significant
+    difference" when the interval holds 1. A slowdown's interval is the speedup's turned over (1/high, 1/low),
+    so the figures in brackets always bound the figure before them; the JSON keeps the speedup's own."""
     if s is None:
         return "baseline"
+    words = ratio_text(s.ratio)
     if math.isnan(s.ci95_low):
-        return f"{s.ratio:.2f}x (too few steps for an interval)"
-    ci = f"95% CI {s.ci95_low:.2f}-{s.ci95_high:.2f}"
+        return f"{words} (too few steps for an interval)"
     if not s.significant:
-        return f"no significant difference ({s.ratio:.2f}x, {ci})"
-    word = "faster" if s.ratio > 1 else "slower"
-    return f"{s.ratio:.2f}x {word} ({ci})"
+        return f"no significant difference ({s.ratio:.2f}x, 95% CI {interval_text(s.ci95_low, s.ci95_high, '.2f')})"
+    low, high = (s.ci95_low, s.ci95_high) if s.ratio >= 1 else (1 / s.ci95_high, 1 / s.ci95_low)
+    return f"{words} (95% CI {interval_text(low, high, '.2f')})"
 
 
 # --- exports -------------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 the previous rung, MFU, fraction of speed of light, the GPU's busy share, the loss against the first
 rung's, and the kernel categories that moved; as Markdown (like the hand-written reports), CSV and JSON.
 
-Speedups divide median step times. The interval is between processes (a t-interval of the processes'
-medians) with `--repeat` 2 or more, else the one process's interval of the mean, and the header says
+Speedups divide median step times. The interval (core.stats: a t-interval on log times) is between processes
+(of the processes' medians) with `--repeat` 2 or more, else of the one process's steps, and the header says
 which. Numerics: each of the first NUMERICS_STEPS steps' loss against the first rung's loss at the same
 step index (the same data, seed and number of updates before it); the largest relative difference is
 flagged past the precision's tolerance, unless the rung, or a rung below it whose change it carries,
@@ -27,6 +27,9 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS
 from perfconsole.core.grids.ladder import rung as rung_named
 from perfconsole.core.spec import RunSpec
+from perfconsole.core.stats import interval_text
+from perfconsole.core.summary import BUSY_SOURCES
+from perfconsole.core.summary import busy_text as summary_busy_text
 
 if TYPE_CHECKING:
     from perfconsole.core.grids.ladder import LadderRecord, Rung
@@ -79,10 +82,22 @@ def _losses(r: RunRecord) -> dict[int, float]:
 
 
 def _category_ms(r: RunRecord) -> dict[str, float]:
+    """Kernel ms per step by category, in the same step as the rung's median, so that one rung's categories
+    minus the previous rung's add up to the change in median step.
+
+    On CUDA the kernels are timed on the device, which the profiler does not slow: their time per profiled
+    step. On the CPU the "kernels" are ops timed by the host clock: their self times make up the profiled steps,
+    profiler and outliers included (a compiled CPU rung's first profiled step took 483 ms against 13 ms for the
+    others, and its ops summed to 168 ms a step beside a 44 ms median). There the median step is divided among
+    the categories by their share of the op time, so they add up to it."""
     if r.profile is None or not r.profile.tables:
         return {}
-    steps = (r.profile.overhead or {}).get("profiled_steps") or r.spec.steps
-    return {c.category: c.total_ns / steps / 1e6 for c in category_shares(r.profile.tables)}
+    overhead = r.profile.overhead or {}
+    shares = category_shares(r.profile.tables)
+    if r.spec.device != "cuda" and r.summary is not None:
+        return {c.category: c.share * r.summary.total_ms.median for c in shares}
+    steps = overhead.get("profiled_steps") or r.spec.steps
+    return {c.category: c.total_ns / steps / 1e6 for c in shares}
 
 
 def rows(ladder: LadderRecord) -> list[LadderRow]:
@@ -169,11 +184,14 @@ def status_text(row: LadderRow) -> str:
 
 
 def busy_text(row: LadderRow) -> str:
-    if row.gpu_busy_share is None:
-        return "-"
-    bound = f" {row.bound}" if row.bound else ""
-    lower = ">= " if row.gpu_busy_source == "events" else ""
-    return f"{lower}{_pct(row.gpu_busy_share)}{bound}"
+    """">= 4.5% events host-bound", "91.2% nvml gpu-bound": the figure, where it came from, what it makes the step."""
+    return summary_busy_text(row.gpu_busy_share, row.gpu_busy_source, row.bound, digits=1)
+
+
+def busy_legend(rs: list[LadderRow]) -> str | None:
+    """What the GPU busy column's sources are, for the ones the rows use."""
+    used = [s for s in BUSY_SOURCES if any(r.gpu_busy_source == s for r in rs)]
+    return "GPU busy: " + "; ".join(f"{s}: {BUSY_SOURCES[s]}" for s in used) if used else None
 
 
 MD_COLUMNS = ("rung", "change", "status", "median step (ms)", "interval (ms)", "vs first (x)",
@@ -190,7 +208,7 @@ def markdown(ladder: LadderRecord) -> str:
              f"- device: {env.get('gpu_name') or env.get('device') or b.device}; torch {env.get('torch', '?')}",
              f"- {b.size}, ctx {b.ctx}, batch {b.batch}, {b.precision}, train; warm-up {b.warmup}, steps {b.steps}, "
              f"processes per rung {reps}",
-             f"- interval: {'t-interval of the processes medians' if reps > 1 else 'one process: 95% interval of its mean'}",
+             f"- interval: 95%, a t-interval on log times of {'the processes medians' if reps > 1 else 'one process steps'}",
              "- speed of light: the step's matmul FLOPs at the measured matmul peak plus AdamW's bytes at the "
              "measured copy bandwidth, over the median step", ""]
     sol = next(((r.summary.speed_of_light or {}).get("peaks") for r in ladder.runs if r.summary), None)
@@ -206,9 +224,20 @@ def markdown(ladder: LadderRecord) -> str:
                if n not in ladder.spec.rungs and (n == RUNG_NAMES[0] or carries(last, rung_named(n)))]
     if skipped:
         lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
+    # Read from the runs' specs: a ladder saved before such changes stayed on their rung carried them up.
+    placed = [(RUNG_NAMES.index(name), run.spec) for name, run in zip(ladder.spec.rungs_in_order(), ladder.runs)]
+    kept = [(name, why) for name, why in ladder.spec.not_carried()
+            if (above := [spec for i, spec in placed if i > RUNG_NAMES.index(name)])
+            and not any(carries(spec, rung_named(name)) for spec in above)]
+    if kept:
+        lines[-1:-1] = [f"- not carried up on {b.device} {b.precision}: " + ", ".join(
+            f"{name} (needs {why})" for name, why in kept)]
+    legend = busy_legend(rs)
+    if legend:
+        lines[-1:-1] = [f"- {legend}"]
     lines += ["| " + " | ".join(MD_COLUMNS) + " |", "| " + " | ".join(["---"] * 3 + ["--:"] * 8 + ["---"]) + " |"]
     for row in rs:
-        interval = (f"[{_f(row.interval_low_ms)}, {_f(row.interval_high_ms)}]" if row.interval_low_ms is not None else "-")
+        interval = interval_text(row.interval_low_ms, row.interval_high_ms, ",.2f")
         loss = "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}"
         lines.append("| " + " | ".join([
             f"{row.rung} {row.name}", row.what, status_text(row).replace("|", "/"), _f(row.median_ms), interval,

@@ -11,7 +11,8 @@ from perfconsole.core.reports.parallel import markdown_lines as parallel_lines
 from perfconsole.core.reports.profile import attribution as profile_attribution
 from perfconsole.core.reports.profile import markdown_lines as profile_lines
 from perfconsole.core.reports.telemetry import markdown_lines as telemetry_lines
-from perfconsole.core.stats import Stat
+from perfconsole.core.stats import Stat, interval_text
+from perfconsole.core.summary import busy_sentence
 from perfconsole.core.telemetry.summary import Telemetry
 
 STAT_KEYS = ("mean", "std", "median", "min", "max")
@@ -83,10 +84,10 @@ def between_lines(sm, r: RunRecord) -> list[str]:
             f"the table above pools their {sm.total_ms.n} measured steps")
     lines = ["", f"Between processes ({sm.processes} processes, {held}; below, statistics of each process's "
              f"median):", "",
-             "| phase | median (ms) | mean (ms) | std (ms) | 95% CI of mean (ms) | n |",
+             "| phase | median (ms) | mean (ms) | std (ms) | 95% CI (ms) | n |",
              "| --- | --: | --: | --: | --- | --: |"]
     for name, st in sm.between_processes.items():
-        ci = f"{st.ci95_low:.3f} – {st.ci95_high:.3f}" if st.n > 1 else "-"
+        ci = interval_text(st.ci95_low, st.ci95_high) if st.n > 1 else "-"
         lines.append(f"| {name[:-3]} | {_f(st.median)} | {_f(st.mean)} | {_f(st.std)} | {ci} | {st.n} |")
     if r.replicates:
         lines.append("")
@@ -121,7 +122,7 @@ def markdown(r: RunRecord) -> str:
     s, sm = r.spec, r.summary
     env = r.environment
     lines = [f"# {r.name}", "",
-             f"- status: **{r.status}**" + (f" ({r.error.kind}: {r.error.message})" if r.error else ""),
+             f"- status: **{r.status}**" + (f" ({r.error.text()})" if r.error else ""),
              f"- device: {env.get('gpu_name') or env.get('cpu') or s.device}; torch {env.get('torch', '?')}, "
              f"CUDA {env.get('cuda') or '-'}, driver {env.get('driver') or '-'}",
              f"- model: {model_text(r)}, "
@@ -134,12 +135,12 @@ def markdown(r: RunRecord) -> str:
         lines.append(f"| {s.model_label()} | {s.ctx} | {s.mode} | {s.precision} | {_f(t.mean)} | {_f(t.std)} | "
                      f"{_f(t.median)} | {sm.tokens_per_s:,.0f} | {tflops_text(sm.achieved_tflops)} | "
                      f"{'-' if sm.mfu is None else f'{sm.mfu:.1%}'} | {_f(sm.peak_allocated_mib, 0)} |")
-        lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | min (ms) | max (ms) | 95% CI of mean (ms) |",
+        lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | min (ms) | max (ms) | 95% CI (ms) |",
                   "| --- | --: | --: | --: | --: | --: | --- |"]
         for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
             st = getattr(sm, name)
             if st is not None:
-                ci = f"{st.ci95_low:.3f} – {st.ci95_high:.3f}" if st.n > 1 else "-"
+                ci = interval_text(st.ci95_low, st.ci95_high) if st.n > 1 else "-"
                 lines.append(f"| {name[:-3]} | {_f(st.mean)} | {_f(st.std)} | {_f(st.median)} | "
                              f"{_f(st.min)} | {_f(st.max)} | {ci} |")
         if sm.between_processes:
@@ -152,6 +153,9 @@ def markdown(r: RunRecord) -> str:
             findings.append(f"backward / forward = {sm.backward_ms.mean / sm.forward_ms.mean:.2f}")
         if sm.optimizer_ms:
             findings.append(f"optimizer = {sm.optimizer_ms.mean / t.mean:.1%} of the step")
+        busy = busy_sentence(sm.gpu_busy_share, sm.gpu_busy_source, sm.bound)
+        if busy is not None:
+            findings.append(busy)
         if findings:
             lines += ["", "Findings: " + "; ".join(findings) + "."]
     else:

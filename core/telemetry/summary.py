@@ -115,6 +115,15 @@ class Telemetry:
                    throttled_share=throttled / len(known) if known else None,
                    samples=len(samples), period_s=period_s, index=index)
 
+    def gpu_busy_share(self) -> float | None:
+        """NVML's utilisation over the measured steps, as a share (0..1): the mean over the samples of the
+        share of each sample period in which a kernel ran. None where the GPU never reported it."""
+        known = [float(v) for v in self.series.get("gpu_util_pct", []) if v is not None]
+        if known:  # the series is every sample, or an even spread of them (MAX_POINTS)
+            return statistics.fmean(known) / 100
+        s = self.summary.get("gpu_util_pct")
+        return s["median"] / 100 if s else None
+
     def sm_clock_drop(self) -> tuple[float, float, float] | None:
         """(fraction fallen, max MHz, min MHz) of the SM clock, or None where it was never read.
 

@@ -38,7 +38,10 @@ def test_zero_warmup_is_allowed():
 def test_custom_needs_all_dims_and_divisible_heads():
     with pytest.raises(SpecError) as e:
         RunSpec(size="custom", d_model=64, d_ff=256, n_layers=2).validate()
-    assert e.value.field == "n_heads"
+    assert e.value.field == "size" and str(e.value).endswith("missing --n-heads")
+    with pytest.raises(SpecError) as e:  # every missing one is named, as the flags that give it
+        RunSpec(size="custom", d_model=64).validate()
+    assert str(e.value) == "size: custom needs --d-model --d-ff --n-layers --n-heads; missing --d-ff --n-layers --n-heads"
     with pytest.raises(SpecError) as e:
         RunSpec(size="custom", d_model=64, d_ff=256, n_layers=2, n_heads=3).validate()
     assert "divide" in str(e.value)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from textual.widgets import Static
 
-from perfconsole.core.summary import Summary
+from perfconsole.core.stats import interval_text
+from perfconsole.core.summary import Summary, busy_text
 from perfconsole.tui.format import NA, num, pct
 
 
@@ -20,7 +21,7 @@ class StatsPanel(Static):
             self.update("no measured steps yet", layout=False)
             return
         st = summary.total_ms
-        ci = f"{st.ci95_low:.2f}-{st.ci95_high:.2f}" if st.n > 1 else NA
+        ci = interval_text(st.ci95_low, st.ci95_high, ",.2f") if st.n > 1 else NA
         t.add_row("steps", str(st.n))
         t.add_row("mean", f"{st.mean:,.3f} ms")
         t.add_row("std", f"{st.std:,.3f} ms")
@@ -35,9 +36,8 @@ class StatsPanel(Static):
         # MFU and the fraction of speed of light share a row: 13 rows fit beside the GPU panel at 80x24.
         sol = (summary.speed_of_light or {}).get("total_ms") or {}
         t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {pct(sol.get('fraction'))}")
-        busy = pct(summary.gpu_busy_share)
-        if summary.gpu_busy_share is not None and summary.gpu_busy_source == "events":
-            busy = f">= {busy}"  # the events give a lower bound
-        t.add_row("GPU busy", busy + (f" {summary.bound}" if summary.bound == "host-bound" else ""))
+        # The figure with its source (profile, nvml, or events: a lower bound), so no reader takes one for another.
+        t.add_row("GPU busy", busy_text(summary.gpu_busy_share, summary.gpu_busy_source, digits=1)
+                  + (f" {summary.bound}" if summary.bound == "host-bound" else ""))
         t.add_row("peak mem", num(summary.peak_allocated_mib, ",.0f", " MiB"))
         self.update(t, layout=False)

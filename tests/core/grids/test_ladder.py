@@ -3,6 +3,7 @@ CPU cannot run say why; the report's table, the snapshot and the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ BASE = RunSpec(size="tiny", ctx=16, batch=2, precision="fp32", mode="train", war
 
 
 def test_each_rung_is_the_last_plus_its_change():
-    cells = LadderSpec(BASE.with_(attention="sdpa", optimizer="fused")).cells()
+    cells = LadderSpec(BASE.with_(attention="sdpa", optimizer="fused", device="cuda", precision="bf16")).cells()
     assert [c.attention for c in cells] == ["naive"] + ["sdpa"] * 7    # the first rung resets the knobs
     assert [c.compile for c in cells] == [False, False] + [True] * 6
     assert [c.optimizer for c in cells] == ["forloop"] * 3 + ["fused"] * 5
@@ -30,6 +31,48 @@ def test_each_rung_is_the_last_plus_its_change():
     picked = LadderSpec(BASE, ("eager", "fused-adamw")).cells()
     assert len(picked) == 2 and picked[1].compile and picked[1].attention == "sdpa"  # skipped rungs pass their change up
     assert len(RUNGS) == 8
+
+
+def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_own_reason():
+    import torch
+
+    from perfconsole.core.measure import fast_paths
+
+    spec = LadderSpec(BASE.with_(precision="bf16"))
+    cells = dict(zip(RUNG_NAMES, spec.cells()))
+    assert spec.not_carried() == [("cuda-graphs", "device cuda"), ("liger", "device cuda"), ("fp8", "device cuda")]
+    assert cells["cuda-graphs"].compile_mode == "reduce-overhead"
+    assert cells["bf16-weights"].compile_mode == "default" and cells["bf16-weights"].weights == "bf16"
+    fast_paths.check(cells["bf16-weights"], torch.device("cpu"))       # rung 6 runs its own change on the CPU
+    reasons = {}
+    for name in ("cuda-graphs", "liger", "fp8"):
+        with pytest.raises(fast_paths.Unsupported) as e:
+            fast_paths.check(cells[name], torch.device("cpu"))
+        reasons[name] = str(e.value)
+    assert reasons["cuda-graphs"].startswith("CUDA graphs")
+    assert "liger" in reasons["liger"] and ("torchao" in reasons["fp8"] or "fp8" in reasons["fp8"])
+    assert cells["fp8"].kernels == "torch" and cells["fp8"].weights == "bf16"
+    from perfconsole.core.reports.ladder import markdown
+
+    assert "- not carried up on cpu bf16: cuda-graphs (needs device cuda), liger (needs device cuda)\n" in \
+        markdown(LadderRecord.new(spec))
+    fp32 = LadderSpec(BASE).cells()   # at fp32 bf16 weights cannot apply: its rung says so, the rest go without it
+    assert fp32[5].weights == "bf16" and fp32[6].weights == "fp32"
+
+
+def test_the_categories_that_moved_add_up_to_the_step_change():
+    # A ladder recorded on the CPU: its compiled fused-AdamW rung's first profiled step took 483 ms, so its ops
+    # summed to 168 ms per profiled step beside a 44 ms median, and every category seemed to go up.
+    from pathlib import Path
+
+    recorded = store.load(Path(__file__).resolve().parents[2] / "fixtures" / "ladders" / "ladder_tiny_cpu.json")
+    ran = [r for r in rows(recorded) if r.median_ms is not None]
+    assert len(ran) == 4
+    for previous, row in zip(ran, ran[1:]):
+        cats = set(row.category_ms) | set(previous.category_ms)
+        moved = sum(row.category_ms.get(c, 0.0) - previous.category_ms.get(c, 0.0) for c in cats)
+        assert moved == pytest.approx(row.median_ms - previous.median_ms, abs=1e-6)
+        assert sum(row.category_ms.values()) == pytest.approx(row.median_ms)
 
 
 @pytest.mark.parametrize("kw, field", [(dict(rungs=("eager", "turbo")), "rungs"), (dict(rungs=()), "rungs"),
@@ -56,7 +99,7 @@ def test_the_cpu_runs_what_it_can_and_says_why_for_the_rest(ladder):
     assert [r.status for r in record.runs] == ["ok", "ok", "unsupported", "unsupported", "unsupported"]
     reasons = [r.error.message for r in record.runs[2:]]
     assert reasons[0] == "unsupported: CUDA graphs (compile mode reduce-overhead) need device cuda"
-    assert "install perfconsole[fast]" in reasons[1] or "need device cuda" in reasons[1]
+    assert "liger-kernel is not installed" in reasons[1] or "liger-kernel's Triton kernels need device cuda" in reasons[1]
     assert "torchao" in reasons[2] or "fp8" in reasons[2]
     assert record.status == "ok"
 
@@ -120,7 +163,11 @@ def test_cli_ladder_json_and_bad_rungs(tmp_path):
     assert doc["kind"] == "ladder" and [r["status"] for r in doc["data"]["runs"]] == ["ok", "unsupported"]
     assert (tmp_path / "l.json").read_text() == out.stdout
     said = " ".join(out.stderr.split())  # the progress lines, unwrapped: the reason's brackets are kept
-    assert "perfconsole[fast])" in said or "fp8 matmuls need device cuda)" in said, said
+    assert ("fp8: unsupported: torchao is not installed: install perfconsole[fast]" in said
+            or "unsupported: fp8 matmuls need device cuda" in said), said
+    assert "unsupported (unsupported" not in said, out.stderr                # the reason's kind said once
+    bar = out.stderr.splitlines()[-2]      # the bar's last state, before "saved ...": only the label gives way
+    assert re.search(r"\d/2 \d+:\d\d:\d\d · left (estimating|\d+m\d\ds)$", bar.rstrip()), out.stderr
     bad = subprocess.run(cmd[:-6] + ["--rungs", "eager,warp"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "rungs: must be names from " + ", ".join(RUNG_NAMES) in bad.stderr
 

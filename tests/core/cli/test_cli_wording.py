@@ -1,0 +1,45 @@
+"""What `perfconsole run` says on the CPU with the tiny model: an unsupported spec in one line with its
+brackets kept and nothing on stdout, a custom size that names the flags it lacks, and progress that reads."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PC = [sys.executable, "-m", "perfconsole.core.cli.main"]
+TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "1"]
+
+
+def pc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("flags, reasons", [
+    (["--fp8"], ("unsupported: torchao is not installed: install perfconsole[fast]",
+                 "unsupported: fp8 matmuls need device cuda")),
+    (["--kernels", "liger"], ("unsupported: liger-kernel is not installed: install perfconsole[fast]",
+                              "unsupported: liger-kernel's Triton kernels need device cuda")),
+])
+def test_an_unsupported_run_says_why_in_one_line_and_prints_no_table(flags, reasons):
+    out = pc("run", *TINY, "--steps", "2", *flags)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""                                  # no table header with no rows under it
+    assert out.stderr.strip() in reasons, out.stderr         # one line, "unsupported" once, [fast] intact
+
+
+def test_size_custom_names_the_flags_it_lacks():
+    out = pc("run", "--size", "custom", "--device", "cpu", "--d-model", "64")
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("perfconsole: error: size: custom needs --d-model --d-ff --n-layers --n-heads; "
+                                  "missing --d-ff --n-layers --n-heads")
+
+
+def test_progress_reads_as_sentences():
+    out = pc("run", *TINY, "--mode", "fwd", "--warmup", "1", "--steps", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert "building: tiny d_model=64 d_ff=256 layers=2 heads=4" in lines
+    assert "warmup: 1 step" in lines and "measuring: 2 steps" in lines
+    peaks = [line for line in lines if line.startswith("peaks:")]
+    assert peaks == ["peaks: measuring matmul TFLOP/s and copy GB/s (once per device, then cached)"]

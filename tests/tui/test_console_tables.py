@@ -241,6 +241,21 @@ async def test_a_filter_that_matches_nothing_says_so():
         assert "no range matches 'zzqq'" in plain(app.query_one("#range-title", Static).content)
 
 
+async def test_an_empty_category_says_how_out_of_it_and_only_that():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _view(app, pilot, fixture_profile_record())
+        await pilot.press("3", "g", "g")                      # all -> matmul -> attention: none in this profile
+        await pilot.pause()
+        title = plain(app.query_one("#kernels-title", Static).content)
+        assert "no kernel matches category attention (g: the next category)" in title
+        assert "/" not in title.split("no kernel matches")[1]   # no text filter is set to clear
+        await pilot.press("slash", *"zzqq")
+        await pilot.pause()
+        title = plain(app.query_one("#kernels-title", Static).content)
+        assert "'zzqq' and category attention (clear the text: /, then delete it; g: the next category)" in title
+
+
 async def test_compare_numbers_runs_from_1_and_flags_unlike_work():
     app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-fwd-ctx64.json")])
     async with app.run_test(size=(120, 34)) as pilot:

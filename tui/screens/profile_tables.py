@@ -117,8 +117,10 @@ class KernelsPane(Vertical):
         table.set_filter(keep if text or cat != ALL else None)
         empty = not table.shown and bool(table.rows_all)
         what = " and ".join(w for w in (f"'{text}'" if text else "", f"category {cat}" if cat != ALL else "") if w)
+        # The way out names only what is set: the text filter, the category, or both.
+        ways = [w for w, on in (("clear the text: /, then delete it", text), ("g: the next category", cat != ALL)) if on]
         self.query_one("#kernels-title", Static).update(
-            self.title_text + (f"\nno kernel matches {what} (clear the filter: /, then delete it)" if empty else ""))
+            self.title_text + (f"\nno kernel matches {what} ({'; '.join(ways)})" if empty else ""))
 
     @on(Input.Submitted, "#kernel-filter")
     def _done_filtering(self) -> None:

@@ -130,7 +130,7 @@ async def test_save_reopen_and_export():
         await pilot.press("o")
         await pilot.pause()
         assert isinstance(app.screen, OpenScreen)
-        await pilot.press("enter")  # the first choice: the data dir's snapshot
+        await pilot.press("tab", "enter")  # from the path to the list; its first choice: the data dir's snapshot
         await pilot.pause()
         assert [r.id for r in app.runs] == [original.id]
         assert app.runs[0].to_dict() == original.to_dict()

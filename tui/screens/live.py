@@ -19,6 +19,7 @@ from perfconsole.core.reports.telemetry import flag_text
 from perfconsole.core.telemetry.summary import Telemetry
 from perfconsole.tui.format import duration
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.console_table import ConsoleTable
 from perfconsole.tui.widgets.gpu_panel import GpuPanel
 from perfconsole.tui.widgets.stats_panel import StatsPanel
 from perfconsole.tui.widgets.step_chart import StepChart
@@ -56,7 +57,7 @@ class LivePane(Vertical):
         with Horizontal(id="live-body"):
             with Vertical(id="live-left"):
                 yield StepChart(self.glyphs, id="chart")
-                yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
+                yield ConsoleTable(id="steps", cursor_type="row", zebra_stripes=True)
             with Vertical(id="live-right"):
                 yield StatsPanel(id="stats")
                 yield GpuPanel(self.glyphs, id="gpu")

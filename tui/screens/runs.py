@@ -16,6 +16,7 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.sweep import grid_status
 from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.console_table import ConsoleTable
 from perfconsole.tui.screens.live import STATUS_STYLE
 
 
@@ -40,7 +41,7 @@ class RunsPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="runs-title", classes="title")
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield ConsoleTable(id="runs-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         t = self.query_one("#runs-table", DataTable)

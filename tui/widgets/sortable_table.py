@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable
 
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.console_table import ConsoleTable
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Column:
     numeric: bool = False
 
 
-class SortableTable(DataTable):
+class SortableTable(ConsoleTable):
     BINDINGS = [
         Binding("s", "sort_column", "Sort", id="table.sort"),
     ]

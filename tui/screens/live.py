@@ -53,6 +53,7 @@ class LivePane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("no run yet: press 1 for the launch form", id="live-header")
         yield Static("", id="live-status")
+        yield Static("", id="live-queue", classes="queue")  # runs waiting their turn; hidden when none
         yield Static("", id="live-ranks")  # a data-parallel job's ranks; hidden otherwise
         with Horizontal(id="live-body"):
             with Vertical(id="live-left"):
@@ -64,6 +65,7 @@ class LivePane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#live-ranks", Static).display = False
+        self.query_one("#live-queue", Static).display = False
         t = self.query_one("#steps", DataTable)
         # Five narrow columns fit the 46 cells left of the stats at 80 columns, so a train step's
         # phases add up in view; a warm-up step is marked in its index ("w0") instead of a column.
@@ -78,6 +80,11 @@ class LivePane(Vertical):
         self._table_at = 0.0
         self.query_one("#steps", DataTable).clear()
         self.refresh_record()
+
+    def show_queue(self, text: str) -> None:
+        box = self.query_one("#live-queue", Static)
+        box.update(text)
+        box.display = bool(text)
 
     def mark_ended(self, when: float) -> None:
         self.ended = when

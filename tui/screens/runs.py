@@ -41,9 +41,11 @@ class RunsPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="runs-title", classes="title")
+        yield Static("", id="runs-queue", classes="queue")  # runs waiting their turn; hidden when none
         yield ConsoleTable(id="runs-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
+        self.query_one("#runs-queue", Static).display = False
         t = self.query_one("#runs-table", DataTable)
         for col in ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source"):
             t.add_column(col, key=col or "mark")
@@ -78,6 +80,11 @@ class RunsPane(Vertical):
             _count(len(runs), "run") + (f", {_count(len(grids), 'grid')} (Enter shows one)" if grids else "")
             + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
+
+    def show_queue(self, text: str) -> None:
+        box = self.query_one("#runs-queue", Static)
+        box.update(text)
+        box.display = bool(text)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         # The table's own Enter binding wins over ours, so its selection message does the viewing.

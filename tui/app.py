@@ -145,6 +145,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         for path in self.initial_snapshots:
             self.open_path(path, switch=False)
         self.refresh_runs()
+        self.load_saved_snapshots()
         self.sample_gpu()
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._first_frame)

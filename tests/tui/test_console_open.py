@@ -41,3 +41,31 @@ async def test_down_or_tab_from_the_path_reaches_the_list_and_an_empty_enter_ope
         await pilot.press("5", "o", *"typed", "escape")        # Esc in the path field cancels the dialog
         await pilot.pause()
         assert not isinstance(app.screen, OpenScreen) and len(app.sources) == 1
+
+
+async def test_a_new_session_lists_what_earlier_ones_saved_newest_first():
+    import os
+    import shutil
+
+    from console_helpers import plain, wait_for
+
+    from perfconsole.core.paths import data_dir
+
+    folder = data_dir() / "snapshots"
+    folder.mkdir(parents=True)
+    for age, name in enumerate(("tiny-cpu-train-bf16.json", "tiny-cpu-sweep.json", "tiny-cpu-train-fp32.json")):
+        copy = folder / name
+        shutil.copy(shipped(name), copy)
+        os.utime(copy, (1_700_000_000 - age * 60, 1_700_000_000 - age * 60))   # bf16 newest, fp32 oldest
+    (folder / "broken.json").write_text("{not json")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: len(app.runs) == 2, timeout=30)
+        await pilot.press("5")
+        await pilot.pause()
+        assert [r.spec.precision for r in app.runs] == ["bf16", "fp32"]
+        assert [app.sources[r.id] for r in app.runs] == [str(folder / "tiny-cpu-train-bf16.json"),
+                                                          str(folder / "tiny-cpu-train-fp32.json")]
+        assert len(app.grids) == 1
+        assert plain(app.query_one("#runs-title").content).startswith("2 runs, 1 grid")
+        assert any("1 file(s)" in n.message for n in app._notifications)

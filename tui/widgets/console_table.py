@@ -15,3 +15,12 @@ class ConsoleTable(DataTable):
         Binding("home", "scroll_top", "First row", show=False),
         Binding("end", "scroll_bottom", "Last row", show=False),
     ]
+
+
+def cut_middle(text: str, width: int) -> str:
+    """Text cut to `width` in the middle, keeping its start and its end: names that share a start
+    ("aten::_log_softmax", "stage.process:model.layers.11", a run's "#2") differ at the end."""
+    if len(text) <= width:
+        return text
+    head = (width - 2 + 1) // 2
+    return text[:head] + ".." + text[len(text) - (width - 2 - head):]

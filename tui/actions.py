@@ -186,6 +186,39 @@ class SessionActions:
         else:
             self.notify(f"{path}: a {obj.kind} snapshot; open it with `perfconsole export`", severity="warning")
 
+    # --- what earlier sessions saved -------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="saved")
+    def load_saved_snapshots(self) -> None:
+        """List the runs and grids saved in the data directory, newest first, as a new session starts.
+
+        Read on a worker thread: a data directory of many snapshots (each run carries its steps and
+        profile tables) must not hold up the first frame or the keys.
+        """
+        folder = data_dir() / SNAPSHOTS
+        files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.is_dir() else []
+        found: list[tuple[Any, str]] = []
+        unreadable = 0
+        for path in files:
+            try:
+                obj = store.load(path, stdin=False)
+            except (store.SnapshotError, OSError):
+                unreadable += 1
+                continue
+            if isinstance(obj, RunRecord) or getattr(obj, "kind", None) in GRID_KINDS:
+                found.append((obj, str(path)))  # comparisons open with `o`: their runs would list twice
+        self.call_from_thread(self._saved_loaded, found, unreadable, folder)
+
+    def _saved_loaded(self, found: list[tuple[Any, str]], unreadable: int, folder: Path) -> None:
+        for obj, source in found:
+            if isinstance(obj, RunRecord):
+                self._add_loaded(obj, source)
+            elif self._grid(obj.id) is None:
+                self.grids.append(obj)
+                self.sources[obj.id] = source
+        self.refresh_runs()
+        if unreadable:
+            self.notify(f"{unreadable} file(s) in {folder} are not snapshots this version reads", severity="warning")
+
     def _own_file(self, item_id: str) -> str:
         """The item's file if it lies in the data directory (deleting the item deletes it), else ""."""
         source = self.sources.get(item_id, "")
@@ -212,8 +245,20 @@ class SessionActions:
 
     def _add_loaded(self, r: RunRecord, source: str) -> None:
         if self._record(r.id) is None:
+            self.unique_name(r)
             self.runs.append(r)
             self.sources[r.id] = source
+
+    def unique_name(self, r: RunRecord) -> None:
+        """Give the run a name no other listed run has ("tiny ctx32 b2 fp32 train #2"): two runs of one
+        spec are named alike, and Runs, Compare and the exports tell runs apart by name."""
+        taken = {x.name for x in self.runs if x.id != r.id}
+        if r.name not in taken:
+            return
+        n = 2
+        while f"{r.name} #{n}" in taken:
+            n += 1
+        r.name = f"{r.name} #{n}"
 
     def action_import_profile(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen

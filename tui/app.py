@@ -69,6 +69,12 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         Binding("ctrl+k", "cancel_run", "Cancel run", show=False, id="app.cancel"),
         # Fields would take ctrl+c as "copy" and say nothing: a user pressing it wants out, so say how.
         Binding("ctrl+c", "quit_hint", "How to quit", show=False, priority=True, id="app.ctrl_c"),
+        # The screen's own Tab binding runs only after the key has gone down to the focused field and
+        # bubbled back, by which time the keys typed after it (a burst: tmux send-keys, typing over SSH)
+        # have already gone to the old field ("3 Tab 4" gave 34). As priority bindings the app moves the
+        # focus before it hands on the next key.
+        Binding("tab", "focus_next", "Next field", show=False, priority=True, id="app.focus_next"),
+        Binding("shift+tab", "focus_previous", "Previous field", show=False, priority=True, id="app.focus_previous"),
     ]
 
     def __init__(self, prefill: RunSpec | None = None, start: bool = False, ascii_only: bool = False,
@@ -139,6 +145,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         for path in self.initial_snapshots:
             self.open_path(path, switch=False)
         self.refresh_runs()
+        self.load_saved_snapshots()
         self.sample_gpu()
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._first_frame)

@@ -19,10 +19,14 @@ class Glyphs:
     mark: str          # a marked run in the runs list
     up: str            # sort direction markers
     down: str
+    check_on: str      # a checkbox that is on / off: they differ in shape, not only in colour
+    check_off: str
 
 
-UNICODE = Glyphs(full="█", empty="·", warmup="░", spark="▁▂▃▄▅▆▇█", mark="●", up="▲", down="▼")
-ASCII = Glyphs(full="#", empty=".", warmup=":", spark="_.-=+*#@", mark="*", up="^", down="v")
+UNICODE = Glyphs(full="█", empty="·", warmup="░", spark="▁▂▃▄▅▆▇█", mark="●", up="▲", down="▼",
+                  check_on="[✓]", check_off="[ ]")
+ASCII = Glyphs(full="#", empty=".", warmup=":", spark="_.-=+*#@", mark="*", up="^", down="v",
+                check_on="[x]", check_off="[ ]")
 
 
 def _locale_name(env: dict[str, str]) -> str:

@@ -24,6 +24,7 @@ from perfconsole.tui.messages import RunEnded, RunFeed, RunUpdated
 from perfconsole.tui.screens.launch import LaunchPane
 from perfconsole.tui.screens.live import LivePane
 from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
+from perfconsole.tui.screens.runs import RunsPane
 
 REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come
 
@@ -47,9 +48,12 @@ class RunDriver:
             self.notify(f"queued {len(specs)} run(s); {len(self.queue)} waiting")
 
     def _show_queue(self) -> None:
+        # Live and Runs show it too: the runs lined up with ctrl+e / ctrl+t are not on Launch's mind.
         pending = self.queue.pending()
-        self.main(LaunchPane).set_queue_info(
-            ("queue: " + ", ".join(s.label() for s in pending)) if pending else "")
+        text = f"{len(pending)} queued: " + ", ".join(s.label() for s in pending) if pending else ""
+        self.main(LaunchPane).set_queue_info(text)
+        self.main(LivePane).show_queue(text)
+        self.main(RunsPane).show_queue(text)
 
     def action_clear_queue(self) -> None:
         n = self.queue.clear()
@@ -69,7 +73,9 @@ class RunDriver:
         if group is None:
             return
         records = [RunRecord(spec) for spec in group]
-        self.runs += records
+        for record in records:
+            self.unique_name(record)
+            self.runs.append(record)
         self.active = self.current = records[0]
         self._gpu_busy = True
         for record in records:

@@ -61,3 +61,8 @@ def plain(renderable: Any) -> str:
     console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
     console.print(renderable)
     return console.export_text()
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as the terminal shows it, one string a row."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import re
 
-from console_helpers import fixture_profile_record, make_app
+from console_helpers import fixture_profile_record, make_app, screen_lines
 
 
 def _screen_text(app) -> str:
@@ -34,3 +34,14 @@ async def test_unicode_mode_keeps_its_scrollbar_afterwards():
     async with app.run_test(size=(80, 24)):
         assert ScrollBar.renderer is not ScrollBarRender
     assert ScrollBar.renderer is ScrollBarRender
+
+
+async def test_a_checkbox_reads_on_or_off_without_colour():
+    for ascii_only, on, off in ((True, "[x]", "[ ]"), (False, "[✓]", "[ ]")):
+        app = make_app(ascii_only=ascii_only)
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.query_one("#f-compile").value = True
+            await pilot.pause()
+            rows = {line.split()[0]: line.split(None, 1)[1] for line in screen_lines(app)
+                    if line.split()[:1] in (["compile"], ["tf32"])}
+            assert rows["compile"].startswith(on) and rows["tf32"].startswith(off), rows

@@ -128,7 +128,13 @@ async def test_queue_runs_fp32_bf16_fp16_one_after_another():
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+t")
+        await pilot.pause()
+        # fp32 runs; Live and Runs say what waits behind it.
+        waiting = "2 queued: tiny ctx32 b2 bf16 fwd, tiny ctx32 b2 fp16 fwd"
+        assert waiting in _text(app, "#live-queue") and app.query_one("#live-queue").display
+        assert waiting in _text(app, "#runs-queue")
         await wait_for(pilot, lambda: len(app.runs) == 3 and all(r.finished for r in app.runs), timeout=180)
+        assert not app.query_one("#live-queue").display and not app.query_one("#runs-queue").display
         assert [r.spec.precision for r in app.runs] == ["fp32", "bf16", "fp16"]
         starts = [app.times[r.id] for r in app.runs]
         assert all(a[1] <= b[0] for a, b in zip(starts, starts[1:]))  # never two at once

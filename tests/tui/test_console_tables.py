@@ -130,7 +130,7 @@ async def test_save_reopen_and_export():
         await pilot.press("o")
         await pilot.pause()
         assert isinstance(app.screen, OpenScreen)
-        await pilot.press("enter")  # the first choice: the data dir's snapshot
+        await pilot.press("tab", "enter")  # from the path to the list; its first choice: the data dir's snapshot
         await pilot.pause()
         assert [r.id for r in app.runs] == [original.id]
         assert app.runs[0].to_dict() == original.to_dict()
@@ -239,6 +239,21 @@ async def test_a_filter_that_matches_nothing_says_so():
         await pilot.press("escape", "4", "slash", *"zzqq")
         await pilot.pause()
         assert "no range matches 'zzqq'" in plain(app.query_one("#range-title", Static).content)
+
+
+async def test_an_empty_category_says_how_out_of_it_and_only_that():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _view(app, pilot, fixture_profile_record())
+        await pilot.press("3", "g", "g")                      # all -> matmul -> attention: none in this profile
+        await pilot.pause()
+        title = plain(app.query_one("#kernels-title", Static).content)
+        assert "no kernel matches category attention (g: the next category)" in title
+        assert "/" not in title.split("no kernel matches")[1]   # no text filter is set to clear
+        await pilot.press("slash", *"zzqq")
+        await pilot.pause()
+        title = plain(app.query_one("#kernels-title", Static).content)
+        assert "'zzqq' and category attention (clear the text: /, then delete it; g: the next category)" in title
 
 
 async def test_compare_numbers_runs_from_1_and_flags_unlike_work():

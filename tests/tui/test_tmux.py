@@ -160,3 +160,14 @@ def test_a_burst_of_keys_in_a_field_loses_none(tmux, tmp_path):
     tmux.burst("BSpace", "6")                          # valid to valid: this burst used to vanish whole
     time.sleep(1)
     assert any(line.split()[:2] == ["ctx", "126"] for line in tmux.screen().splitlines()), tmux.screen()
+
+
+def test_a_tab_in_a_burst_moves_the_keys_after_it_to_the_next_field(tmux, tmp_path):
+    tmux.start([str(BIN), *FLAGS], _env(tmp_path))
+    tmux.wait_for("steps")
+    time.sleep(1)                                      # the form has focused its first field
+    tmux.keys(*["Tab"] * 6)                            # size -> ... -> steps
+    tmux.burst("End", "BSpace", "BSpace", "3", "Tab", "End", "BSpace", "4")
+    time.sleep(1)
+    rows = {line.split()[0]: line.split()[1:2] for line in tmux.screen().splitlines() if line.split()}
+    assert rows["steps"] == ["3"] and rows["processes"] == ["4"], tmux.screen()

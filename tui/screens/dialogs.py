@@ -7,10 +7,13 @@ from rich.table import Table
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual import events
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
+
+from perfconsole.tui.widgets.form_input import FormInput
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -59,7 +62,11 @@ class HelpScreen(ModalScreen[None]):
 
 
 class OpenScreen(ModalScreen[Path | None]):
-    """Pick a snapshot from the data directory or the shipped examples, or type a path."""
+    """Type a path, or pick a snapshot from the data directory or the shipped examples.
+
+    The path field has the focus first, so whatever is typed lands in it (with the list focused, typed
+    letters went nowhere and Enter opened the list's first entry); Down or Tab moves to the list.
+    """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
 
     def __init__(self, title: str, choices: list[Path], placeholder: str = "path to a snapshot .json") -> None:
@@ -71,17 +78,24 @@ class OpenScreen(ModalScreen[Path | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide"):
             yield Label(self.title_text)
-            yield Input(placeholder=self.placeholder, id="open-path", compact=True)
+            with Horizontal(id="open-path-row"):
+                yield Label("path ", classes="field-label")
+                yield PathInput(placeholder=self.placeholder, id="open-path", compact=True)
+            if self.choices:
+                yield Label("or pick one:", classes="hint")
             yield OptionList(*(Option(str(p), id=str(i)) for i, p in enumerate(self.choices)), id="open-list")
-            yield Static("Enter opens; Tab moves between the path and the list; Esc cancels", classes="hint")
+            yield Static("Enter opens; Down or Tab moves to the list, shift+Tab back; Esc cancels", classes="hint")
 
     def on_mount(self) -> None:
-        (self.query_one("#open-list") if self.choices else self.query_one("#open-path")).focus()
+        self.query_one("#open-list").display = bool(self.choices)
+        self.query_one("#open-path").focus()
 
     @on(Input.Submitted, "#open-path")
     def _typed(self, event: Input.Submitted) -> None:
         if event.value.strip():
             self.dismiss(Path(event.value.strip()).expanduser())
+        elif self.choices:
+            self.query_one("#open-list").focus()
 
     @on(OptionList.OptionSelected, "#open-list")
     def _picked(self, event: OptionList.OptionSelected) -> None:
@@ -89,6 +103,22 @@ class OpenScreen(ModalScreen[Path | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class PathInput(FormInput):
+    """A dialog's path field: Down goes to the list below it (at once, like the other editing keys), and
+    Esc cancels the dialog rather than leaving the field."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "down":
+            event.stop()
+            event.prevent_default()
+            self.screen.focus_next()
+            return
+        await super()._on_key(event)
+
+    def action_leave(self) -> None:
+        self.screen.dismiss(None)
 
 
 class ExportScreen(ModalScreen[tuple[str, Path] | None]):
@@ -106,7 +136,7 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
         with Vertical(classes="dialog wide"):
             yield Label(f"Export {self.what}")
             yield Static("", id="export-fmt")
-            yield Input(str(self.stem.with_suffix("." + self.fmt)), id="export-path", compact=True)
+            yield PathInput(str(self.stem.with_suffix("." + self.fmt)), id="export-path", compact=True)
             yield Static("F1 Markdown  F2 CSV  F3 JSON; Enter writes the file; Esc cancels", classes="hint")
 
     def on_mount(self) -> None:

@@ -14,6 +14,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, PARALLELS, PRECISIONS, PROFILERS,
                                    SIZE_NAMES, RunSpec, SpecError)
+from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
 
 CHOICES: dict[str, tuple[str, ...]] = {"size": SIZE_NAMES, "precision": PRECISIONS, "mode": MODES,
@@ -96,7 +97,7 @@ class LaunchPane(VerticalScroll):
                     yield Select(opts, value=value if value in CHOICES[name] else CHOICES[name][0],
                                  allow_blank=False, compact=True, id=f"f-{name}")
                 elif name in FLAGS:
-                    yield Checkbox("", value=bool(value), compact=True, id=f"f-{name}")
+                    yield FormCheckbox("", value=bool(value), compact=True, id=f"f-{name}")
                 else:
                     yield FormInput("" if value is None else str(value), compact=True, id=f"f-{name}")
                 yield Static("", id=f"err-{name}", classes="err")

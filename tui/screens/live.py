@@ -19,6 +19,7 @@ from perfconsole.core.reports.telemetry import flag_text
 from perfconsole.core.telemetry.summary import Telemetry
 from perfconsole.tui.format import duration
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.console_table import ConsoleTable
 from perfconsole.tui.widgets.gpu_panel import GpuPanel
 from perfconsole.tui.widgets.stats_panel import StatsPanel
 from perfconsole.tui.widgets.step_chart import StepChart
@@ -52,17 +53,19 @@ class LivePane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static("no run yet: press 1 for the launch form", id="live-header")
         yield Static("", id="live-status")
+        yield Static("", id="live-queue", classes="queue")  # runs waiting their turn; hidden when none
         yield Static("", id="live-ranks")  # a data-parallel job's ranks; hidden otherwise
         with Horizontal(id="live-body"):
             with Vertical(id="live-left"):
                 yield StepChart(self.glyphs, id="chart")
-                yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
+                yield ConsoleTable(id="steps", cursor_type="row", zebra_stripes=True)
             with Vertical(id="live-right"):
                 yield StatsPanel(id="stats")
                 yield GpuPanel(self.glyphs, id="gpu")
 
     def on_mount(self) -> None:
         self.query_one("#live-ranks", Static).display = False
+        self.query_one("#live-queue", Static).display = False
         t = self.query_one("#steps", DataTable)
         # Five narrow columns fit the 46 cells left of the stats at 80 columns, so a train step's
         # phases add up in view; a warm-up step is marked in its index ("w0") instead of a column.
@@ -77,6 +80,11 @@ class LivePane(Vertical):
         self._table_at = 0.0
         self.query_one("#steps", DataTable).clear()
         self.refresh_record()
+
+    def show_queue(self, text: str) -> None:
+        box = self.query_one("#live-queue", Static)
+        box.update(text)
+        box.display = bool(text)
 
     def mark_ended(self, when: float) -> None:
         self.ended = when

@@ -43,7 +43,7 @@ KERNEL_COLUMNS = [
     Column("avg_ns", "avg us", _us, numeric=True),
     Column("time_pct", "time %", _pct, numeric=True),
     Column("category", "category", width=13),
-    Column("name", "kernel", lambda v: shorten(str(v), 60)),
+    Column("name", "kernel", fill=True),
 ]
 NVTX_COLUMNS = [
     Column("total_time_ns", "total ms", _ms, numeric=True),
@@ -51,14 +51,14 @@ NVTX_COLUMNS = [
     Column("avg_ns", "avg ms", _ms, numeric=True),
     Column("time_pct", "time %", _pct, numeric=True),
     Column("style", "style"),
-    Column("range", "range", lambda v: shorten(str(v), 50)),
+    Column("range", "range", fill=True),
 ]
 RANGE_KERNEL_COLUMNS = [
     Column("total_ns", "total ms", _ms, numeric=True),
     Column("instances", "count", lambda v: f"{v:,}", numeric=True),
     Column("share", "share %", lambda v: f"{v * 100:.1f}", numeric=True),
     Column("category", "category", width=13),
-    Column("name", "kernel in range", lambda v: shorten(str(v), 60)),
+    Column("name", "kernel in range", fill=True),
 ]
 
 
@@ -117,8 +117,10 @@ class KernelsPane(Vertical):
         table.set_filter(keep if text or cat != ALL else None)
         empty = not table.shown and bool(table.rows_all)
         what = " and ".join(w for w in (f"'{text}'" if text else "", f"category {cat}" if cat != ALL else "") if w)
+        # The way out names only what is set: the text filter, the category, or both.
+        ways = [w for w, on in (("clear the text: /, then delete it", text), ("g: the next category", cat != ALL)) if on]
         self.query_one("#kernels-title", Static).update(
-            self.title_text + (f"\nno kernel matches {what} (clear the filter: /, then delete it)" if empty else ""))
+            self.title_text + (f"\nno kernel matches {what} ({'; '.join(ways)})" if empty else ""))
 
     @on(Input.Submitted, "#kernel-filter")
     def _done_filtering(self) -> None:

@@ -14,8 +14,8 @@ from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.sweep import grid_status
-from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
 from perfconsole.tui.screens.live import STATUS_STYLE
 
 
@@ -37,39 +37,45 @@ class RunsPane(Vertical):
         super().__init__(**kw)
         self.glyphs = glyphs
         self.ids: list[str] = []
+        self._shown: tuple | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="runs-title", classes="title")
-        yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="runs-queue", classes="queue")  # runs waiting their turn; hidden when none
+        yield ConsoleTable(id="runs-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
+        self.query_one("#runs-queue", Static).display = False
         t = self.query_one("#runs-table", DataTable)
         for col in ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source"):
             t.add_column(col, key=col or "mark")
 
     def show_runs(self, runs: list[RunRecord], marked: list[str], sources: dict[str, str],
                   grids: Sequence[Any] = ()) -> None:
+        self._shown = (runs, marked, sources, grids)
         t = self.query_one("#runs-table", DataTable)
         row = t.cursor_row
         t.clear()
         self.ids = [r.id for r in runs] + [g.id for g in grids]
-        for i, r in enumerate(runs):
+        rows: list[list[Any]] = []
+        for r in runs:
             mark = self.glyphs.mark if r.id in marked else " "
             order = str(marked.index(r.id) + 1) if r.id in marked else ""
             sm = r.summary
-            t.add_row(mark, order, r.name, Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                      Text(f"{len(r.steps)}/{r.spec.steps}", justify="right"),
-                      Text("-" if sm is None else f"{sm.total_ms.mean:,.3f}", justify="right"),
-                      Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
-                      Path(sources[r.id]).name if r.id in sources else "session", key=r.id)
+            rows.append([mark, order, r.name, Text(r.status, style=STATUS_STYLE.get(r.status, "")),
+                         Text(f"{len(r.steps)}/{r.spec.steps}", justify="right"),
+                         Text("-" if sm is None else f"{sm.total_ms.mean:,.3f}", justify="right"),
+                         Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
+                         _source(sources.get(r.id))])
         for g in grids:
             cells = g.runs if g.kind in ("sweep", "ladder") else g.cells
             done = sum(grid_status(c.status) != "not_run" for c in cells)
-            # Grid names list every axis value; shortened, the status and source stay in view at 80 columns.
-            t.add_row(" ", "", shorten(g.name, 40), Text(g.status, style=STATUS_STYLE.get(g.status, "")),
-                      Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),
-                      Text("-", justify="right"), Path(sources[g.id]).name if g.id in sources else "session",
-                      key=g.id)
+            rows.append([" ", "", g.name, Text(g.status, style=STATUS_STYLE.get(g.status, "")),
+                         Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),
+                         Text("-", justify="right"), _source(sources.get(g.id))])
+        name_w, source_w = self._fit_widths(rows)
+        for key, cells in zip(self.ids, rows):
+            t.add_row(*cells[:2], cut_middle(cells[2], name_w), *cells[3:7], cut_middle(cells[7], source_w), key=key)
         if self.ids:
             t.move_cursor(row=min(row, len(self.ids) - 1))
         n = len(marked)
@@ -77,6 +83,28 @@ class RunsPane(Vertical):
             _count(len(runs), "run") + (f", {_count(len(grids), 'grid')} (Enter shows one)" if grids else "")
             + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
+
+    def _fit_widths(self, rows: list[list[Any]]) -> tuple[int, int]:
+        """Widths for the run's name and its source that keep every column in view: at 80 columns a long
+        name (grid names list every axis value) pushed the source out, leaving one letter of it."""
+        width = (self.size.width or self.app.size.width) - 2            # the vertical scrollbar
+        heads = ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source")
+        cols = [max([len(heads[i])] + [len(str(r[i])) for r in rows]) for i in range(len(heads))]
+        room = width - 2 * len(heads) - sum(cols[:2]) - sum(cols[3:7])   # a cell's padding is 1 a side
+        name, source = cols[2], cols[7]
+        if name + source <= room:
+            return name, source
+        source = min(source, max(10, room // 3))
+        return max(12, room - source), source
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.show_runs(*self._shown)
+
+    def show_queue(self, text: str) -> None:
+        box = self.query_one("#runs-queue", Static)
+        box.update(text)
+        box.display = bool(text)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         # The table's own Enter binding wins over ours, so its selection message does the viewing.
@@ -88,6 +116,10 @@ class RunsPane(Vertical):
         if not self.ids or t.cursor_row >= len(self.ids):
             return None
         return self.ids[t.cursor_row]
+
+
+def _source(path: str | None) -> str:
+    return Path(path).name.removesuffix(".json") if path else "session"
 
 
 def _count(n: int, noun: str) -> str:

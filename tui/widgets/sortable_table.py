@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable
 
 from perfconsole.tui.glyphs import UNICODE, Glyphs
+from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,10 @@ class Column:
     fmt: Callable[[Any], str] = str
     width: int | None = None
     numeric: bool = False
+    fill: bool = False    # takes the width the other columns leave; longer text is cut in the middle
 
 
-class SortableTable(DataTable):
+class SortableTable(ConsoleTable):
     BINDINGS = [
         Binding("s", "sort_column", "Sort", id="table.sort"),
     ]
@@ -87,10 +88,29 @@ class SortableTable(DataTable):
         self.shown = rows
         cursor = self.cursor_coordinate
         self._add_columns()
-        for r in rows:
-            self.add_row(*(self._cell(c, r.get(c.key)) for c in self.cols))
+        cells = [[self._cell(c, r.get(c.key)) for c in self.cols] for r in rows]
+        fill = next((i for i, c in enumerate(self.cols) if c.fill), None)
+        if fill is not None:
+            room = self._fill_width(cells, fill)
+            for row in cells:
+                row[fill] = cut_middle(str(row[fill]), room)
+        for row in cells:
+            self.add_row(*row)
         if rows:
             self.cursor_coordinate = cursor if cursor.row < len(rows) else cursor._replace(row=0)
+
+    def _fill_width(self, cells: list[list[Text | str]], fill: int) -> int:
+        """What the fill column may take so that no column scrolls out of view (at least 16)."""
+        width = (self.size.width or self.app.size.width) - 2                  # the vertical scrollbar
+        used = 0
+        for i, c in enumerate(self.cols):
+            if i != fill:
+                used += 2 + (c.width or max([len(c.label) + 2] + [len(str(row[i])) for row in cells]))
+        return max(16, width - used - 2)
+
+    def on_resize(self) -> None:
+        if self.rows_all and any(c.fill for c in self.cols):
+            self.refill()
 
     def _cell(self, col: Column, value: Any) -> Text | str:
         text = "-" if value is None else col.fmt(value)

@@ -1,0 +1,80 @@
+"""How the panes use the terminal: the Live chart grows with it, and columns keep what tells runs apart."""
+from __future__ import annotations
+
+from console_helpers import make_app, shipped
+
+from perfconsole.core import store
+
+
+async def _show(app, pilot, path) -> None:
+    record = store.load(path)
+    app.runs.append(record)
+    app.current = record
+    app.show_current()
+    await pilot.press("2")
+    await pilot.pause()
+
+
+async def test_the_live_chart_grows_with_the_terminal():
+    heights = {}
+    for size in ((80, 24), (120, 40)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await _show(app, pilot, shipped("tiny-cpu-train-fp32.json"))
+            heights[size] = app.query_one("#chart").size.height
+            chart_lines = app.query_one("#chart").render().plain.splitlines()
+            assert len(chart_lines) == heights[size]               # it draws in all of them
+    assert heights[(80, 24)] >= 9
+    assert heights[(120, 40)] >= heights[(80, 24)] + 6
+
+
+async def test_at_80_columns_runs_and_nvtx_keep_every_column_in_view():
+    from console_helpers import fixture_profile_record, screen_lines
+
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-sweep.json")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        record = fixture_profile_record()
+        app.runs.append(record)
+        app.current = record
+        app.show_current()
+        app.refresh_runs()
+        await pilot.press("5")
+        await pilot.pause()
+        table = app.query_one("#runs-table")
+        assert table.virtual_size.width <= table.size.width       # the source column was cut to "s"
+        sources = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        assert sources[0] == "tiny-cpu-train-fp32" and all(len(s) >= 7 for s in sources), sources
+        await pilot.press("4")
+        await pilot.pause()
+        nvtx = app.query_one("#nvtx-table")
+        assert nvtx.virtual_size.width <= nvtx.size.width
+        names = [r["range"] for r in nvtx.shown]
+        shown = [str(nvtx.get_row_at(i)[-1]) for i in range(nvtx.row_count)]
+        long = [(n, s) for n, s in zip(names, shown) if n != s]
+        assert long and all(s.endswith(n[-4:]) and ".." in s for n, s in long)   # cut in the middle
+        assert any(n[-6:] in line for n, _ in long for line in screen_lines(app))
+
+
+async def test_compare_heads_show_what_differs_and_like_names_get_a_number(tmp_path):
+    from console_helpers import plain
+
+    paths = []
+    for name in ("tiny-cpu-train-fp32.json", "tiny-cpu-train-bf16.json"):
+        r = store.load(shipped(name))
+        r.spec = r.spec.with_(size="small", ctx=1024, batch=16)
+        r.name = r.spec.label()                                   # "small ctx1024 b16 fp32 train": 28 wide
+        paths.append(tmp_path / name)
+        store.save(r, paths[-1])
+    twin = store.load(paths[0])
+    twin.id += "-again"
+    paths.append(tmp_path / "twin.json")
+    store.save(twin, paths[-1])
+    app = make_app(snapshots=paths)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        assert [r.name for r in app.runs] == ["small ctx1024 b16 fp32 train", "small ctx1024 b16 bf16 train",
+                                              "small ctx1024 b16 fp32 train #2"]
+        await pilot.press("5", "m", "down", "m", "c")
+        await pilot.pause()
+        head = plain(app.query_one("#compare-body").content).split("precision")[0]
+        assert "fp32 · small ctx1024 b16" in head and "bf16 · small ctx1024 b16" in head, head

@@ -1,0 +1,71 @@
+"""Opening snapshots from Runs (`o`) by typing a path, and moving in the console's tables with the keys."""
+from __future__ import annotations
+
+from console_helpers import make_app, shipped
+from textual.widgets import DataTable, Input
+
+from perfconsole.tui.actions import snapshot_choices
+from perfconsole.tui.screens.dialogs import OpenScreen
+
+
+async def test_a_typed_path_opens_that_file_and_the_keys_work_afterwards():
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-train-torch-profile.json")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5", "o")
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen)
+        assert isinstance(app.focused, Input) and app.focused.id == "open-path"   # typing goes to the path
+        wanted = shipped("tiny-cpu-train-bf16.json")                               # not the list's first entry
+        await pilot.press(*str(wanted), "enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, OpenScreen)
+        assert [app.sources[r.id] for r in app.runs][-1] == str(wanted) and len(app.runs) == 3
+        table = app.query_one("#runs-table", DataTable)
+        assert app.focused is table
+        await pilot.press("end")                               # the last row, not the last column
+        assert table.cursor_row == 2 and table.scroll_x == 0
+        await pilot.press("home", "space")
+        await pilot.pause()
+        assert table.cursor_row == 0 and app.marked == [app.runs[0].id]
+
+
+async def test_down_or_tab_from_the_path_reaches_the_list_and_an_empty_enter_opens_nothing():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5", "o", "enter")                   # nothing typed: nothing opened, the list has focus
+        await pilot.pause()
+        assert isinstance(app.screen, OpenScreen) and app.runs == [] and app.focused.id == "open-list"
+        await pilot.press("shift+tab", "down", "down", "enter")  # back to the path; down: the list; down: 2nd entry
+        await pilot.pause()
+        assert list(app.sources.values()) == [str(snapshot_choices()[1])]
+        await pilot.press("5", "o", *"typed", "escape")        # Esc in the path field cancels the dialog
+        await pilot.pause()
+        assert not isinstance(app.screen, OpenScreen) and len(app.sources) == 1
+
+
+async def test_a_new_session_lists_what_earlier_ones_saved_newest_first():
+    import os
+    import shutil
+
+    from console_helpers import plain, wait_for
+
+    from perfconsole.core.paths import data_dir
+
+    folder = data_dir() / "snapshots"
+    folder.mkdir(parents=True)
+    for age, name in enumerate(("tiny-cpu-train-bf16.json", "tiny-cpu-sweep.json", "tiny-cpu-train-fp32.json")):
+        copy = folder / name
+        shutil.copy(shipped(name), copy)
+        os.utime(copy, (1_700_000_000 - age * 60, 1_700_000_000 - age * 60))   # bf16 newest, fp32 oldest
+    (folder / "broken.json").write_text("{not json")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: len(app.runs) == 2, timeout=30)
+        await pilot.press("5")
+        await pilot.pause()
+        assert [r.spec.precision for r in app.runs] == ["bf16", "fp32"]
+        assert [app.sources[r.id] for r in app.runs] == [str(folder / "tiny-cpu-train-bf16.json"),
+                                                          str(folder / "tiny-cpu-train-fp32.json")]
+        assert len(app.grids) == 1
+        assert plain(app.query_one("#runs-title").content).startswith("2 runs, 1 grid")
+        assert any("1 file(s)" in n.message for n in app._notifications)

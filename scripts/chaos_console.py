@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-BIN = Path(sys.executable).with_name("perfconsole")
+BIN = Path(os.environ.get("PERFCONSOLE_CHAOS_BIN") or Path(sys.executable).with_name("perfconsole"))  # the console under test
 MARKER = "PERFCONSOLE_CHAOS_TRIAL"
 FLAGS = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--mode", "train"]
 LEFT_S = 8.0          # the exit guard acts after 3 s; a console still there after this has outlived its terminal

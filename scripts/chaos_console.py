@@ -142,6 +142,13 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
+def describe(p: psutil.Process) -> str:
+    try:
+        return f"{p.pid} ({p.status()}, {time.time() - p.create_time():.1f} s old) {' '.join(p.cmdline())[:100]}"
+    except psutil.Error:
+        return f"{p.pid} (gone as it was listed)"
+
+
 # The worker measures the device's peaks on its first run and caches them in the data directory; on a
 # shared 2-core CPU the full measurement takes minutes (bf16 matmuls). Each trial's data directory gets
 # a copy of one peaks.json measured here, once, with small sizes (real figures, a lower bound of the
@@ -252,8 +259,7 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         while (left := alive(tree) + marked(tag)) and time.monotonic() < end:
             time.sleep(0.1)
         if left:
-            out.problems.append("left running after %.0f s: %s" % (LEFT_S, sorted(
-                {f"{p.pid} {' '.join(p.cmdline())[:80]}" for p in left if p.is_running()})))
+            out.problems.append(f"left running after {LEFT_S:.0f} s: " + "; ".join(describe(p) for p in left))
             for p in left:
                 try:
                     p.kill()

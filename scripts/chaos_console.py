@@ -6,7 +6,7 @@ and that what it measured was saved.
 
     python scripts/chaos_console.py --trials 500 --seed 7          # the long run (docs/results/chaos_long.md)
     python scripts/chaos_console.py --seed 7 --only 123            # replay one trial
-    python scripts/chaos_console.py --repro 100                    # the issue's reproduction, 100 times
+    python scripts/chaos_console.py --repro 100 --parallel 3       # the issue's reproduction, 100 times
 
 Every trial is drawn from (seed, index) alone, so a failure names both and replays on its own.
 tests/tui/test_chaos.py runs a bounded number of trials in the normal suite.
@@ -35,6 +35,7 @@ BIN = Path(os.environ.get("PERFCONSOLE_CHAOS_BIN") or Path(sys.executable).with_
 MARKER = "PERFCONSOLE_CHAOS_TRIAL"
 FLAGS = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--mode", "train"]
 LEFT_S = 8.0          # the exit guard acts after 3 s; a console still there after this has outlived its terminal
+STUCK_S = 30.0        # how long a late one is watched further, to tell a slow exit (a loaded CPU) from a stuck one
 ENDINGS = ("kill-session", "SIGHUP", "SIGTERM", "SIGINT")
 # moment: (console flags, slow-step fault in ms or None). Cheap moments come first: they are drawn more.
 MOMENTS: dict[str, tuple[list[str], int | None]] = {
@@ -84,6 +85,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cue_seen: bool = True
+    exit_s: float = 0.0   # from the ending until nothing of the console was left
 
 
 class Tmux:
@@ -255,11 +257,16 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
                 os.kill(pid, getattr(signal, trial.ending))
             except ProcessLookupError:
                 pass
-        end = time.monotonic() + LEFT_S
-        while (left := alive(tree) + marked(tag)) and time.monotonic() < end:
+        ended, late = time.monotonic(), None
+        while (left := alive(tree) + marked(tag)) and time.monotonic() < ended + STUCK_S:
+            late = [describe(p) for p in left] if time.monotonic() > ended + LEFT_S else None
             time.sleep(0.1)
+        out.exit_s = time.monotonic() - ended
         if left:
-            out.problems.append(f"left running after {LEFT_S:.0f} s: " + "; ".join(describe(p) for p in left))
+            out.problems.append(f"left running after {STUCK_S:.0f} s: " + "; ".join(describe(p) for p in left))
+        elif out.exit_s > LEFT_S:
+            out.problems.append(f"left running after {LEFT_S:.0f} s, gone after {out.exit_s:.1f} s: {'; '.join(late or [])}")
+        if left:
             for p in left:
                 try:
                     p.kill()
@@ -286,37 +293,42 @@ def run(seed: int, indices: list[int], parallel: int, peaks: Path, report=print)
             outcomes = []
             for o in pool.map(lambda i: run_trial(Trial.draw(seed, i), peaks, root), indices):
                 outcomes.append(o)
-                report(f"{'FAIL' if o.problems else 'ok  '} {o.trial} ({o.seconds:.1f} s)"
+                report(f"{'FAIL' if o.problems else 'ok  '} {o.trial} ({o.seconds:.1f} s, gone in {o.exit_s:.1f} s)"
                        f"{'' if o.cue_seen else ' [cue not seen]'}" + "".join(f"\n     {p}" for p in o.problems))
             return outcomes
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def repro(tries: int, report=print) -> int:
-    """The issue's reproduction: kill the tmux session the moment "Launch" shows; count leftovers."""
+def repro(tries: int, parallel: int = 1, report=print) -> int:
+    """The issue's reproduction: kill the tmux session the moment "Launch" shows; count what is left."""
     root = Path(tempfile.mkdtemp(prefix="perfconsole-repro-"))
-    left_total = 0
-    try:
-        for i in range(tries):
-            tag = uuid.uuid4().hex
-            tmux = Tmux(root)
-            tmux.session = f"t{i}"
-            tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", "-e", f"{MARKER}={tag}",
-                 "-e", f"PERFCONSOLE_DATA_DIR={root / 'data'}", str(BIN))
-            tmux.wait_for("Launch", 30)
+
+    def one(i: int) -> int:
+        tag = uuid.uuid4().hex
+        work = root / str(i)
+        work.mkdir()
+        tmux = Tmux(work)
+        tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", "-e", f"{MARKER}={tag}",
+             "-e", f"PERFCONSOLE_DATA_DIR={work / 'data'}", str(BIN))
+        try:
+            tmux.wait_for("Launch", 60)
             tmux("kill-session", "-t", tmux.session)
             end = time.monotonic() + LEFT_S
             while (left := marked(tag)) and time.monotonic() < end:
                 time.sleep(0.1)
-            left_total += len(left)
-            report(f"try {i}: {len(left)} left")
+            report(f"try {i}: {len(left)} left" + "".join(f"\n     {describe(p)}" for p in left))
             for p in left:
                 p.kill()
+            return len(left)
+        finally:
             tmux("kill-server")
+
+    try:
+        with ThreadPoolExecutor(parallel) as pool:
+            return sum(pool.map(one, range(tries)))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return left_total
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repro", type=int, default=0, metavar="N", help="run the issue's reproduction N times instead")
     args = p.parse_args(argv)
     if args.repro:
-        left = repro(args.repro)
+        left = repro(args.repro, args.parallel)
         print(f"reproduction: {args.repro} tries, {left} processes left")
         return 1 if left else 0
     peaks = seed_peaks(Path(tempfile.gettempdir()) / "perfconsole-chaos-peaks")

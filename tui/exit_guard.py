@@ -117,16 +117,33 @@ class ExitGuard:
             self.rescue()
 
 
+def descendants(pid: int) -> list[int]:
+    """pid's children, theirs and so on, from /proc/PID/task/TID/children: no scan of every process on a
+    loaded machine, where the watchdog must be quick (psutil's scan where the kernel lacks the file)."""
+    out, todo = [], [pid]
+    try:
+        while todo:
+            p = todo.pop()
+            for task in os.listdir(f"/proc/{p}/task"):
+                with contextlib.suppress(OSError):
+                    kids = [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+                    out += kids
+                    todo += kids
+    except FileNotFoundError:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)] if pid == os.getpid() else out
+    return out
+
+
 def kill_children() -> None:
     """SIGKILL to every known worker's process group, then to every descendant still there."""
     processes.kill_all()
-    with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children(recursive=True):
-            with contextlib.suppress(psutil.Error, OSError):
-                if os.getpgid(child.pid) == child.pid:  # a worker leads its own group: nsys and all
-                    os.killpg(child.pid, signal.SIGKILL)
+    with contextlib.suppress(psutil.Error, OSError):
+        for child in descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                if os.getpgid(child) == child:  # a worker leads its own group: nsys and all
+                    os.killpg(child, signal.SIGKILL)
                 else:
-                    child.kill()
+                    os.kill(child, signal.SIGKILL)
 
 
 def install_stop_signals(guard: ExitGuard, request_stop: Callable[[int], None]) -> None:

@@ -9,6 +9,7 @@ core.launch.launcher starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 import time
@@ -31,6 +32,7 @@ from perfconsole.core.telemetry import nvml
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
+from perfconsole.tui import exit_guard
 from perfconsole.tui import glyphs as gl
 from perfconsole.tui.actions import SessionActions
 from perfconsole.tui.gpu_sampling import GpuSampling
@@ -46,6 +48,7 @@ from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
 from perfconsole.tui.screens.runs import RunsPane
 from perfconsole.tui.widgets.sortable_table import SortableTable
 
+LEAVE_S = 1.5    # how long a stopping console waits for its runs' last events before it saves and exits
 TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("nvtx", "4 NVTX"),
         ("runs", "5 Runs"), ("compare", "6 Compare"), ("grids", "7 Grids"))
 
@@ -108,6 +111,11 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.first_frame_at: float | None = None
         self._redraw_pending = False
         self.install_signals = False             # the real console only; tests keep pytest's handlers
+        self.exit_guard: exit_guard.ExitGuard | None = None  # the real console's watchdog (tui/main.py)
+        self._ui_loop: asyncio.AbstractEventLoop | None = None
+        self.stop_signal: int | None = None     # the stop signal (or hang-up) that ends this console
+        self._stopping = False
+        self._kept: set[str] = set()             # ids of runs saved on the way out
 
     # --- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -132,9 +140,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
 
     def on_mount(self) -> None:
         if self.install_signals:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGHUP, signal.SIGTERM):
-                loop.add_signal_handler(sig, self.hang_up)
+            self.install_stop_signals()
         if self.ascii_only:
             self.add_class("-ascii")
             # Textual draws scrollbar ends with block characters; ASCII mode draws them as spaces in
@@ -163,6 +169,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
     def on_unmount(self) -> None:
         self._stop.set()
         self.end_runs()  # a ladder's thread must not start its next rung's process after this
+        if self._stopping:
+            self.save_measured()
         if self.ascii_only:
             ScrollBar.renderer = self._scrollbar_renderer
 
@@ -265,9 +273,63 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         running = " (it asks first while a run is going; ctrl+k cancels the run)" if self.launch else ""
         self.notify(f"q or ctrl+q quits{running}", timeout=4)
 
-    def hang_up(self) -> None:
-        """SIGHUP / SIGTERM: the terminal or SSH session is gone; end every run and leave."""
+    # --- stopping: a stop signal, or the terminal or the parent gone (tui/exit_guard.py) ----------
+    def install_stop_signals(self) -> None:
+        """SIGHUP, SIGTERM and SIGINT stop the console (hang_up). Called before the app runs and again once
+        mounted: the web driver puts its own SIGINT/SIGTERM handlers on the loop, which would only quit."""
+        if self.exit_guard is None:
+            self.exit_guard = exit_guard.ExitGuard()
+        guard = self.exit_guard
+        guard.rescue, guard.on_lost = self.save_measured, self.request_stop
+        with contextlib.suppress(RuntimeError):  # no loop yet: called before the app runs
+            self._ui_loop = loop = asyncio.get_running_loop()
+            for sig in exit_guard.STOP_SIGNALS:
+                loop.remove_signal_handler(sig)
+        exit_guard.install_stop_signals(guard, self.request_stop)
+        if self._ui_loop is not None and self.stop_signal is not None:
+            self.hang_up(self.stop_signal)  # it came before the loop ran
+
+    def request_stop(self, signum: int) -> None:
+        """From a signal handler or any thread: have the UI thread stop the console."""
+        if self.stop_signal is None:
+            self.stop_signal = signum
+        if self._ui_loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending anyway
+                self._ui_loop.call_soon_threadsafe(self.hang_up, signum)
+
+    def hang_up(self, signum: int = signal.SIGHUP) -> None:
+        """End every run, save what the session measured and has not saved, and exit 128 + signum (129
+        SIGHUP, 143 SIGTERM, 130 SIGINT). The exit guard, tripped first, ends the process should this stall."""
+        if self._stopping:
+            return
+        self._stopping = True
+        code = 128 + signum
+        if self.exit_guard is not None:
+            self.exit_guard.trip(code)
         self.end_runs()
-        self.exit(129)
+        self.run_worker(self._leave(code), group="stop", exit_on_error=False)
 
+    def _start_next(self) -> None:
+        # Once stopping, nothing starts: a run queued by a key read after the signal would otherwise start
+        # when the cancelled one ends, in a process spawned as the console exits (chaos trial "queued").
+        if self._stopping:
+            self.queue.clear()
+            return
+        super()._start_next()
 
+    def action_run_ladder(self) -> None:
+        if not self._stopping:
+            super().action_run_ladder()
+
+    async def _leave(self, code: int) -> None:
+        # The run threads read what the killed workers wrote before they died; their RunEnded clears launch.
+        end = time.monotonic() + LEAVE_S
+        while self.launch is not None and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        self.save_measured()
+        self.exit(code)
+
+    def save_measured(self) -> list[Path]:
+        """The session's runs with steps and no file, saved to the data directory (also off the UI thread)."""
+        self._kept.update(list(self.sources))
+        return exit_guard.save_measured(self.runs, self._kept)

@@ -70,12 +70,26 @@ def open_console(args: argparse.Namespace) -> int:
             raise  # scripts get the one-line error and exit 2
         errors.append(str(exc))
         spec = cli.spec_from_args(args, validate=False)  # the form shows what is wrong in place
+    from perfconsole.tui import exit_guard
+
     app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
     app.install_signals = True
+    # From here on the console cannot outlive its terminal (tui/exit_guard.py): a stop signal, a hung-up
+    # terminal or a dead parent ends it within a few seconds, whatever state textual is in.
+    app.exit_guard = guard = exit_guard.ExitGuard()
+    guard.arm(watch_tty=None if os.environ.get("TEXTUAL_DRIVER") else sys.__stdin__.fileno())
+    app.install_stop_signals()
+    if app.driver_class is exit_guard.LinuxDriver:
+        app.driver_class = exit_guard.ConsoleDriver
+    code = None
     try:
         code = app.run()
     finally:
         processes.kill_all()
+        if app.stop_signal is None:
+            guard.rescue = None  # a plain quit keeps only what the user saved
+        # Leaving may stall too (a thread that will not end): the guard bounds it, keeping the code.
+        guard.trip(int(code or 0) if app.stop_signal is None else 128 + app.stop_signal)
     return int(code or 0)
 
 

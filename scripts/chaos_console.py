@@ -1,0 +1,360 @@
+"""Chaos for the console: start the real `perfconsole` in tmux (80x24), end it at a random moment of its
+life (kill its tmux session, as a dropped SSH session does, or send it SIGHUP, SIGTERM or SIGINT), and
+check that within a few seconds no process of it is left (console or worker, found by an environment
+marker unique to the trial and by the console's process tree, since others run perfconsole here too)
+and that what it measured was saved.
+
+    python scripts/chaos_console.py --trials 500 --seed 7          # the long run (docs/results/chaos_long.md)
+    python scripts/chaos_console.py --seed 7 --only 123            # replay one trial
+    python scripts/chaos_console.py --repro 100 --parallel 3       # the issue's reproduction, 100 times
+
+Every trial is drawn from (seed, index) alone, so a failure names both and replays on its own.
+tests/tui/test_chaos.py runs a bounded number of trials in the normal suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+BIN = Path(os.environ.get("PERFCONSOLE_CHAOS_BIN") or Path(sys.executable).with_name("perfconsole"))  # the console under test
+MARKER = "PERFCONSOLE_CHAOS_TRIAL"
+FLAGS = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--mode", "train"]
+LEFT_S = 8.0          # the exit guard acts after 3 s; a console still there after this has outlived its terminal
+STUCK_S = 30.0        # how long a late one is watched further, to tell a slow exit (a loaded CPU) from a stuck one
+ENDINGS = ("kill-session", "SIGHUP", "SIGTERM", "SIGINT")
+# moment: (console flags, slow-step fault in ms or None). Cheap moments come first: they are drawn more.
+MOMENTS: dict[str, tuple[list[str], int | None]] = {
+    "startup": ([], None),            # before the first frame, or just at it
+    "first-frame": ([], None),        # right after "Launch" shows: where the textual hang was
+    "idle": ([], None),
+    "dialog": ([], None),             # the help screen or the command palette open
+    "quitting": ([], None),           # q pressed (no run: the console is on its way out)
+    "launching": (["--start", "--steps", "3", "--warmup", "1"], None),      # the worker starting up
+    "mid-run": (["--start", "--steps", "400", "--warmup", "1"], 40),
+    "queued": (["--start", "--steps", "400", "--warmup", "1"], 40),         # a second run waiting
+    "sweep": (["--steps", "2", "--warmup", "1"], None),                     # ctrl+t: fp32, bf16, fp16 queued
+    "profiling": (["--start", "--steps", "3", "--warmup", "1", "--profile", "torch"], None),
+    "export": (["--start", "--steps", "2", "--warmup", "1", "--profile", "torch"], None),  # exporting a profiled run
+}
+WEIGHTS = {"startup": 3, "first-frame": 3, "idle": 2, "dialog": 2, "quitting": 2, "launching": 2, "mid-run": 2,
+           "queued": 1, "sweep": 1, "profiling": 1, "export": 1}
+
+
+@dataclass(frozen=True)
+class Trial:
+    seed: int
+    index: int
+    moment: str
+    ending: str
+    delay: float          # seconds from the moment's cue to the ending
+    keeper: bool          # a second tmux session keeps the tmux server (the console's parent) alive
+
+    @classmethod
+    def draw(cls, seed: int, index: int) -> Trial:
+        rng = random.Random(f"{seed}:{index}")
+        moment = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
+        spread = {"startup": 0.8, "first-frame": 0.15, "idle": 2.0, "launching": 3.0, "sweep": 6.0}.get(moment, 0.8)
+        return cls(seed, index, moment, rng.choice(ENDINGS), round(rng.uniform(0, spread), 3), rng.random() < 0.5)
+
+    def __str__(self) -> str:
+        return (f"seed {self.seed} trial {self.index}: {self.ending} at {self.moment} + {self.delay:.3f} s"
+                f"{' (tmux server kept)' if self.keeper else ''}")
+
+    def replay(self) -> str:
+        return f"PERFCONSOLE_CHAOS_SEED={self.seed} python scripts/chaos_console.py --only {self.index}"
+
+
+@dataclass
+class Outcome:
+    trial: Trial
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    cue_seen: bool = True
+    exit_s: float = 0.0   # from the ending until nothing of the console was left
+
+
+class Tmux:
+    def __init__(self, root: Path) -> None:
+        self.socket = str(root / "tmux.sock")
+        self.session = "chaos"
+
+    def __call__(self, *args: str) -> str:
+        try:
+            return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True,
+                                  timeout=20).stdout
+        except subprocess.TimeoutExpired:
+            return ""
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", self.session)
+
+    def wait_for(self, pattern: str | re.Pattern[str], timeout: float) -> re.Match[str] | None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            m = re.search(pattern, self.screen())
+            if m:
+                return m
+            time.sleep(0.02)
+        return None
+
+    def keys(self, *keys: str) -> None:
+        for k in keys:
+            self("send-keys", "-t", self.session, k)
+            time.sleep(0.15)
+
+    def pane(self, fmt: str) -> str:
+        return self("display-message", "-p", "-t", self.session, fmt).strip()
+
+
+def marked(tag: str) -> list[psutil.Process]:
+    """Live processes whose environment carries this trial's marker (the console and its workers)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(MARKER) == tag and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def describe(p: psutil.Process) -> str:
+    try:
+        return f"{p.pid} ({p.status()}, {time.time() - p.create_time():.1f} s old) {' '.join(p.cmdline())[:100]}"
+    except psutil.Error:
+        return f"{p.pid} (gone as it was listed)"
+
+
+# The worker measures the device's peaks on its first run and caches them in the data directory; on a
+# shared 2-core CPU the full measurement takes minutes (bf16 matmuls). Each trial's data directory gets
+# a copy of one peaks.json measured here, once, with small sizes (real figures, a lower bound of the
+# peak; chaos needs the cache hit, not the figures), under the key the worker looks up.
+SEED_PEAKS = """
+import sys, torch
+from perfconsole.core.flops import save_peaks
+from perfconsole.core.measure import peaks
+peaks.CPU_SIZES, peaks.REPEATS = (256, 8 << 20), 2
+save_peaks(peaks.measure(torch.device("cpu")))
+"""
+
+
+def seed_peaks(data: Path) -> Path:
+    """The session's peaks.json (measured once, quickly: see SEED_PEAKS), for every trial's data directory."""
+    data.mkdir(parents=True, exist_ok=True)
+    found = data / "peaks.json"
+    if not found.exists():
+        subprocess.run([sys.executable, "-c", SEED_PEAKS], env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)},
+                       capture_output=True, timeout=300, check=True)
+    return found
+
+
+def _steps_saved(data: Path) -> int:
+    """The most measured steps any snapshot in the data directory holds (a run's, or a ladder rung's)."""
+    def walk(o: object) -> int:
+        if isinstance(o, dict):
+            n = len(o["steps"]) if isinstance(o.get("steps"), list) else 0
+            return max([n, *(walk(v) for k, v in o.items() if k != "steps")])
+        if isinstance(o, list):
+            return max([0, *(walk(v) for v in o)])
+        return 0
+
+    best = 0
+    for f in (data / "snapshots").glob("*.json"):
+        try:
+            best = max(best, walk(json.loads(f.read_text())))
+        except (OSError, ValueError):
+            pass
+    return best
+
+
+def _act(tmux: Tmux, trial: Trial) -> tuple[bool, int]:
+    """Bring the console to the trial's moment. Returns (cue seen, measured steps on screen at the cue)."""
+    m = trial.moment
+    if m == "startup":
+        return True, 0
+    if not tmux.wait_for("Launch", 30):
+        return False, 0
+    if m == "dialog":
+        tmux.keys("?" if trial.index % 2 else "C-p")
+    elif m == "quitting":
+        tmux.keys("q")
+    elif m == "sweep":
+        tmux.keys("C-t")
+    elif m in ("mid-run", "queued"):
+        seen = tmux.wait_for(r"step ([1-9]\d*)/\d+", 120)
+        if seen is None:
+            return False, 0
+        if m == "queued":
+            tmux.keys("1", "C-e")
+        return True, int(seen.group(1))
+    elif m == "profiling":
+        return tmux.wait_for("profiling", 90) is not None, 0
+    elif m == "export":
+        if not tmux.wait_for("finished ·", 120):
+            return False, 0
+        tmux.keys("5", "e", "Enter")
+        return True, 2
+    return True, 0
+
+
+def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
+    start = time.monotonic()
+    out = Outcome(trial)
+    work = Path(tempfile.mkdtemp(prefix=f"chaos{trial.index}-", dir=root))
+    data = work / "data"
+    data.mkdir()
+    shutil.copy(peaks, data / "peaks.json")
+    tag = uuid.uuid4().hex
+    flags, slow = MOMENTS[trial.moment]
+    env = {MARKER: tag, "PERFCONSOLE_DATA_DIR": str(data), "TERM": "xterm-256color", "LANG": "C.UTF-8"}
+    if slow:
+        env["PERFCONSOLE_FAULT"] = f"slow:{slow}"
+    tmux = Tmux(work)
+    env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+    try:
+        if trial.keeper:
+            tmux("new-session", "-d", "-s", "keeper", "-x", "80", "-y", "24", "sleep", "600")
+        tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", *env_args, str(BIN), *FLAGS, *flags)
+        tmux("set-option", "-t", tmux.session, "remain-on-exit", "on")
+        pid = int(tmux.pane("#{pane_pid}") or 0)
+        out.cue_seen, steps_seen = _act(tmux, trial)
+        time.sleep(trial.delay)
+        try:
+            tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)] if pid else []
+        except psutil.Error:
+            tree = []
+        tree += marked(tag)
+        if trial.ending == "kill-session":
+            tmux("kill-session", "-t", tmux.session)
+        elif pid:
+            try:
+                os.kill(pid, getattr(signal, trial.ending))
+            except ProcessLookupError:
+                pass
+        ended, late = time.monotonic(), None
+        while (left := alive(tree) + marked(tag)) and time.monotonic() < ended + STUCK_S:
+            late = [describe(p) for p in left] if time.monotonic() > ended + LEFT_S else None
+            time.sleep(0.1)
+        out.exit_s = time.monotonic() - ended
+        if left:
+            out.problems.append(f"left running after {STUCK_S:.0f} s: " + "; ".join(describe(p) for p in left))
+        elif out.exit_s > LEFT_S:
+            out.problems.append(f"left running after {LEFT_S:.0f} s, gone after {out.exit_s:.1f} s: {'; '.join(late or [])}")
+        if left:
+            for p in left:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+        elif trial.ending != "kill-session" and trial.moment not in ("startup", "quitting") and out.cue_seen:
+            status = tmux.pane("#{pane_dead_status}")
+            want = str(128 + getattr(signal, trial.ending))
+            if status and status != want:
+                out.problems.append(f"exit status {status}, not {want}")
+        if steps_seen and not left and _steps_saved(data) < steps_seen:
+            out.problems.append(f"{steps_seen} measured steps were on screen, {_steps_saved(data)} saved")
+    finally:
+        tmux("kill-server")
+        shutil.rmtree(work, ignore_errors=True)
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def run(seed: int, indices: list[int], parallel: int, peaks: Path, report=print) -> list[Outcome]:
+    root = Path(tempfile.mkdtemp(prefix="perfconsole-chaos-"))
+    try:
+        with ThreadPoolExecutor(parallel) as pool:
+            outcomes = []
+            for o in pool.map(lambda i: run_trial(Trial.draw(seed, i), peaks, root), indices):
+                outcomes.append(o)
+                report(f"{'FAIL' if o.problems else 'ok  '} {o.trial} ({o.seconds:.1f} s, gone in {o.exit_s:.1f} s)"
+                       f"{'' if o.cue_seen else ' [cue not seen]'}" + "".join(f"\n     {p}" for p in o.problems))
+            return outcomes
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def repro(tries: int, parallel: int = 1, report=print) -> int:
+    """The issue's reproduction: kill the tmux session the moment "Launch" shows; count what is left."""
+    root = Path(tempfile.mkdtemp(prefix="perfconsole-repro-"))
+
+    def one(i: int) -> int:
+        tag = uuid.uuid4().hex
+        work = root / str(i)
+        work.mkdir()
+        tmux = Tmux(work)
+        tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", "-e", f"{MARKER}={tag}",
+             "-e", f"PERFCONSOLE_DATA_DIR={work / 'data'}", str(BIN))
+        try:
+            tmux.wait_for("Launch", 60)
+            tmux("kill-session", "-t", tmux.session)
+            end = time.monotonic() + LEFT_S
+            while (left := marked(tag)) and time.monotonic() < end:
+                time.sleep(0.1)
+            report(f"try {i}: {len(left)} left" + "".join(f"\n     {describe(p)}" for p in left))
+            for p in left:
+                p.kill()
+            return len(left)
+        finally:
+            tmux("kill-server")
+
+    try:
+        with ThreadPoolExecutor(parallel) as pool:
+            return sum(pool.map(one, range(tries)))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=int(os.environ.get("PERFCONSOLE_CHAOS_TRIALS", "40")))
+    p.add_argument("--seed", type=int, default=int(os.environ.get("PERFCONSOLE_CHAOS_SEED", "0") or 0))
+    p.add_argument("--only", default=None, help="replay these trials of the seed (comma-separated indices)")
+    p.add_argument("--parallel", type=int, default=3)
+    p.add_argument("--repro", type=int, default=0, metavar="N", help="run the issue's reproduction N times instead")
+    args = p.parse_args(argv)
+    if args.repro:
+        left = repro(args.repro, args.parallel)
+        print(f"reproduction: {args.repro} tries, {left} processes left")
+        return 1 if left else 0
+    peaks = seed_peaks(Path(tempfile.gettempdir()) / "perfconsole-chaos-peaks")
+    indices = [int(i) for i in args.only.split(",")] if args.only else list(range(args.trials))
+    t0 = time.monotonic()
+    outcomes = run(args.seed, indices, args.parallel, peaks)
+    failed = [o for o in outcomes if o.problems]
+    leftovers = sum(1 for o in failed if any(x.startswith("left running") for x in o.problems))
+    print(f"seed {args.seed}: {len(outcomes)} trials, {len(failed)} failed, {leftovers} with processes left, "
+          f"{time.monotonic() - t0:.0f} s")
+    for o in failed:
+        print(f"  {o.trial}: {'; '.join(o.problems)}\n    replay: {o.trial.replay()}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The console never outlives its terminal: the real `perfconsole` in tmux, ended at random moments of its
+life by a killed tmux session, SIGHUP, SIGTERM or SIGINT (scripts/chaos_console.py draws and runs the
+trials), must leave no console and no worker within a few seconds and keep what it measured.
+
+PERFCONSOLE_CHAOS_SEED fixes the seed (else one is drawn and named in any failure), and
+PERFCONSOLE_CHAOS_TRIALS the number of trials (40). A failure names its seed, trial and moment, and the
+command that replays it. Skips where tmux is missing (CI installs it in .ci/run).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("chaos_console", ROOT / "scripts" / "chaos_console.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["chaos_console"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+chaos = _harness()
+
+
+@pytest.fixture(scope="session")
+def peaks(tmp_path_factory) -> Path:
+    """One quick peaks measurement for the session, copied into every trial's data directory."""
+    return chaos.seed_peaks(tmp_path_factory.mktemp("chaos-peaks"))
+
+
+@pytest.mark.slow
+@needs_tmux
+def test_the_console_leaves_nothing_behind_whenever_its_terminal_dies(peaks):
+    seed = int(os.environ.get("PERFCONSOLE_CHAOS_SEED") or random.randrange(1 << 30))
+    trials = int(os.environ.get("PERFCONSOLE_CHAOS_TRIALS", "40"))
+    lines: list[str] = []
+    outcomes = chaos.run(seed, list(range(trials)), parallel=2, peaks=peaks, report=lines.append)
+    failed = [o for o in outcomes if o.problems]
+    assert not failed, f"seed {seed}: {len(failed)} of {trials} trials failed\n" + "\n".join(
+        f"{o.trial}: {'; '.join(o.problems)}\n  replay: {o.trial.replay()}" for o in failed)
+    # The trials reached their moments (a cue never seen means the moment was not tested).
+    missed = [o for o in outcomes if not o.cue_seen]
+    assert len(missed) <= trials // 10, [str(o.trial) for o in missed]
+
+
+@pytest.mark.slow
+@needs_tmux
+def test_killing_the_tmux_session_as_the_first_frame_shows_leaves_no_process():
+    """The issue's reproduction, which left a console that ignored SIGTERM in 6 of 6 tries."""
+    assert chaos.repro(5, report=lambda _line: None) == 0
+
+
+GUARD_CHILD = textwrap.dedent("""
+    import subprocess, sys, threading
+    from perfconsole.core.launch.processes import ChildProcess
+    from perfconsole.tui.exit_guard import ExitGuard
+    worker = ChildProcess()
+    worker.spawn(["sleep", "600"])                       # a worker in its own process group
+    stray = subprocess.Popen(["sleep", "600"])           # a child nobody registered
+    print(worker.pid, stray.pid, flush=True)
+    guard = ExitGuard(grace_s=1.0)
+    guard.arm()
+    guard.trip(143)
+    threading.Event().wait()                             # the main thread stuck for good, as textual's was
+""")
+
+
+def test_the_exit_guard_ends_a_stuck_console_and_its_children():
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", GUARD_CHILD], stdout=subprocess.PIPE, text=True)
+    children = [psutil.Process(int(pid)) for pid in proc.stdout.readline().split()]
+    try:
+        code = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert code == 143
+    assert time.monotonic() - start < 20
+    assert not chaos.alive(children), children

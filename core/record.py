@@ -121,6 +121,7 @@ class RunRecord:
     comm_free_ms: list[float] | None = None         # ev.CommFree: job steps without the all-reduce
     overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
     baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # ev.Placed: each process's Slurm job
 
     kind = "run"
 
@@ -181,6 +182,8 @@ class RunRecord:
             self.baseline = {"status": event.status, "summary": event.summary}
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
+        elif isinstance(event, ev.Placed):
+            self.jobs.append(asdict(event))
         elif isinstance(event, ev.Error):
             self.error = event
             if event.kind == "profiler" and self.profile is None:
@@ -238,6 +241,7 @@ class RunRecord:
             "world_size": self.spec.nproc, "parallel": self.spec.parallel,
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
             "overlap": self.overlap, "baseline": self.baseline,
+            "jobs": self.jobs,
         }
 
     @classmethod
@@ -264,6 +268,7 @@ class RunRecord:
             error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
             ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
             comm_free_ms=d.get("comm_free_ms"), overlap=d.get("overlap"), baseline=d.get("baseline"),
+            jobs=list(d.get("jobs", [])),
         )
 
 

@@ -156,6 +156,7 @@ class CellRunner:
                 on_update(SweepUpdate(i, total, cells[i], len(done), eta, finished, jobs))
 
         if self.executor is not None:  # every cell a job at once: "slots" are jobs in flight, not GPUs
+            self.executor.expect(min(len(pending), MAX_JOBS_IN_FLIGHT))
             return self._run_on_gpus(pending, cells, done, update, [""] * min(len(pending), MAX_JOBS_IN_FLIGHT))
         if len(self.gpus) > 1:
             return self._run_on_gpus(pending, cells, done, update)
@@ -233,7 +234,12 @@ class CellRunner:
                     return  # cancelled while it waited for a GPU: it stays pending
                 self._gpu_of[i] = gpu
                 launch = self._running[i] = self.new_launch(i, cell)
-                launch.start()  # under the lock: cancel() sees it in _running with its process
+                if self.executor is None:
+                    launch.start()  # under the lock: cancel() sees it in _running with its process
+            if self.executor is not None:
+                launch.start()  # a job may wait here for the rest of its array: not under the lock
+                if self._cancel.is_set():  # a cancel that came while it was submitted
+                    launch.cancel()
             started = time.monotonic()
             try:
                 for event in launch.events():

@@ -107,7 +107,13 @@ class Launch(ChildProcess):
                 raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
             argv = [*argv, "--hold"]
         self._held = hold and self.executor is None  # a job queues: there is no turn to hold it for
-        self.spawn(argv, self._multi_node)
+        try:
+            self.spawn(argv, self._multi_node)
+        except ValueError as exc:  # Slurm refused the job (sbatch's own words): this cell's error
+            if self.executor is None:
+                raise
+            self._pending += [ev.Error("slurm", str(exc)), ev.Finished("error")]
+            self._refused = True
 
     def _need_out_dir(self) -> Path:
         if self.out_dir is None:

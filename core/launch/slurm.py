@@ -7,8 +7,9 @@ knows which ran it.
 
 One poller thread per executor asks `sacct` (Slurm's accounting, what submitit reads too) for the
 state of every live job, so N jobs cost one sacct call a poll, and the counts of pending, running and
-done jobs come from the same answer. With `array_parallelism` the jobs spawned together (within
-ARRAY_GATHER_S of each other) go as one job array, N tasks at a time.
+done jobs come from the same answer. With `array_parallelism` the jobs spawned together go as one job
+array, N tasks at a time: as many as the grid said to `expect`, or those that came within
+ARRAY_GATHER_S of each other.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from perfconsole.core.launch.slurm_options import SlurmOptionError, SlurmOptions
 
 POLL_S = 0.5
 TAIL_S = 0.2
-ARRAY_GATHER_S = 1.0
+ARRAY_GATHER_S = 5.0        # the longest wait for the rest of an array's cells after the last came
 GONE_AFTER_CANCEL_S = 30.0   # a cancelled job sacct never reports is taken as ended after this
 ACTIVE = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUE_HOLD",
           "REQUEUE_FED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD"}
@@ -98,7 +99,13 @@ class SlurmExecutor:
         self._info: dict[str, JobInfo] = {}
         self._gather: list[_Gathered] = []
         self._gather_timer: threading.Timer | None = None
+        self._expect = 0
         self._poller: threading.Thread | None = None
+
+    def expect(self, n: int) -> None:
+        """The next `n` spawns are one grid's cells: with array_parallelism, one array of n tasks."""
+        with self._lock:
+            self._expect = n
 
     @property
     def nodes(self) -> int:
@@ -155,9 +162,13 @@ class SlurmExecutor:
             self._gather.append(item)
             if self._gather_timer is not None:
                 self._gather_timer.cancel()
-            self._gather_timer = threading.Timer(ARRAY_GATHER_S, self._flush_array)
-            self._gather_timer.daemon = True
-            self._gather_timer.start()
+            full = len(self._gather) >= self._expect
+            if not full:
+                self._gather_timer = threading.Timer(ARRAY_GATHER_S, self._flush_array)
+                self._gather_timer.daemon = True
+                self._gather_timer.start()
+        if full:
+            self._flush_array()
         item.done.wait()
         if item.error is not None:
             raise item.error
@@ -166,6 +177,7 @@ class SlurmExecutor:
     def _flush_array(self) -> None:
         with self._lock:
             batch, self._gather = self._gather, []
+            self._expect = max(self._expect - len(batch), 0)
         if not batch:
             return
         ex = self._executor()

@@ -42,8 +42,9 @@ class SlurmOptions:
     options: dict[str, Any] = field(default_factory=dict)   # any other sbatch option, without --
     nodes: int = 1                           # `run` only: a torchrun job over this many nodes
 
-    def sbatch_flags(self) -> list[str]:
-        """The options as sbatch flags (what --test-only checks; submitit writes the same)."""
+    def sbatch_flags(self, ntasks_per_node: int | None = None) -> list[str]:
+        """The options as sbatch flags (what --test-only checks; submitit writes the same), the
+        pass-through options last, so that they win."""
         out = [f"--time={self.time}"]
         for key in ("partition", "account", "qos", "constraint"):
             value = getattr(self, key)
@@ -53,6 +54,8 @@ class SlurmOptions:
             out.append(f"--gpus-per-node={self.gpus_per_node}")
         if self.nodes > 1:
             out.append(f"--nodes={self.nodes}")
+        if ntasks_per_node is not None:
+            out.append(f"--ntasks-per-node={ntasks_per_node}")
         for key, value in self.options.items():
             out.append(f"--{key}" if value is True else f"--{key}={value}")
         return out
@@ -161,7 +164,7 @@ def check_with_slurm(opts: SlurmOptions, ntasks: int = 1) -> None:
     if sbatch is None:
         raise SlurmOptionError("--executor slurm: sbatch is not on PATH (install Slurm's client commands, "
                                "or run with --executor local)")
-    argv = [sbatch, "--test-only", *opts.sbatch_flags(), f"--ntasks-per-node={ntasks}", "--wrap=true"]
+    argv = [sbatch, "--test-only", *opts.sbatch_flags(ntasks), "--wrap=true"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=TEST_ONLY_TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -15,7 +15,7 @@ from perfconsole.core.cli.main import UsageError
 from perfconsole.core.launch.slurm_options import (SlurmOptionError, add_executor_arguments, check_with_slurm,
                                                    options_from_args)
 
-__all__ = ["add_executor_arguments", "executor_from_args", "is_remote", "jobs_text", "job_where"]
+__all__ = ["add_executor_arguments", "executor_from_args", "is_remote", "jobs_text", "job_where", "nodes_note"]
 
 
 def is_remote(args: argparse.Namespace) -> bool:
@@ -51,6 +51,16 @@ def jobs_text(counts: dict[str, int] | None) -> str:
     if not counts:
         return ""
     return f"slurm: {counts['pending']} pending, {counts['running']} running, {counts['done']} done"
+
+
+def nodes_note(record: Any) -> str:
+    """A line for a run whose processes Slurm placed on more than one node ("" otherwise): the spread
+    between them then holds the nodes' differences too."""
+    nodes = sorted({n for j in getattr(record, "jobs", []) for n in j.get("nodes", [])})
+    if len(nodes) < 2 or len(record.jobs) < 2:
+        return ""
+    return (f"\nthe {len(record.jobs)} processes ran on {len(nodes)} nodes ({', '.join(nodes)}): the interval between "
+            "them includes node-to-node differences")
 
 
 def job_where(cell: Any) -> str:

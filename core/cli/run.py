@@ -12,7 +12,7 @@ from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, UsageError,
                                         add_spec_arguments, deliver, save_path, spec_from_args)
-from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args
+from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, nodes_note
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
@@ -104,7 +104,7 @@ def summary_table(r: RunRecord) -> CliTable:
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
-                      f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps")
+                      f"95% CI {b.ci95_low:.3f}–{b.ci95_high:.3f} ms; the rows above pool their steps") + nodes_note(r)
     elif sm.processes == 1 and sm.total_ms.n > 1 and job is None:
         t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:

@@ -70,3 +70,15 @@ def test_sacct_lines_become_job_states():
     got = parse_sacct(text)
     assert got["12"].state == "TIMEOUT" and got["12"].ended and got["12"].nodes == "vm"
     assert got["13_1"].state == "CANCELLED" and got["13_1"].nodes == ""
+
+
+def test_replicates_on_different_nodes_say_so_beside_the_interval():
+    from perfconsole.core.cli.executor import nodes_note
+    from perfconsole.core.record import RunRecord
+    from perfconsole.core.spec import RunSpec
+
+    record = RunRecord(RunSpec(size="tiny", device="cpu", repeat=2))
+    record.jobs = [{"job_id": "1", "nodes": ["n1"]}, {"job_id": "2", "nodes": ["n1"]}]
+    assert nodes_note(record) == ""
+    record.jobs[1]["nodes"] = ["n2"]
+    assert "ran on 2 nodes (n1, n2)" in nodes_note(record)

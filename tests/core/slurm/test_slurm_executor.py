@@ -72,9 +72,9 @@ def time_limited_grid(slurm_cluster, tmp_path_factory, shared_data_dir):
                      ("fwd",), (0,)).validate()
     record = SweepRecord.new(spec)
     executor = SlurmExecutor(SlurmOptions(time="1", options={"job-name": "pc-time-limit"}), folder)
+    data = {"PERFCONSOLE_DATA_DIR": str(shared_data_dir)}
     runner = SweepRunner(record, executor=executor,
-                         cell_env=lambda s: {"PERFCONSOLE_FAULT": "hang:0"} if s.ctx == 8 else None)
-    os.environ["PERFCONSOLE_DATA_DIR"] = str(shared_data_dir)   # what its jobs inherit from sbatch
+                         cell_env=lambda s: {**data, "PERFCONSOLE_FAULT": "hang:0"} if s.ctx == 8 else data)
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()
     yield runner, thread

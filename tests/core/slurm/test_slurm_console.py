@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slurm
 
 async def test_the_grids_pane_fills_from_slurm_jobs_and_counts_them(slurm_cluster, tmp_path):
     app = make_app()
-    base = RunSpec(size="tiny", ctx=8, batch=1, device="cpu", warmup=0, steps=2, mode="train")
+    # Peaks given, not measured: the CPU's matmul peaks take minutes on a loaded 2-core machine.
+    base = RunSpec(size="tiny", ctx=8, batch=1, device="cpu", warmup=0, steps=2, mode="train", peak_tflops=1.0,
+                   peak_gbps=1.0)
     record = LadderRecord.new(LadderSpec(base, ("eager", "sdpa"), profile=False).validate())
     async with app.run_test(size=(160, 50)) as pilot:
         app.executor = SlurmExecutor(SlurmOptions(time="5"), tmp_path / "jobs")
@@ -27,7 +29,7 @@ async def test_the_grids_pane_fills_from_slurm_jobs_and_counts_them(slurm_cluste
         app.launch = runner = LadderRunner(copy.deepcopy(record), executor=app.executor)
         app.show_grid(record)
         app.drive_ladder(record.id, runner)
-        await wait_for(pilot, lambda: record.status in ("ok", "cancelled"), timeout=240)
+        await wait_for(pilot, lambda: record.status in ("ok", "cancelled"), timeout=400)
         await pilot.pause()
         head = plain(app.query_one("#grids-head", Static).content)
         assert "2/2 cells finished" in head, head

@@ -203,6 +203,22 @@ class Error(Event):
 
 
 @dataclass(frozen=True)
+class Placed(Event):
+    """Where a process ran when a scheduler placed it (core.launch.slurm): the job, its node(s) and
+    GPUs, Slurm's final state and reason, and the seconds it queued and ran (from sacct)."""
+    type: ClassVar[str] = "placed"
+    executor: str
+    job_id: str
+    state: str
+    nodes: list[str] = field(default_factory=list)
+    gpus: str | None = None
+    reason: str | None = None
+    queued_s: float | None = None
+    ran_s: float | None = None
+    log: str | None = None
+
+
+@dataclass(frozen=True)
 class Finished(Event):
     """The last event of a run: status ok | oom | error | cancelled | unsupported."""
     type: ClassVar[str] = "finished"
@@ -212,7 +228,7 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               CommSteps, Overlap, Baseline, ModelReady)
+                               CommSteps, Overlap, Baseline, ModelReady, Placed)
 }
 
 

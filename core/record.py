@@ -123,6 +123,7 @@ class RunRecord:
     overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
     baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
     model: dict[str, Any] | None = None             # ev.ModelReady: what the model is, and its FLOPs per step
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # ev.Placed: each process's Slurm job
 
     kind = "run"
 
@@ -188,6 +189,8 @@ class RunRecord:
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
             self.summary = with_nvml_busy(self.summary, self.telemetry)
+        elif isinstance(event, ev.Placed):
+            self.jobs.append(asdict(event))
         elif isinstance(event, ev.Error):
             self.error = event
             if event.kind == "profiler" and self.profile is None:
@@ -255,6 +258,7 @@ class RunRecord:
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
             "comm_steps": self.comm_steps,
             "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
+            "jobs": self.jobs,
         }
 
     @classmethod
@@ -282,7 +286,7 @@ class RunRecord:
             error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
             ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
             comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"),
-            baseline=d.get("baseline"), model=d.get("model"),
+            baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
         )
 
 

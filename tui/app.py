@@ -106,6 +106,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.comparison = None
         self.grids: list = []                    # sweeps and attention grids opened from disk
         self.grid = None                         # the one the grids pane shows
+        self.executor: Any = None                # core.launch.slurm.SlurmExecutor: the ladder's rungs as Slurm jobs
+        self.grid_jobs: dict[str, dict[str, int]] = {}   # grid id -> its Slurm jobs pending, running, done
         self._stop = threading.Event()
         self._gpu_busy = False                   # sample fast only while it matters (dolphie)
         self.first_frame_at: float | None = None

@@ -51,7 +51,8 @@ class LadderDriver:
         self.grids.append(record)
         self.sources[record.id] = str(path)
         # The worker's own copy (same id, same snapshot file); the one in self.grids changes on this thread only.
-        self.launch = runner = LadderRunner(copy.deepcopy(record), out_dir=out, save_to=path)
+        self.launch = runner = LadderRunner(copy.deepcopy(record), out_dir=out, save_to=path,
+                                            executor=getattr(self, "executor", None))
         self.refresh_bindings()
         self.refresh_runs()
         self.show_grid(record)
@@ -65,7 +66,7 @@ class LadderDriver:
 
         def changed(update: Any) -> None:  # on this thread, between events: the cell is not changing now
             self.post_message(GridUpdated(grid_id, update.index, copy.deepcopy(update.run), record.status,
-                                          list(record.cell_seconds)))
+                                          list(record.cell_seconds), update.jobs))
         try:
             runner.run(changed)
             ended = True
@@ -79,6 +80,8 @@ class LadderDriver:
             return
         grid.runs[message.index] = message.cell
         grid.status, grid.cell_seconds = message.status, message.cell_seconds
+        if message.jobs is not None:
+            self.grid_jobs[message.grid_id] = message.jobs
         if self.grid is grid:
             self.show_grid(grid, switch=False)
 

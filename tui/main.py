@@ -48,6 +48,9 @@ def console_options(parser: argparse.ArgumentParser) -> None:
     cli.add_spec_arguments(group)  # type: ignore[arg-type]
     group.add_argument("--start", action="store_true", help="launch the pre-filled run at once")
     group.add_argument("--ascii", action="store_true", help="draw with plain ASCII characters only")
+    from perfconsole.core.cli.executor import add_executor_arguments
+
+    add_executor_arguments(group)  # type: ignore[arg-type]  # the ladder's rungs as Slurm jobs
 
 
 def open_console(args: argparse.Namespace) -> int:
@@ -72,7 +75,11 @@ def open_console(args: argparse.Namespace) -> int:
         spec = cli.spec_from_args(args, validate=False)  # the form shows what is wrong in place
     from perfconsole.tui import exit_guard
 
+    from perfconsole.core.cli.executor import executor_from_args
+
+    executor = executor_from_args(args, device=spec.device)
     app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
+    app.executor = executor
     app.install_signals = True
     # From here on the console cannot outlive its terminal (tui/exit_guard.py): a stop signal, a hung-up
     # terminal or a dead parent ends it within a few seconds, whatever state textual is in.

@@ -73,8 +73,10 @@ class GridUpdated(Message):
     the UI thread puts into the grid it draws, so no record is changed while it is drawn. A newer copy
     of the same cell replaces one not yet handled; another cell's is kept."""
 
-    def __init__(self, grid_id: str, index: int, cell: Any, status: str, cell_seconds: list[float | None]) -> None:
+    def __init__(self, grid_id: str, index: int, cell: Any, status: str, cell_seconds: list[float | None],
+                 jobs: dict[str, int] | None = None) -> None:
         super().__init__()
+        self.jobs = jobs   # under Slurm: the grid's jobs pending, running and done
         self.grid_id = grid_id
         self.index = index
         self.cell = cell

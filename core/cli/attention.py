@@ -11,6 +11,7 @@ import argparse
 from rich.text import Text
 
 from perfconsole.core.grids.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
+from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
 from perfconsole.core.cli.main import check_device, default_device, save_path
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
@@ -37,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", default=None, metavar="FILE", help="save the grid snapshot here (after every cell)")
     add_start_ahead_argument(p)
     add_gpus_argument(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -44,7 +46,8 @@ def spec_from_args(args: argparse.Namespace) -> AttentionSpec:
     spec = AttentionSpec(parse_list(args.d, int, "d"), parse_list(args.seq, int, "seq"), args.batch,
                          parse_list(args.impl, str, "impl"), args.compile, parse_list(args.precision, str, "precision"),
                          args.warmup, args.iters, args.device or default_device(), args.seed).validate()
-    check_device(spec.device)
+    if not is_remote(args):
+        check_device(spec.device)
     return spec
 
 
@@ -74,11 +77,13 @@ def grid_table(a: AttentionRecord) -> CliTable:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    gpus = gpus_from_args(args.gpus, spec.device)
+    gpus = None if is_remote(args) else gpus_from_args(args.gpus, spec.device)
     save = save_path(args.save)
+    executor = executor_from_args(args, device=spec.device)
     stop = install_exit_handlers()
     record = AttentionRecord.new(spec)
-    runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead, gpus=gpus)
+    runner = AttentionRunner(record, save_to=save, start_ahead=args.start_ahead, gpus=gpus,
+                             executor=executor)
     err = run_cells(runner, len(record.cells), lambda c: c.cell.label(), _cell_outcome, stop)
     return finish(record, (c.status for c in record.cells), save, args.json, grid_table, err, stop)
 

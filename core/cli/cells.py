@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column
 
 from perfconsole.core import store
+from perfconsole.core.cli.executor import job_where, jobs_text
 from perfconsole.core.cli.main import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, reader_may_be_gone
 from perfconsole.core.grids.cell_runner import MAX_START_AHEAD, SweepUpdate, default_start_ahead
 from perfconsole.core.launch.processes import Stop
@@ -97,11 +98,16 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
             if u.cell_finished:
                 gpus = getattr(runner.record, "cell_gpus", None) or []
                 where = f" (GPU {gpus[u.index]})" if u.index < len(gpus) and gpus[u.index] is not None else ""
-                bar.console.print(f"{name}{where}: {outcome(u.run)}", markup=False, soft_wrap=True)  # one line a cell
+                bar.console.print(f"{name}{where or job_where(u.run)}: {outcome(u.run)}", markup=False,
+                                  soft_wrap=True)  # one line a cell
                 bar.update(task, completed=u.done, eta=format_seconds(u.eta_s))
+                if u.jobs:
+                    bar.update(task, description=escape(jobs_text(u.jobs)))
             else:
                 # A stage or label may hold brackets ("install perfconsole[fast]"): text, not markup.
-                bar.update(task, description=escape(f"{name} {u.run.stage}".rstrip()), eta=format_seconds(u.eta_s))
+                queue = f" · {jobs_text(u.jobs)}" if u.jobs else ""
+                bar.update(task, description=escape(f"{name} {u.run.stage}".rstrip() + queue),
+                           eta=format_seconds(u.eta_s))
 
     with reader_may_be_gone():
         bar.start()

@@ -16,6 +16,7 @@ from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, add_spec_arguments,
                                        deliver, reader_may_be_gone, save_path, spec_from_args)
+from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
@@ -32,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"the field that differs and its values, the first the baseline ({', '.join(VARYING)})")
     p.add_argument("--json", action="store_true", help="print the comparison's snapshot instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the comparison snapshot (JSON) here")
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -59,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
     base = spec_from_args(args)
     specs = variants(base, args.vary)
     save = save_path(args.save)
+    executor = executor_from_args(args, nproc=base.nproc, device=base.device)
     stop = install_exit_handlers()
-    runner = InterleavedRuns(specs)
+    runner = InterleavedRuns(specs, executor=executor)
     err = Console(stderr=True, highlight=False)
 
     def progress(i: int, event: ev.Event) -> None:

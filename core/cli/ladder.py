@@ -14,7 +14,9 @@ from rich.text import Text
 
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core import store
-from perfconsole.core.cli.main import UsageError, add_model_arguments, check_device, default_device, default_size, save_path
+from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
+from perfconsole.core.cli.main import (UsageError, add_model_arguments, check_device, default_device, default_size,
+                                       save_path)
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
@@ -52,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out-dir", default=None, help="where rungs' profiler files go")
     add_model_arguments(p)
     add_start_ahead_argument(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -63,7 +66,8 @@ def ladder_spec_from_args(args: argparse.Namespace) -> LadderSpec:
                    seed=args.seed, vocab_size=args.vocab_size, peak_tflops=args.peak_tflops,
                    peak_gbps=args.peak_gbps)
     base.validate()
-    check_device(base.device)
+    if not is_remote(args):
+        check_device(base.device)
     return LadderSpec(base, parse_list(args.rungs, str, "rungs"), profile=not args.no_profile).validate()
 
 
@@ -91,19 +95,20 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
 
 def run(args: argparse.Namespace) -> int:
     if args.resume:
-        record = resumed(args.resume)
+        record = resumed(args.resume, remote=is_remote(args))
         save = save_path(args.save or args.resume)
     else:
         record = LadderRecord.new(ladder_spec_from_args(args))
         save = save_path(args.save)
+    executor = executor_from_args(args, device=record.spec.base.device)
     stop = install_exit_handlers()
     runner = LadderRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
-                          start_ahead=args.start_ahead)
+                          start_ahead=args.start_ahead, executor=executor)
     err = run_cells(runner, len(record.runs), lambda r: r.name, _outcome, stop)
     return finish(record, (r.status for r in record.runs), save, args.json, ladder_table, err, stop)
 
 
-def resumed(path: str) -> LadderRecord:
+def resumed(path: str, remote: bool = False) -> LadderRecord:
     """The saved ladder at `path`, its unfinished rungs pending again; UsageError if it is not a ladder."""
     try:
         record = store.load(path, stdin=False)
@@ -111,7 +116,8 @@ def resumed(path: str) -> LadderRecord:
         raise UsageError(str(exc)) from exc
     if not isinstance(record, LadderRecord):
         raise UsageError(f"{path}: a {record.kind} snapshot, not a ladder")
-    check_device(record.spec.base.device)
+    if not remote:
+        check_device(record.spec.base.device)
     reopened = record.reopen()
     if not reopened:
         raise UsageError(f"{path}: every rung has finished; nothing to resume")

@@ -229,7 +229,8 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
     )
     if validate:
         spec.validate()
-        check_device(spec.device, spec.nproc)
+        if getattr(args, "executor", "local") != "slurm":  # under Slurm the job's node has the GPUs
+            check_device(spec.device, spec.nproc)
     return spec
 
 

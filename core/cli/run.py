@@ -13,6 +13,7 @@ from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, UsageError,
                                         add_spec_arguments, deliver, save_path, spec_from_args)
+from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, nodes_note
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
@@ -40,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
     p.add_argument("--out-dir", default=None, help="where profiler files go (default: beside --save, "
                                                   "else the data directory)")
+    add_executor_arguments(p, nodes=True)
     p.set_defaults(func=run)
 
 
@@ -105,7 +107,7 @@ def summary_table(r: RunRecord) -> CliTable:
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
         t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
-                      f"95% CI {interval_text(b.ci95_low, b.ci95_high)} ms; the rows above pool their steps")
+                      f"95% CI {interval_text(b.ci95_low, b.ci95_high)} ms; the rows above pool their steps") + nodes_note(r)
     elif sm.processes == 1 and sm.total_ms.n > 1 and job is None:
         t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:
@@ -151,12 +153,13 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     save = save_path(args.save)
     out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
+    executor = executor_from_args(args, nproc=spec.nproc, device=spec.device)
     stop = install_exit_handlers()
     record = RunRecord(spec)
     if args.baseline:
         record.apply(_baseline(args.baseline, spec))
     err = Console(stderr=True, highlight=False)
-    execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys), err, stop)
+    execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys, executor=executor), err, stop)
     code = EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
     if record.status == "error" and record.error is not None and record.error.kind == "spec":
         code = EXIT_USAGE  # the worker refused the input (a model that cannot be built): bad input

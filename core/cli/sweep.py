@@ -17,6 +17,7 @@ from rich.text import Text
 from perfconsole.core.cli.main import add_model_arguments, check_device, default_device, save_path
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
+from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
@@ -68,6 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_model_arguments(p)
     add_start_ahead_argument(p)
     add_gpus_argument(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -76,7 +78,8 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
                    device=args.device or default_device(),
                    attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync, seed=args.seed,
                    vocab_size=args.vocab_size, model=args.model, model_args=tuple(args.model_arg or ()))
-    check_device(base.device)
+    if not is_remote(args):
+        check_device(base.device)
     return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
                      parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
                      parse_list(args.warmup, int, "warmup")).validate()
@@ -107,12 +110,13 @@ def grid_table(sw: SweepRecord) -> CliTable:
 
 def run(args: argparse.Namespace) -> int:
     spec = sweep_spec_from_args(args)
-    gpus = gpus_from_args(args.gpus, spec.base.device)
+    gpus = None if is_remote(args) else gpus_from_args(args.gpus, spec.base.device)
     save = save_path(args.save)
+    executor = executor_from_args(args, device=spec.base.device)
     stop = install_exit_handlers()
     record = SweepRecord.new(spec)
     runner = SweepRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
-                         start_ahead=args.start_ahead, gpus=gpus)
+                         start_ahead=args.start_ahead, gpus=gpus, executor=executor)
     err = run_cells(runner, len(record.runs), lambda r: r.spec.label(), _sweep_outcome, stop)
     return finish(record, (r.status for r in record.runs), save, args.json, grid_table, err, stop)
 

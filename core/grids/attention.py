@@ -131,6 +131,7 @@ class AttentionResult:
     error_kind: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     stage: str = ""
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # ev.Placed: the Slurm job that ran it
 
     @property
     def finished(self) -> bool:
@@ -153,6 +154,8 @@ class AttentionResult:
             self.peak_allocated_mib = s.get("peak_allocated_mib")
         elif isinstance(event, ev.Error):
             self.error, self.error_kind = event.message, event.kind
+        elif isinstance(event, ev.Placed):
+            self.jobs.append(asdict(event))
         elif isinstance(event, ev.Finished):
             self.status, self.stage = event.status, ""
 
@@ -161,13 +164,14 @@ class AttentionResult:
                 "forward_ms": _stat_dict(self.forward_ms), "backward_ms": _stat_dict(self.backward_ms),
                 "memory_before_backward_mib": self.memory_before_backward_mib,
                 "peak_allocated_mib": self.peak_allocated_mib, "error": self.error,
-                "error_kind": self.error_kind, "environment": self.environment}
+                "error_kind": self.error_kind, "environment": self.environment, "jobs": self.jobs}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttentionResult:
         return cls(AttentionCell.from_dict(d["cell"]), d["status"], _stat(d.get("forward_ms")),
                    _stat(d.get("backward_ms")), d.get("memory_before_backward_mib"),
-                   d.get("peak_allocated_mib"), d.get("error"), d.get("error_kind"), d.get("environment", {}))
+                   d.get("peak_allocated_mib"), d.get("error"), d.get("error_kind"), d.get("environment", {}),
+                   jobs=list(d.get("jobs", [])))
 
 
 def _stat_dict(s: Stat | None) -> dict[str, Any] | None:
@@ -227,8 +231,8 @@ class AttentionRecord:
 class AttentionLaunch(Launch):
     """A Launch of the attention worker: the same stream, cancel and clean-up, another argv."""
 
-    def __init__(self, cell: AttentionCell, env: dict[str, str] | None = None) -> None:
-        super().__init__(RunSpec(device="cpu"), env=env)
+    def __init__(self, cell: AttentionCell, env: dict[str, str] | None = None, executor: Any = None) -> None:
+        super().__init__(RunSpec(device="cpu"), env=env, executor=executor)
         self.cell = cell
 
     def command(self) -> list[str]:
@@ -245,15 +249,16 @@ class AttentionRunner(CellRunner):
 
     def __init__(self, record: AttentionRecord, cell_env: Callable[[AttentionCell], dict[str, str] | None] | None = None,
                  save_to: os.PathLike[str] | None = None, start_ahead: int | None = None,
-                 gpus: list[str] | None = None) -> None:
-        super().__init__(record, save_to, start_ahead, gpus)
+                 gpus: list[str] | None = None, executor: Any = None) -> None:
+        super().__init__(record, save_to, start_ahead, gpus, executor)
         self.cell_env = cell_env
 
     def cells(self) -> list[AttentionResult]:
         return self.record.cells
 
     def new_launch(self, index: int, cell: AttentionResult) -> AttentionLaunch:
-        return AttentionLaunch(cell.cell, self.launch_env(index, self.cell_env(cell.cell) if self.cell_env else None))
+        return AttentionLaunch(cell.cell, self.launch_env(index, self.cell_env(cell.cell) if self.cell_env else None),
+                               executor=self.executor)
 
     def work(self, cell: AttentionResult) -> float:
         return cell_work(cell.cell)

@@ -9,6 +9,10 @@ No import ever runs while a cell is measured, and the import cost is paid once p
 
 `cancel()` is safe from any thread or a signal: it stops the running cell, kills the held ones and
 keeps every finished cell.
+
+Given an `executor` (core.launch.slurm.SlurmExecutor) every pending cell is a Slurm job, all of them
+submitted at once (up to MAX_JOBS_IN_FLIGHT) and streamed back as they run; Slurm places them, so
+nothing is started ahead or pinned to a GPU here, and a cancel scancels every job.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from perfconsole.core import store
 from perfconsole.core.launch.launcher import Launch
 
 MAX_START_AHEAD = 8
+MAX_JOBS_IN_FLIGHT = 256   # jobs submitted and not yet ended, one watching thread each
 
 
 def default_start_ahead() -> int:
@@ -55,17 +60,20 @@ class SweepUpdate:
     done: int                    # cells finished (any status)
     eta_s: float | None
     cell_finished: bool
+    jobs: dict[str, int] | None = None   # under Slurm: jobs pending, running and done
 
 
 class CellRunner:
     """Runs a record's pending cells in order. Subclasses say what a cell is through four methods."""
 
     def __init__(self, record: Any, save_to: os.PathLike[str] | None = None, start_ahead: int | None = None,
-                 gpus: list[str] | None = None) -> None:
+                 gpus: list[str] | None = None, executor: Any = None) -> None:
         """`gpus`: GPU indices to spread cells over, one cell per GPU at a time (core.grids.gpu_pool);
-        None or one GPU runs the cells one after the other (pinned to that GPU, if one is named)."""
+        None or one GPU runs the cells one after the other (pinned to that GPU, if one is named).
+        `executor`: run each cell as a job of it (Slurm), all at once; `gpus` is then Slurm's business."""
         self.record = record
-        self.gpus = list(gpus) if gpus else []
+        self.executor = executor
+        self.gpus = list(gpus) if gpus and executor is None else []
         self._gpu_of: dict[int, str] = {}
         self._running: dict[int, Any] = {}
         self._lock = threading.RLock()  # an update callback may cancel from inside a cell's update
@@ -113,6 +121,8 @@ class CellRunner:
             launch.cancel()
         for held in list(self._held.values()):
             held.kill()
+        if self.executor is not None:
+            self.executor.cancel_all()
 
     @property
     def cancelled(self) -> bool:
@@ -142,8 +152,12 @@ class CellRunner:
 
         def update(i: int, finished: bool, eta: float | None) -> None:
             if on_update:
-                on_update(SweepUpdate(i, total, cells[i], len(done), eta, finished))
+                jobs = self.executor.counts() if self.executor is not None else None
+                on_update(SweepUpdate(i, total, cells[i], len(done), eta, finished, jobs))
 
+        if self.executor is not None:  # every cell a job at once: "slots" are jobs in flight, not GPUs
+            self.executor.expect(min(len(pending), MAX_JOBS_IN_FLIGHT))
+            return self._run_on_gpus(pending, cells, done, update, [""] * min(len(pending), MAX_JOBS_IN_FLIGHT))
         if len(self.gpus) > 1:
             return self._run_on_gpus(pending, cells, done, update)
         try:
@@ -207,8 +221,10 @@ class CellRunner:
             gpus += [None] * (index + 1 - len(gpus))
             gpus[index] = gpu
 
-    def _run_on_gpus(self, pending: list[int], cells: list[Any], done: list, update: Callable) -> Any:
-        """Several cells at once, one per GPU (core.grids.gpu_pool); each keeps its place in the grid."""
+    def _run_on_gpus(self, pending: list[int], cells: list[Any], done: list, update: Callable,
+                     slots: list[str] | None = None) -> Any:
+        """Several cells at once, one per GPU (core.grids.gpu_pool), or one per slot of `slots`; each
+        keeps its place in the grid."""
         from perfconsole.core.grids.gpu_pool import run_on_gpus
 
         def run_cell(i: int, gpu: str) -> None:
@@ -218,7 +234,12 @@ class CellRunner:
                     return  # cancelled while it waited for a GPU: it stays pending
                 self._gpu_of[i] = gpu
                 launch = self._running[i] = self.new_launch(i, cell)
-                launch.start()  # under the lock: cancel() sees it in _running with its process
+                if self.executor is None:
+                    launch.start()  # under the lock: cancel() sees it in _running with its process
+            if self.executor is not None:
+                launch.start()  # a job may wait here for the rest of its array: not under the lock
+                if self._cancel.is_set():  # a cancel that came while it was submitted
+                    launch.cancel()
             started = time.monotonic()
             try:
                 for event in launch.events():
@@ -232,5 +253,7 @@ class CellRunner:
                 self._finish_cell(i, cell, time.monotonic() - started, done)
                 update(i, True, None)
 
-        run_on_gpus(pending, self.gpus, run_cell, self._cancel)
+        if slots == []:
+            return self._end(cells)
+        run_on_gpus(pending, self.gpus if slots is None else slots, run_cell, self._cancel)
         return self._end(cells)

@@ -135,8 +135,9 @@ class SweepRunner(CellRunner):
     """Runs a SweepRecord's pending cells in order (see CellRunner: held starts, cancel, saving)."""
 
     def __init__(self, record: SweepRecord, out_dir: Path | None = None, cell_env: CellEnv | None = None,
-                 save_to: Path | None = None, start_ahead: int | None = None, gpus: list[str] | None = None) -> None:
-        super().__init__(record, save_to, start_ahead, gpus)
+                 save_to: Path | None = None, start_ahead: int | None = None, gpus: list[str] | None = None,
+                 executor: Any = None) -> None:
+        super().__init__(record, save_to, start_ahead, gpus, executor)
         self.out_dir = out_dir
         self.cell_env = cell_env
 
@@ -145,7 +146,8 @@ class SweepRunner(CellRunner):
 
     def new_launch(self, index: int, cell: RunRecord) -> Launch | RepeatedLaunch:
         out = self.out_dir / f"cell-{index:03d}" if self.out_dir else None
-        return make_launch(cell.spec, out_dir=out, env=self.launch_env(index, self.cell_env(cell.spec) if self.cell_env else None))
+        return make_launch(cell.spec, out_dir=out, env=self.launch_env(index, self.cell_env(cell.spec) if self.cell_env else None),
+                           executor=self.executor)
 
     def work(self, cell: RunRecord) -> float:
         return cell_work(cell.spec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
@@ -20,8 +21,10 @@ OnEvent = Callable[[int, ev.Event], None]
 
 
 class InterleavedRuns:
-    def __init__(self, specs: list[RunSpec], out_dir: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, specs: list[RunSpec], out_dir: Path | None = None, env: dict[str, str] | None = None,
+                 executor: Any = None) -> None:
         self.specs = specs
+        self.executor = executor  # core.launch.slurm.SlurmExecutor: each process a Slurm job
         self.out_dir = out_dir
         self.env = env
         self.records = [RunRecord(s) for s in specs]
@@ -49,7 +52,7 @@ class InterleavedRuns:
 
     def _one(self, i: int, r: int, spec: RunSpec, status: list[str], on_event: OnEvent | None) -> None:
         out = self.out_dir / f"run-{i + 1}-process-{r + 1}" if self.out_dir is not None else None
-        self.current = launch = Launch(spec, out_dir=out, env=self.env)
+        self.current = launch = Launch(spec, out_dir=out, env=self.env, executor=self.executor)
         self.order.append((i, r))
         self._apply(i, ev.Replicate(r, spec.repeat), on_event)
         launch.start()

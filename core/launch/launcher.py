@@ -17,6 +17,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.processes import STDERR_TAIL, ChildProcess
@@ -33,8 +34,8 @@ def worker_argv(spec: RunSpec, out_dir: Path | None) -> list[str]:
 
 class Launch(ChildProcess):
     def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        super().__init__(env)
+                 env: dict[str, str] | None = None, executor: Any = None) -> None:
+        super().__init__(env, executor)
         self.spec = spec
         self.out_dir = out_dir
         self.nsys_explicit = nsys
@@ -45,7 +46,8 @@ class Launch(ChildProcess):
         self._refused = False
         self._held = False
         self._early: list[str] = []  # stdout lines read by wait_ready(), replayed by events()
-        self._telemetry = MeasuredStepsTelemetry(spec.device == "cuda", env)
+        self._telemetry = MeasuredStepsTelemetry(spec.device == "cuda" and executor is None, env)
+        self._multi_node: tuple[int, Path] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
     def command(self) -> list[str] | None:
@@ -83,6 +85,11 @@ class Launch(ChildProcess):
         from perfconsole.core.launch.distributed import torchrun_command
 
         assert self.out_dir is not None
+        nodes = getattr(self.executor, "nodes", 1)
+        if nodes > 1:  # each node's task starts torchrun around argv (core.launch.slurm_task)
+            self._pending.append(ev.Progress("starting", f"torchrun: {self.spec.nproc} processes on {nodes} nodes"))
+            self._multi_node = (self.spec.nproc // nodes, self.out_dir / "torchrun")
+            return argv
         self._pending.append(ev.Progress("starting", f"torchrun: {self.spec.nproc} processes"))
         return torchrun_command(self.spec.nproc, self.out_dir / "torchrun", argv)
 
@@ -93,14 +100,20 @@ class Launch(ChildProcess):
         if argv is None:
             self._refused = True
             return
-        if hold:
+        if hold and self.executor is None:
             if self._nsys is not None:
                 raise ValueError("a launch under nsys cannot be held: nsys would record the wait")
             if self.spec.nproc > 1:
                 raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
             argv = [*argv, "--hold"]
-        self._held = hold
-        self.spawn(argv)
+        self._held = hold and self.executor is None  # a job queues: there is no turn to hold it for
+        try:
+            self.spawn(argv, self._multi_node)
+        except ValueError as exc:  # Slurm refused the job (sbatch's own words): this cell's error
+            if self.executor is None:
+                raise
+            self._pending += [ev.Error("slurm", str(exc)), ev.Finished("error")]
+            self._refused = True
 
     def _need_out_dir(self) -> Path:
         if self.out_dir is None:
@@ -156,6 +169,8 @@ class Launch(ChildProcess):
             self.forget()
             stopped = self._telemetry.stop()
         yield from stopped
+        if self.executor is not None:
+            yield self.proc.placed()
         if finished is None:
             yield from self._unexpected_end(code)
             return
@@ -178,6 +193,11 @@ class Launch(ChildProcess):
         if self.cancelled.is_set():
             yield ev.Error("cancelled", "cancelled by the user", tail)
             yield ev.Finished("cancelled")
+            return
+        ended = self.proc.ended_by_slurm() if self.executor is not None else None
+        if ended is not None:  # time limit, preemption, node failure, host OOM: Slurm's state and reason
+            yield ev.Error("slurm", ended, tail)
+            yield ev.Finished("error")
             return
         if self.spec.nproc > 1 and self.out_dir is not None:
             from perfconsole.core.launch.distributed import failure_events

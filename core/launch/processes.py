@@ -4,7 +4,9 @@ and SIGHUP so that a headless command keeps what they measured.
 
 `ChildProcess` owns the process: starting it, draining its stderr, cancelling (SIGTERM to the group,
 SIGKILL after a grace period), killing and reaping. What the child says on stdout is its subclass's
-business (core.launch.launcher.Launch reads the worker's event stream).
+business (core.launch.launcher.Launch reads the worker's event stream). Given an `executor`
+(core.launch.slurm.SlurmExecutor), the child is a Slurm job instead, with the same stdout, stderr and
+wait; a signal to its group becomes `scancel`.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 STDERR_TAIL = 40
 KILL_GRACE_S = 3.0
@@ -25,13 +28,22 @@ _live_lock = threading.Lock()
 
 
 class ChildProcess:
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, executor: Any = None) -> None:
         self.env = env
-        self.proc: subprocess.Popen[str] | None = None
+        self.executor = executor
+        self.proc: Any = None   # a subprocess.Popen, or a core.launch.slurm.SlurmJob
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.cancelled = threading.Event()
 
-    def spawn(self, argv: list[str]) -> None:
+    def spawn(self, argv: list[str], torchrun: tuple[int, Any] | None = None) -> None:
+        """Start `argv`; under an executor, `torchrun` (processes per node, log dir) makes it a job
+        whose every node starts torchrun around it."""
+        if self.executor is not None:
+            self.proc = self.executor.spawn(argv, self.env, torchrun)
+            with _live_lock:
+                _live.add(self)
+            threading.Thread(target=self._drain_stderr, daemon=True, name="job-stderr").start()
+            return
         env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -80,6 +92,10 @@ class ChildProcess:
 
     def _signal_group(self, sig: int) -> None:
         if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.executor is not None:
+            if self.proc.gone_since is None:  # one scancel: Slurm itself escalates to SIGKILL
+                self.proc.cancel()
             return
         try:
             os.killpg(self.proc.pid, sig)

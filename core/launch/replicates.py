@@ -19,18 +19,19 @@ from perfconsole.core.spec import RunSpec
 
 class RepeatedLaunch:
     def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, executor: Any = None) -> None:
         self.spec = spec
         self.out_dir = out_dir
         self.nsys = nsys
         self.env = env
+        self.executor = executor  # each replicate its own Slurm job, wherever Slurm places it
         self.current: Launch | None = None
         self._cancelled = False
         self._started = False
 
     def _launch(self, index: int) -> Launch:
         out = self.out_dir / f"replicate-{index + 1}" if self.out_dir is not None else None
-        self.current = Launch(self.spec, out_dir=out, nsys=self.nsys, env=self.env)
+        self.current = Launch(self.spec, out_dir=out, nsys=self.nsys, env=self.env, executor=self.executor)
         return self.current
 
     def start(self, hold: bool = False) -> None:

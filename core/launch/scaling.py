@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
@@ -52,15 +53,16 @@ def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
 
 class ScalingLaunch:
     def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, executor: Any = None) -> None:
         self.spec = spec
         base_out = out_dir / "one-process" if out_dir is not None else None
         # torchrun gives each rank OMP_NUM_THREADS=1 unless it is set; the one process gets the same,
         # or it would compare a multi-threaded host against single-threaded ranks.
         threads = {"OMP_NUM_THREADS": {**os.environ, **(env or {})}.get("OMP_NUM_THREADS", "1")}
         # The baseline is never profiled: its profile would cost time and answer nothing asked here.
-        self.baseline = Launch(one_process(spec).with_(profile="none"), out_dir=base_out, env={**(env or {}), **threads})
-        self.job = Launch(spec, out_dir=out_dir, nsys=nsys, env=env)
+        self.baseline = Launch(one_process(spec).with_(profile="none"), out_dir=base_out, env={**(env or {}), **threads},
+                               executor=executor)
+        self.job = Launch(spec, out_dir=out_dir, nsys=nsys, env=env, executor=executor)
         self.current: Launch = self.baseline
         self._cancelled = False
 

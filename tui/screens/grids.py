@@ -109,6 +109,13 @@ def counts_line(grid: Any) -> str:
         f"{counts[s]} {STATUS_WORD[s]}" for s in GRID_STATUSES if counts.get(s))
 
 
+def jobs_line(counts: dict[str, int] | None) -> str:
+    """" · slurm jobs: 2 pending, 1 running, 3 done" for a grid run as Slurm jobs, else ""."""
+    if not counts:
+        return ""
+    return f" · slurm jobs: {counts['pending']} pending, {counts['running']} running, {counts['done']} done"
+
+
 class GridsPane(ScrollableContainer):
     """Scrolls both ways (arrows, PgUp/PgDn, Home/End) so wide grids stay readable at 80x24."""
     BINDINGS = [
@@ -186,7 +193,8 @@ class GridsPane(ScrollableContainer):
         others = ", ".join(v for k, v in metrics.items() if k != self.metric)
         text = Text()
         text.append(g.name, style="bold")
-        text.append(f"\n{device} · torch {env.get('torch', '?')} · {setup_line(g)} · {g.status} · {counts_line(g)}\n")
+        text.append(f"\n{device} · torch {env.get('torch', '?')} · {setup_line(g)} · {g.status} · {counts_line(g)}"
+                    f"{jobs_line(getattr(self.app, 'grid_jobs', {}).get(g.id))}\n")
         if g.kind == "ladder":
             head.update(text)
             self.set_class(False, "-chart")

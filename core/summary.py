@@ -146,15 +146,24 @@ def model_step_flops(spec: RunSpec, model: dict[str, Any] | None) -> float:
     return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
 
 
+def nvml_busy_share(series: dict[str, list], summary: dict[str, Any]) -> float | None:
+    """NVML's utilisation over the measured steps, as a share (0..1): the mean over the samples of the
+    share of each sample period in which a kernel ran. None where the GPU never reported it. Takes the
+    telemetry record's `series` and `summary` (core.telemetry.summary.Telemetry.to_dict)."""
+    known = [float(v) for v in series.get("gpu_util_pct", []) if v is not None]
+    if known:  # the series is every sample, or an even spread of them (MAX_POINTS)
+        return statistics.fmean(known) / 100
+    s = summary.get("gpu_util_pct")
+    return s["median"] / 100 if s else None
+
+
 def with_nvml_busy(summary: Summary | None, telemetry: dict[str, Any] | None) -> Summary | None:
     """The summary with NVML's utilisation over the measured steps as its GPU busy share, where no profile
     measured it. The events give only a lower bound, and a loose one: 5-8% on an H200 for steps whose
     kernels ran 65-75% of the time. Unchanged without telemetry or a utilisation figure in it."""
     if summary is None or not telemetry or summary.gpu_busy_source == "profile":
         return summary
-    from perfconsole.core.telemetry.summary import Telemetry
-
-    share = Telemetry.from_dict(telemetry).gpu_busy_share()
+    share = nvml_busy_share(telemetry.get("series") or {}, telemetry.get("summary") or {})
     if share is None:
         return summary
     return replace(summary, gpu_busy_share=share, gpu_busy_source="nvml", bound=busy_label(share, "nvml"))

@@ -10,6 +10,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from perfconsole.core.summary import nvml_busy_share
+
 # Numeric sample fields, in table order, with their units.
 FIELDS: dict[str, str] = {
     "sm_clock_mhz": "MHz",
@@ -116,13 +118,8 @@ class Telemetry:
                    samples=len(samples), period_s=period_s, index=index)
 
     def gpu_busy_share(self) -> float | None:
-        """NVML's utilisation over the measured steps, as a share (0..1): the mean over the samples of the
-        share of each sample period in which a kernel ran. None where the GPU never reported it."""
-        known = [float(v) for v in self.series.get("gpu_util_pct", []) if v is not None]
-        if known:  # the series is every sample, or an even spread of them (MAX_POINTS)
-            return statistics.fmean(known) / 100
-        s = self.summary.get("gpu_util_pct")
-        return s["median"] / 100 if s else None
+        """NVML's utilisation over the measured steps, as a share (0..1) (core.summary.nvml_busy_share)."""
+        return nvml_busy_share(self.series, self.summary)
 
     def sm_clock_drop(self) -> tuple[float, float, float] | None:
         """(fraction fallen, max MHz, min MHz) of the SM clock, or None where it was never read.

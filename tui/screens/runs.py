@@ -94,7 +94,7 @@ class RunsPane(Vertical):
         name, source = cols[2], cols[7]
         if name + source <= room:
             return name, source
-        source = min(source, max(10, room // 3))
+        source = min(source, max(10, room // 2))   # a file's start and its end (its date, its kind)
         return max(12, room - source), source
 
     def on_resize(self) -> None:

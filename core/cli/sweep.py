@@ -62,6 +62,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-sync", action="store_true", help="synchronise after every step")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab-size", type=int, default=10_000)
+    p.add_argument("--peak-tflops", type=float, default=None, help="override the measured matmul peak")
+    p.add_argument("--peak-gbps", type=float, default=None, help="override the measured copy bandwidth")
     p.add_argument("--json", action="store_true",
                    help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
@@ -77,7 +79,8 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
     base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, repeat=args.repeat,
                    device=args.device or default_device(),
                    attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync, seed=args.seed,
-                   vocab_size=args.vocab_size, model=args.model, model_args=tuple(args.model_arg or ()))
+                   vocab_size=args.vocab_size, model=args.model, model_args=tuple(args.model_arg or ()),
+                   peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps)
     if not is_remote(args):
         check_device(base.device)
     return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),

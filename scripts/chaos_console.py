@@ -170,7 +170,7 @@ def seed_peaks(data: Path) -> Path:
     found = data / "peaks.json"
     if not found.exists():
         subprocess.run([sys.executable, "-c", SEED_PEAKS], env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)},
-                       capture_output=True, timeout=300, check=True)
+                       capture_output=True, timeout=900, check=True)
     return found
 
 

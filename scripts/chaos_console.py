@@ -144,6 +144,21 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
+def stacks(procs: list[psutil.Process]) -> str:
+    """py-spy's dump of each process, where py-spy is installed (pip install py-spy): why it is still there."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return ""
+    out = []
+    for p in procs:
+        try:
+            out.append(subprocess.run([spy, "dump", "--pid", str(p.pid)], capture_output=True, text=True,
+                                      timeout=30).stdout)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return "\n".join(out)
+
+
 def describe(p: psutil.Process) -> str:
     try:
         return f"{p.pid} ({p.status()}, {time.time() - p.create_time():.1f} s old) {' '.join(p.cmdline())[:100]}"
@@ -170,7 +185,7 @@ def seed_peaks(data: Path) -> Path:
     found = data / "peaks.json"
     if not found.exists():
         subprocess.run([sys.executable, "-c", SEED_PEAKS], env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)},
-                       capture_output=True, timeout=300, check=True)
+                       capture_output=True, timeout=900, check=True)
     return found
 
 
@@ -267,6 +282,8 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         elif out.exit_s > LEFT_S:
             out.problems.append(f"left running after {LEFT_S:.0f} s, gone after {out.exit_s:.1f} s: {'; '.join(late or [])}")
         if left:
+            out.problems.append(stacks(left))
+        if left:
             for p in left:
                 try:
                     p.kill()
@@ -314,13 +331,18 @@ def repro(tries: int, parallel: int = 1, report=print) -> int:
         try:
             tmux.wait_for("Launch", 60)
             tmux("kill-session", "-t", tmux.session)
-            end = time.monotonic() + LEFT_S
-            while (left := marked(tag)) and time.monotonic() < end:
+            ended = time.monotonic()
+            while (left := marked(tag)) and time.monotonic() < ended + LEFT_S:
                 time.sleep(0.1)
-            report(f"try {i}: {len(left)} left" + "".join(f"\n     {describe(p)}" for p in left))
+            late = list(left)
+            dump = stacks(late) if late else ""
+            while (left := marked(tag)) and time.monotonic() < ended + STUCK_S:
+                time.sleep(0.2)
+            report(f"try {i}: {len(late)} left after {LEFT_S:.0f} s, {len(left)} after {STUCK_S:.0f} s"
+                   + "".join(f"\n     {describe(p)}" for p in late) + (f"\n{dump}" if dump else ""))
             for p in left:
                 p.kill()
-            return len(left)
+            return len(late)
         finally:
             tmux("kill-server")
 

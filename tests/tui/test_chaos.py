@@ -80,13 +80,13 @@ GUARD_CHILD = textwrap.dedent("""
 
 
 def test_the_exit_guard_ends_a_stuck_console_and_its_children():
-    start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", GUARD_CHILD], stdout=subprocess.PIPE, text=True)
     children = [psutil.Process(int(pid)) for pid in proc.stdout.readline().split()]
+    tripped = time.monotonic()  # about when the guard was tripped: the imports are behind it
     try:
-        code = proc.wait(timeout=30)
+        code = proc.wait(timeout=60)
     finally:
         proc.kill()
     assert code == 143
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - tripped < 10  # a 1 s grace; the rest is slack for a loaded machine
     assert not chaos.alive(children), children

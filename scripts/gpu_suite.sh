@@ -2,14 +2,15 @@
 # The whole GPU test suite in one device call, its log and a JUnit file kept; then, while time is left,
 # EXTRA (a command line) runs after it. Run from the repository root on the GPU machine:
 #   source scripts/device_env.sh && RUN=1 CAP=420 bash scripts/gpu_suite.sh
-# Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz (a call returns few files).
+# Everything lands in $OUT/suite-$RUN/ (EXTRA sees it as $D) and is packed into $OUT/suite-$RUN.tgz (a call
+# returns few files).
 set -uo pipefail
 OUT=${OUT:-"$PWD/out-suite"}
 RUN=${RUN:-1}
 CAP=${CAP:-420}
 D="$OUT/suite-$RUN"
 mkdir -p "$D"
-export PERFCONSOLE_DATA_DIR="$D/data"
+export D PERFCONSOLE_DATA_DIR="$D/data"
 { nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   git log -1 --format='commit %H %s' 2>/dev/null || true; } > "$D/environment.txt" 2>&1

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# perfconsole's quiet DDP step against scripts/independent_ddp.py, interleaved (P I P I ...) so that the
+# machine's drift between runs falls on both: 2.7B bf16 train, ctx 512, batch 4 per rank, sdpa, DDP defaults.
+# Run from the repository root on a machine with two GPUs; ROUNDS (default 2) pairs; files under $D.
+set -uo pipefail
+D=${D:-"$PWD/out-ddp-recheck"}
+mkdir -p "$D"
+ROUNDS=${ROUNDS:-2}
+J=(--size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --warmup 3 --steps 10 --device cuda
+   --nproc 2 --parallel ddp)
+for i in $(seq 1 "$ROUNDS"); do
+    timeout -k 10 120 python3 -m perfconsole.tui.main run "${J[@]}" --save "$D/perfconsole_$i.json" > "$D/perfconsole_$i.txt" 2>&1
+    echo "perfconsole round $i exit $?"
+    timeout -k 10 90 torchrun --standalone --nproc-per-node 2 scripts/independent_ddp.py --size 2.7B --ctx 512 --batch 4 \
+        --steps 10 > "$D/independent_$i.jsonl" 2> "$D/independent_$i.log"
+    echo "independent round $i exit $?"
+done
+python3 - "$D" "$ROUNDS" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+d, n = Path(sys.argv[1]), int(sys.argv[2])
+ours, theirs = [], []
+for i in range(1, n + 1):
+    try:
+        ours.append(json.loads((d / f"perfconsole_{i}.json").read_text())["data"]["summary"]["total_ms"]["median"])
+        theirs.append(json.loads((d / f"independent_{i}.jsonl").read_text().splitlines()[-1])["median_step_ms"])
+    except Exception as exc:  # a round that failed is named, not hidden
+        print(f"round {i}: {exc!r}")
+print("| round | perfconsole quiet DDP step (ms) | independent DDP script (ms) | difference |")
+print("| --: | --: | --: | --: |")
+for i, (a, b) in enumerate(zip(ours, theirs), 1):
+    print(f"| {i} | {a:.1f} | {b:.1f} | {a / b - 1:+.1%} |")
+if ours and theirs:
+    a, b = statistics.median(ours), statistics.median(theirs)
+    print(f"| median | {a:.1f} | {b:.1f} | {a / b - 1:+.1%} |")
+PY

@@ -16,7 +16,7 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from perfconsole.core import model_choice
+from perfconsole.core.launch import model_choice
 from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, PARALLELS, PRECISIONS, PROFILERS,
                                    RunSpec, SpecError)
 from perfconsole.tui.widgets.form_input import FormInput

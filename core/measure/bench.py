@@ -111,6 +111,7 @@ class Stepper:
             self.targets = ids[:, 1:].to(device)
         # A model without its own loss must give (batch, ctx, vocab) logits: checked at the first forward.
         self.check_logits = built is not None and built.loss is None
+        self.first = True  # what a user's model raises in its first step is a model error (model_build.first_step)
         dtype = _DTYPES.get(spec.precision)
         self.autocast = (torch.autocast(device.type, dtype=dtype) if dtype is not None
                          else contextlib.nullcontext())
@@ -133,13 +134,15 @@ class Stepper:
         grad = contextlib.nullcontext() if self.spec.mode != "fwd" else torch.no_grad()
         if self.graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        with grad, phase("forward"), self.autocast:
+        first = model_build.first_step(self.built) if self.first else contextlib.nullcontext()
+        with grad, phase("forward"), self.autocast, first:
             logits = model_build.logits_of(model_build.call(self.model, self.inputs))
             if self.check_logits:
                 assert self.built is not None
                 model_build.check_logits(logits, self.spec, self.built.info.vocab_size, self.built.info.name)
                 self.check_logits = False
             loss = self.loss_fn(logits, self.targets)
+        self.first = False
         return loss
 
     def backward(self, loss: torch.Tensor) -> None:

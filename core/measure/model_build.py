@@ -8,6 +8,8 @@ Hooks are installed only for a profiled run without torch.compile, as the builti
 """
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -17,6 +19,7 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built, ModelError, ModelRequest
 from perfconsole.model.sources import build as build_source
+from perfconsole.model.sources.factory import said, where
 
 
 def request(spec: RunSpec) -> ModelRequest:
@@ -76,6 +79,29 @@ def check_logits(logits: Any, spec: RunSpec, vocab_size: int, name: str) -> None
         raise ModelError(f"model: {name} returned logits of shape {tuple(logits.shape)}, not (batch, ctx, vocab) = {want}")
     if not logits.is_floating_point():
         raise ModelError(f"model: {name} returned logits of dtype {logits.dtype}; they must be floating point")
+
+
+@contextlib.contextmanager
+def first_step(built: Built | None) -> Iterator[None]:
+    """Around the first forward and loss of a user's factory model: what its code raises there is the model
+    failing its contract, as wrong logits are, so a ModelError (one line naming the last frame in the user's
+    file, exit 2) rather than a crash. An out-of-memory stays one (the run is `oom`), and so does a failure
+    of torch.compile's own machinery, which is not the user's code."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except Exception as exc:
+        if built is None or built.info.source != "factory" or _not_the_model(exc):
+            raise
+        raise ModelError(f"model: {built.info.name}'s first step raised {said(exc)}"
+                         f"{where(exc, (built.info.file or '',))}") from None
+
+
+def _not_the_model(exc: BaseException) -> bool:
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+        return True
+    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
 
 
 def repeated_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:

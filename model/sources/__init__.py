@@ -101,6 +101,37 @@ def build(request: ModelRequest, device: Any) -> Built:
     return factory.build(request, device)
 
 
+def sizes(model: str) -> tuple[str, ...]:
+    """The sizes `--size` may name for this model, read without importing torch or transformers: the
+    builtin's, an hf architecture's published ones with default and custom, and none for a factory, which
+    sets its own shape. Raises ModelError where the string names no source."""
+    kind, target = parse(model)
+    if kind == "builtin":
+        from perfconsole.model.config import SIZES
+
+        return (*SIZES, "custom")
+    if kind == "hf":
+        from perfconsole.model.sources import hf_shapes
+
+        return hf_shapes.sizes(target)
+    return ()
+
+
+def check(model: str) -> None:
+    """What can be told of the model without building it and without importing torch or transformers (the
+    console asks as one types): hf: needs transformers installed with that architecture; a factory's file, or
+    its module's top-level package, must exist. Raises ModelError; `build` remains the full check."""
+    kind, target = parse(model)
+    if kind == "hf":
+        from perfconsole.model.sources import hf
+
+        hf.require(target)
+    elif kind == "factory":
+        from perfconsole.model.sources import factory
+
+        factory.locate(factory.split(target)[0])
+
+
 def parse_args(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """KEY=VALUE pairs to keyword arguments: integers, floats, true/false and none are converted, the rest
     stay strings. A pair without '=' or with a key that is not a Python name is refused."""

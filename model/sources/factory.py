@@ -37,9 +37,25 @@ def where(exc: BaseException, files: tuple[str, ...]) -> str:
     return f" ({Path(f.filename).name}:{f.lineno} in {f.name})"
 
 
-def _said(exc: BaseException) -> str:
+def said(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def locate(target: str) -> None:
+    """The file exists, or the module's top-level package can be found: told without running the user's
+    code (only a top-level name is looked up, since finding a submodule imports its package)."""
+    if target.endswith(".py"):
+        if not Path(target).expanduser().is_file():
+            raise ModelError(f"model: no file {target}")
+        return
+    top = target.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ModelError(f"model: no module named {top!r} (is it installed, or on PYTHONPATH?)")
 
 
 def load(target: str) -> tuple[ModuleType, str | None]:
@@ -59,16 +75,16 @@ def load(target: str) -> tuple[ModuleType, str | None]:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
-            raise ModelError(f"model: importing {target} raised {_said(exc)}{where(exc, (str(path),))}") from None
+            raise ModelError(f"model: importing {target} raised {said(exc)}{where(exc, (str(path),))}") from None
         return module, str(path.resolve())
     try:
         module = importlib.import_module(target)
     except ModuleNotFoundError as exc:
         if exc.name and target.startswith(exc.name):
             raise ModelError(f"model: no module named {exc.name!r} (is it installed, or on PYTHONPATH?)") from None
-        raise ModelError(f"model: importing {target} raised {_said(exc)}{where(exc, ())}") from None
+        raise ModelError(f"model: importing {target} raised {said(exc)}{where(exc, ())}") from None
     except Exception as exc:
-        raise ModelError(f"model: importing {target} raised {_said(exc)}{where(exc, (getattr(exc, 'filename', ''),))}") from None
+        raise ModelError(f"model: importing {target} raised {said(exc)}{where(exc, (getattr(exc, 'filename', ''),))}") from None
     return module, getattr(module, "__file__", None)
 
 
@@ -90,9 +106,9 @@ def call(fn: Any, request: ModelRequest, file: str | None, label: str) -> Any:
         if len(frames) <= 1:  # the call itself failed: the arguments do not fit the signature
             raise ModelError(f"model_args: {label} rejected its arguments: {str(exc).splitlines()[0]} "
                              f"(it is called with ctx, vocab_size and each --model-arg; {CONTRACT})") from None
-        raise ModelError(f"model: {label} raised {_said(exc)}{where(exc, (file or '',))}") from None
+        raise ModelError(f"model: {label} raised {said(exc)}{where(exc, (file or '',))}") from None
     except Exception as exc:
-        raise ModelError(f"model: {label} raised {_said(exc)}{where(exc, (file or '',))}") from None
+        raise ModelError(f"model: {label} raised {said(exc)}{where(exc, (file or '',))}") from None
 
 
 def unpack(result: Any, label: str) -> tuple[Any, Any, Any]:

@@ -8,8 +8,11 @@ a key it lacks is refused, since config classes would otherwise keep it silently
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 from perfconsole.model.sources import Built, ModelError, ModelInfo, ModelRequest, parse, parse_args
@@ -30,6 +33,32 @@ def offline() -> None:
 
 def available() -> bool:
     return importlib.util.find_spec("transformers") is not None
+
+
+def require(arch: str) -> None:
+    """transformers is installed and has `arch`, read from its files without importing it (that imports
+    torch: seconds, too long to wait on at each key typed in the console). An architecture is a model folder
+    with its configuration module, or a name the auto-mapping modules quote (aliases such as gpt-sw3). A name
+    passed here can still fail to build; a name refused here is one transformers does not have."""
+    if not available():
+        raise ModelError(f"model: hf:{arch} needs transformers, which is not installed: {INSTALL}")
+    if arch not in _architectures():
+        raise ModelError(f"model: transformers has no architecture {arch!r} (e.g. llama, qwen2, qwen3, gpt2, mistral)")
+
+
+@functools.lru_cache(maxsize=1)
+def _architectures() -> frozenset[str]:
+    spec = importlib.util.find_spec("transformers")
+    models = Path(next(iter(spec.submodule_search_locations or ()), "")) / "models" if spec else Path("/nonexistent")
+    names = {d.name for d in models.iterdir() if (d / f"configuration_{d.name}.py").is_file()} if models.is_dir() else set()
+    names |= {n.replace("_", "-") for n in names}
+    for module in ("configuration_auto.py", "auto_mappings.py"):
+        try:
+            text = (models / "auto" / module).read_text(errors="replace")
+        except OSError:
+            continue
+        names |= set(re.findall(r'"([a-z0-9_-]+)"\s*[:,]\s*"\w*Config"', text))  # ("llama", "LlamaConfig")
+    return frozenset(names)
 
 
 def make_config(request: ModelRequest) -> Any:

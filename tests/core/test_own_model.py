@@ -72,6 +72,31 @@ def test_wrong_logits_are_one_line_and_exit_2(tmp_path):
     assert "logits of shape (2, 16, 8), not (batch, ctx, vocab) = (2, 16, 10000)" in out.stderr
 
 
+@pytest.mark.slow
+def test_a_forward_that_raises_in_the_first_step_is_a_model_error(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+
+        class Broken(torch.nn.Module):
+            def __init__(self, vocab_size):
+                super().__init__()
+                self.emb = torch.nn.Embedding(vocab_size, 8)
+
+            def forward(self, ids):
+                raise ValueError("wrong mask shape")
+
+        def build(ctx, vocab_size):
+            return Broken(vocab_size)
+        """))
+    out = cli("--model", f"{path}:build", "--json")
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "broken.py:build's first step raised ValueError: wrong mask shape (broken.py:9 in forward)" in out.stderr
+    assert "Traceback" not in out.stderr
+    record = json.loads(out.stdout)["data"]          # the record is kept, its error said as bad input
+    assert record["status"] == "error" and record["error"]["kind"] == "spec"
+
+
 def test_missing_file_and_unknown_size_are_refused_before_any_process():
     for args, said in ((["--model", "nowhere.py:build"], "model: no file nowhere.py"),
                        (["--model", "hf:gpt2", "--size", "8B"], "size: hf:gpt2 has tiny, 124M")):

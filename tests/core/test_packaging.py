@@ -6,6 +6,7 @@ project itself is built and installed for real, and must land under one `perfcon
 import pathlib
 import shutil
 import subprocess
+import sys
 import sysconfig
 import venv
 
@@ -22,8 +23,12 @@ def test_fresh_install_has_the_command_and_no_bare_packages(tmp_path):
     site = pathlib.Path(subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True).stdout.strip())
-    # Dependencies come from the test environment (appended to sys.path, so the install wins).
-    (site / "zz_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # Dependencies come from the test environment (appended to sys.path, so the install wins): every site
+    # directory it has, since a venv may take packages (setuptools' wheel command among them) from another
+    # venv's site-packages through a .pth line, which the fresh venv would not follow.
+    sites = [sysconfig.get_paths()["purelib"]]
+    sites += [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and p not in sites]
+    (site / "zz_test_env.pth").write_text("".join(f"{p}\n" for p in sites))
     # Build from a copy: an in-tree build/ would outlive renamed files and could ship them later.
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", ".device", "build", "*.egg-info",

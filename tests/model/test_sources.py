@@ -154,3 +154,31 @@ def test_layer_ranges_hook_the_largest_module_list():
         annotate.set_range_factory(None)
     assert opened[:2] == ["model.layers.0", "model.layers.0.input_layernorm"]
     assert "model.layers.1.mlp" in opened
+
+
+def test_what_a_factory_model_raises_in_its_first_step_names_the_users_frame(tmp_path):
+    path = _user_file(tmp_path, """\
+        import torch
+
+        class Broken(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(1))
+            def forward(self, ids):
+                return ids.view(3, -1, 7)
+
+        def build(ctx, vocab_size):
+            return Broken()
+        """)
+    spec, built = build(model=f"{path}:build")
+    inputs, _ = model_build.make_batch(built, spec, CPU)
+    with pytest.raises(ModelError, match=r"mine.py:build's first step raised RuntimeError: .* \(mine.py:8 in forward\)"):
+        with model_build.first_step(built):
+            built.module(inputs)
+    with pytest.raises(torch.OutOfMemoryError):              # an out-of-memory stays one
+        with model_build.first_step(built):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    _spec, builtin = build()
+    with pytest.raises(IndexError):                          # perfconsole's own model: not the user's code
+        with model_build.first_step(builtin):
+            raise IndexError("out of range")

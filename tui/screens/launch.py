@@ -1,5 +1,9 @@
 """The launch form: every RunSpec field a user picks, checked as they type, with the run key disabled
-until the whole form is valid. Errors show beside the field with the allowed values (SpecError's text)."""
+until the whole form is valid. Errors show beside the field with the allowed values (SpecError's text).
+
+The model comes first (builtin, hf:ARCH, PATH.py:FACTORY) with its KEY=VALUE arguments; the size selector
+offers that model's own sizes and keeps the size last chosen where the new model has it. A factory sets its
+own shape, so it has no size row."""
 from __future__ import annotations
 
 from dataclasses import fields
@@ -12,12 +16,14 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from perfconsole.core.launch import model_choice
 from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, PARALLELS, PRECISIONS, PROFILERS,
-                                   SIZE_NAMES, RunSpec, SpecError)
+                                   RunSpec, SpecError)
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
 
-CHOICES: dict[str, tuple[str, ...]] = {"size": SIZE_NAMES, "precision": PRECISIONS, "mode": MODES,
+# The size's choices are the model's own (model_choice.sizes).
+CHOICES: dict[str, tuple[str, ...]] = {"precision": PRECISIONS, "mode": MODES,
                                        "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES,
                                        "parallel": PARALLELS, "comm_hook": COMM_HOOKS}
 INTS = ("ctx", "batch", "warmup", "steps", "repeat", "nproc")
@@ -25,11 +31,16 @@ DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
 FLAGS = ("compile", "tf32", "grad_as_bucket_view", "scaling")
 FLOATS = ("bucket_mb",)  # empty: the library's default
 # The data-parallel settings come last: most runs leave them alone.
-ORDER = ("size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat", "attention", "compile",
+ORDER = ("model", "model_args", "size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat", "attention", "compile",
          "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling")
-LABELS = {"profile": "profiler", "repeat": "processes", "d_model": "  d_model", "d_ff": "  d_ff", "n_layers": "  n_layers",
+LABELS = {"model_args": "  model args", "profile": "profiler", "repeat": "processes", "d_model": "  d_model", "d_ff": "  d_ff", "n_layers": "  n_layers",
           "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
           "comm_hook": "  comm hook", "scaling": "  scaling"}
+
+
+def split_args(text: str) -> tuple[str, ...]:
+    """The model args field, `KEY=VALUE,KEY=VALUE` (commas or spaces between pairs), as the spec's tuple."""
+    return tuple(p for p in text.replace(",", " ").split() if p)
 
 
 def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | None, dict[str, str]]:
@@ -37,10 +48,12 @@ def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | Non
     plus the first cross-field error RunSpec.validate finds."""
     errors: dict[str, str] = {}
     changes: dict[str, Any] = {}
+    model = str(values.get("model", base.model)).strip()
+    factory = model_choice.sizes(model) == ()
     for name, raw in values.items():
         if name in INTS or name in DIMS:
             text = str(raw).strip()
-            if name in DIMS and values.get("size") != "custom":
+            if name in DIMS and (values.get("size") != "custom" or factory):
                 changes[name] = None
                 continue
             try:
@@ -53,8 +66,16 @@ def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | Non
                 changes[name] = float(text) if text else None
             except ValueError:
                 errors[name] = f"must be a number or empty, not {text!r}"
+        elif name == "model":
+            changes[name] = model
+        elif name == "model_args":
+            changes[name] = split_args(str(raw))
         else:
             changes[name] = raw
+    try:  # what the files tell of the model, before any process: beside the field, with the others
+        model_choice.check(model, changes.get("model_args", base.model_args))
+    except SpecError as exc:
+        errors[exc.field] = str(exc).split(": ", 1)[1]
     if errors:
         return None, errors
     known = {f.name for f in fields(RunSpec)}
@@ -63,6 +84,16 @@ def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | Non
         return spec.validate(), {}
     except SpecError as exc:
         return None, {exc.field: str(exc).split(": ", 1)[1]}
+
+
+def pick_size(options: tuple[str, ...], wanted: str, current: str, device: str) -> str:
+    """The size to show when the model's sizes change: the one last chosen, else the one shown, else the
+    CLI's default (tiny on the CPU, the smallest published size on a GPU), else the first."""
+    published = [s for s in options if s not in ("tiny", "default", "custom")]
+    for size in (wanted, current, "tiny" if device == "cpu" else (published[:1] or [""])[0]):
+        if size in options:
+            return size
+    return options[0]
 
 
 class LaunchRequested(Message):
@@ -85,6 +116,8 @@ class LaunchPane(VerticalScroll):
         self.base = prefill
         self.spec: RunSpec | None = None
         self.errors: dict[str, str] = {}
+        self.size_choice = prefill.size  # the size last chosen, kept through models that lack it
+        self.size_options: tuple[str, ...] = ()  # what the size selector offers now
 
     def compose(self) -> ComposeResult:
         p = self.base
@@ -92,7 +125,13 @@ class LaunchPane(VerticalScroll):
             for name in ORDER:
                 yield Label(LABELS.get(name, name), id=f"lbl-{name}", classes=f"lbl {'dim-row' if name in DIMS else ''}")
                 value = getattr(p, name)
-                if name in CHOICES:
+                if name == "size":
+                    opts = self.size_options = model_choice.sizes(p.model) or (p.size,)  # a factory: the kept size
+                    yield Select([(c, c) for c in opts], value=value if value in opts else opts[0],
+                                 allow_blank=False, compact=True, id="f-size")
+                elif name == "model_args":
+                    yield FormInput(",".join(value), compact=True, id="f-model_args", placeholder="KEY=VALUE,...")
+                elif name in CHOICES:
                     opts = [(c, c) for c in CHOICES[name]]
                     yield Select(opts, value=value if value in CHOICES[name] else CHOICES[name][0],
                                  allow_blank=False, compact=True, id=f"f-{name}")
@@ -118,19 +157,44 @@ class LaunchPane(VerticalScroll):
         return out
 
     def set_value(self, name: str, value: Any) -> None:
-        """Set one field (tests and the command line use it); validation follows."""
+        """Set one field (tests and the command line use it); validation follows. A new model offers its
+        sizes at once, so a size set next is one of them."""
         w = self.query_one(f"#f-{name}")
         w.value = str(value) if isinstance(w, Input) else value
+        if name in ("model", "device"):
+            values = self.values()
+            self._offer_sizes(str(values["model"]), str(values["device"]))
 
     @on(Input.Changed)
     @on(Select.Changed)
     @on(Checkbox.Changed)
-    def _changed(self) -> None:
+    def _changed(self, event: Input.Changed | Select.Changed | Checkbox.Changed) -> None:
+        if isinstance(event, Select.Changed) and event.select.id == "f-size":
+            self.size_choice = str(event.value)  # a person's (or set_value's) choice: the form's own are silent
         self.revalidate()
+
+    def _offer_sizes(self, model: str, device: str) -> bool:
+        """Give the size selector the model's sizes; True for a factory (no size row). Silent: the change
+        is the form's, not a choice to remember."""
+        select = self.query_one("#f-size", Select)
+        opts = model_choice.sizes(model.strip())
+        if not opts:  # a factory keeps whatever size it has (unused); an unfinished model keeps the list
+            return opts == ()
+        if self.size_options != opts:
+            self.size_options = opts
+            with self.prevent(Select.Changed):
+                current = select.value
+                select.set_options([(c, c) for c in opts])
+                select.value = pick_size(opts, self.size_choice, str(current), device)
+        return False
 
     def revalidate(self) -> None:
         values = self.values()
-        custom = values["size"] == "custom"
+        factory = self._offer_sizes(str(values["model"]), str(values["device"]))
+        values["size"] = self.query_one("#f-size", Select).value
+        for wid in ("#f-size", "#lbl-size", "#err-size"):
+            self.query_one(wid).display = not factory
+        custom = values["size"] == "custom" and not factory
         for name in DIMS:
             for wid in (f"#f-{name}", f"#lbl-{name}", f"#err-{name}"):
                 self.query_one(wid).display = custom

@@ -21,7 +21,7 @@ FAST = ["--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "0", "--st
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "perfconsole.core.cli.main", "run", *args, *FAST],
-                          capture_output=True, text=True, timeout=500)
+                          capture_output=True, text=True, timeout=1500)  # minutes each on a loaded machine
 
 
 @pytest.mark.slow
@@ -91,10 +91,39 @@ def test_a_forward_that_raises_in_the_first_step_is_a_model_error(tmp_path):
         """))
     out = cli("--model", f"{path}:build", "--json")
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "broken.py:build's first step raised ValueError: wrong mask shape (broken.py:9 in forward)" in out.stderr
+    said = " ".join(out.stderr.split())                # the console wraps long lines on stderr
+    assert "broken.py:build's first step raised ValueError: wrong mask shape (broken.py:9 in forward)" in said
     assert "Traceback" not in out.stderr
     record = json.loads(out.stdout)["data"]          # the record is kept, its error said as bad input
     assert record["status"] == "error" and record["error"]["kind"] == "spec"
+
+
+def _command(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfconsole.core.cli.main", name, *args], capture_output=True,
+                          text=True, timeout=1500)
+
+
+@pytest.mark.slow
+def test_compare_varies_the_model():
+    pytest.importorskip("transformers")
+    out = _command("compare", "--size", "tiny", "--vary", "model=builtin,hf:llama", "--json", *FAST)
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs = [RunRecord.from_dict(r) for r in json.loads(out.stdout)["data"]["runs"]]
+    assert [(r.status, r.spec.model, r.spec.size) for r in runs] == [("ok", "builtin", "tiny"), ("ok", "hf:llama", "tiny")]
+    assert runs[1].model["architecture"] == "LlamaForCausalLM" and runs[0].model["architecture"] == "TransformerLM"
+
+
+@pytest.mark.slow
+def test_a_sweep_takes_the_model_and_its_sizes():
+    pytest.importorskip("transformers")
+    out = _command("sweep", "--model", "hf:llama", "--sizes", "tiny", "--ctx", "16", "--mode", "fwd", "--batch", "2",
+                   "--warmup", "0", "--steps", "2", "--device", "cpu", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    cells = json.loads(out.stdout)["data"]["runs"]
+    assert [(c["status"], c["spec"]["model"], c["model"]["architecture"]) for c in cells] == [
+        ("ok", "hf:llama", "LlamaForCausalLM")]
+    refused = _command("sweep", "--model", "hf:llama", "--sizes", "tiny,small", "--device", "cpu")
+    assert refused.returncode == 2 and "hf:llama has tiny, 1B" in refused.stderr
 
 
 def test_missing_file_and_unknown_size_are_refused_before_any_process():

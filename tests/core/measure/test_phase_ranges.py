@@ -94,9 +94,10 @@ def test_a_profiled_run_keeps_quiet_steps_and_records_the_profiling_cost(tmp_pat
     a = attribution(record.profile, record.summary, len(record.steps))
     assert [p.phase for p in a.phases] == ["forward", "backward", "optimizer"]
     assert all(p.kernel_ms > 0 for p in a.phases)
-    # Kernels are held against the timed phases of the steps they ran in, not the quiet steps'.
+    # The profiled steps keep their own timed phases (the NVTX forward check holds ranges against them);
+    # the kernels are held against the quiet program's phases.
     assert o["profiled_phase_ms"].keys() == {"forward", "backward", "optimizer"}
-    assert {p.phase: p.timed_ms for p in a.phases} == o["profiled_phase_ms"]
+    assert a.phases[0].timed_ms == record.summary.forward_ms.median
     # On the CPU the table holds ops by self time, and zero_grad (outside the timed step, by design)
     # keeps a little host time of its own; on CUDA it launches no kernel (the gpu test holds 2 %).
     assert a.unattributed_share < 0.05

@@ -41,5 +41,6 @@ def test_progress_reads_as_sentences():
     lines = out.stderr.splitlines()
     assert "building: tiny d_model=64 d_ff=256 layers=2 heads=4" in lines
     assert "warmup: 1 step" in lines and "measuring: 2 steps" in lines
-    peaks = [line for line in lines if line.startswith("peaks:")]
-    assert peaks == ["peaks: measuring matmul TFLOP/s and copy GB/s (once per device, then cached)"]
+    # The test's data folder holds the session's measured peaks: a cached figure is said nowhere (the line a
+    # measurement says is tested in tests/core/measure/test_peaks_fast_paths.py, on an empty folder).
+    assert not [line for line in lines if line.startswith("peaks:")]

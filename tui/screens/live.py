@@ -169,7 +169,7 @@ class LivePane(Vertical):
         if flagged:
             t.append(f"\n{flagged}", style="yellow")
         if r.error is not None and r.status != "ok":
-            t.append(f"\n{r.error.kind}: {r.error.message}", style="red")
+            t.append(f"\n{r.error.text()}", style="red")
         elif r.status == "running":
             t.append(" · x cancels", style="dim")
         self.query_one("#live-status", Static).update(t, layout=False)

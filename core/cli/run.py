@@ -62,7 +62,7 @@ def execute(record: RunRecord, launch: Launch | RepeatedLaunch | ScalingLaunch, 
 def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
     s = r.spec
     if isinstance(e, ev.Progress):
-        c.print(Text.assemble((f"{e.stage}:", "dim"), f" {e.detail}" if e.detail else ""))
+        c.print(Text.assemble((f"{e.stage}:", "dim"), f" {e.detail}" if e.detail else ""), soft_wrap=True)
     elif isinstance(e, ev.Replicate):
         c.print(f"[bold]process {e.index + 1} of {e.of}[/]")
     elif isinstance(e, ev.Step):
@@ -70,7 +70,7 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
         c.print(f"  {n}: {e.total_ms:.3f} ms")
     elif isinstance(e, ev.Error):
         # Text, not markup: a reason may hold brackets ("install perfconsole[fast]").
-        c.print(Text(e.text(), style="bold red"))
+        c.print(Text(e.text(), style="bold red"), soft_wrap=True)  # one line, however long: the terminal wraps it
 
 
 def summary_table(r: RunRecord) -> CliTable:

@@ -42,7 +42,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
             "total_ms": _stat(sm.total_ms), "forward_ms": _stat(sm.forward_ms),
             "backward_ms": _stat(sm.backward_ms), "optimizer_ms": _stat(sm.optimizer_ms),
             "warmup_ms": sm.warmup_ms, "tokens_per_s": sm.tokens_per_s,
-            "flops_per_step": sm.flops_per_step, "achieved_tflops": sm.achieved_tflops,
+            "flops_per_step": sm.flops_per_step, "flops_source": sm.flops_source, "achieved_tflops": sm.achieved_tflops,
             "peak_tflops": sm.peak_tflops, "mfu": sm.mfu,
             "peak_allocated_mib": sm.peak_allocated_mib, "peak_reserved_mib": sm.peak_reserved_mib,
             "processes": sm.processes,

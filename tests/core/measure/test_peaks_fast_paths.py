@@ -62,7 +62,7 @@ def test_a_cli_run_with_an_unwritable_data_dir_says_so_in_one_line(monkeypatch):
     assert out.returncode == 0, out.stderr
     said = " ".join(out.stderr.split())   # the progress lines, unwrapped (a console 80 columns wide wraps them)
     assert said.count(MEASURING) == 1 and said.count("cannot keep") == 1, out.stderr
-    assert ("peaks cannot keep the peaks in /proc/ro/perfconsole/peaks.json (No such file or directory): "
+    assert ("peaks: cannot keep the peaks in /proc/ro/perfconsole/peaks.json (No such file or directory): "
             "every run will measure them again") in said, out.stderr
 
 

@@ -91,8 +91,11 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
                    MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("· left {task.fields[eta]}", table_column=Column(no_wrap=True)), console=err)
     task = bar.add_task("starting", total=total, eta="estimating")
+    last_jobs: list[dict[str, int]] = []  # the queue as the last update saw it, said whole at the end
 
     def on_update(u: SweepUpdate) -> None:
+        if u.jobs:
+            last_jobs[:] = [u.jobs]
         name = f"[{u.index + 1}/{u.total}] {label(u.run)}"
         with reader_may_be_gone():  # stderr gone (a dropped SSH session): the cells go on
             if u.cell_finished:
@@ -117,6 +120,8 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
     finally:
         with reader_may_be_gone():
             bar.stop()
+            if last_jobs:  # the bar's label column may cut it on a narrow log; this line is whole
+                err.print(jobs_text(last_jobs[0]), markup=False, soft_wrap=True)
     return err
 
 

@@ -38,8 +38,8 @@ def key(spec: RunSpec, built: Built) -> str:
 
 def counted(spec: RunSpec, built: Built, inputs: Any = None, targets: Any = None,
             loss_fn: Any = None) -> dict[str, Any]:
-    """{forward_flops, backward_flops, flops_source, counted_on, attention_flops}: per step of the spec's
-    batch. `inputs`/`targets`/`loss_fn` are the real step's, for the fallback on the real model."""
+    """{forward_flops, backward_flops, flops_source, counted_on, attention_flops, cached}: per step of the
+    spec's batch; `cached` says whether an earlier count was read (every record has the key). `inputs`/`targets`/`loss_fn` are the real step's, for the fallback on the real model."""
     k = key(spec, built)
     cache = _read()
     if k in cache:
@@ -60,11 +60,11 @@ def counted(spec: RunSpec, built: Built, inputs: Any = None, targets: Any = None
         except Exception as exc:
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if found is None:
-        return formula(spec, built) | {"not_counted": reason}
+        return formula(spec, built) | {"not_counted": reason, "cached": False}
     found["flops_source"] = "counted"
     cache[k] = found
     _write(cache)
-    return found
+    return found | {"cached": False}
 
 
 def _on_twin(built: Built, spec: RunSpec, loss_fn: Any, where: str) -> dict[str, Any]:

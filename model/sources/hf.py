@@ -99,12 +99,17 @@ def make_config(request: ModelRequest) -> Any:
 
 
 def from_config(config: Any, attention: str, device: Any) -> Any:
+    """A model of its own copy of `config`: transformers writes the attention implementation into the config
+    it is given, and the modules read it at every forward, so an eager twin built from a shared config
+    would turn the measured model's SDPA into eager attention too."""
+    import copy
+
     import torch
     import transformers
 
     with torch.device(device):
         try:
-            return transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
+            return transformers.AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation=attention)
         except ValueError as exc:  # e.g. an architecture without a causal-LM head, or without sdpa
             raise ModelError(f"model: {config.model_type}: {str(exc).splitlines()[0]}") from None
 

@@ -57,6 +57,19 @@ def test_hf_llama_has_grouped_query_heads_and_its_sdpa_flops_are_counted_on_an_e
     model_build.check_logits(logits, spec, built.info.vocab_size, built.info.name)
 
 
+def test_an_eager_twin_leaves_the_measured_model_on_sdpa():
+    """The twin is built from the same shape; had it shared the config object, transformers would have
+    written "eager" into it and the measured model would run eager attention (2.08x slower steps on an H200)."""
+    spec, built = build(model="hf:llama", attention="sdpa", mode="train")
+    built.twin(torch.device("meta"))
+    inputs, _ = model_build.make_batch(built, spec, CPU)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        model_build.call(built.module, inputs)
+    ops = {e.key for e in prof.key_averages()}
+    assert "aten::scaled_dot_product_attention" in ops, sorted(o for o in ops if "softmax" in o or "attention" in o)
+    assert built.module.config._attn_implementation == "sdpa"
+
+
 def test_llama_1B_is_the_published_shape():
     spec = RunSpec(model="hf:llama", size="1B", device="cpu").validate()
     from perfconsole.model.sources.hf import make_config

@@ -62,6 +62,8 @@ class Summary:
     # Where flops_per_step came from: counted (torch.utils.flop_counter, core.measure.flop_count) or formula
     # (core.flops); None in a record from before FLOPs were counted, whose figure is the formula's.
     flops_source: str | None = None
+    # Median host time to issue the forward (CUDA): a forward timed near it was paced by the host.
+    host_forward_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,6 +136,7 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
         peak_allocated_mib=peak_allocated_mib, peak_reserved_mib=peak_reserved_mib,
         speed_of_light=speed_of_light(spec, phases, peaks, model), gpu_busy_share=busy, gpu_busy_source=source,
         bound=busy_label(busy, source), flops_source=(model or {}).get("flops_source", "formula"),
+        host_forward_ms=getattr(stat("host_forward_ms"), "median", None),
     )
     return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms, comm_steps)
 

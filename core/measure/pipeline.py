@@ -58,15 +58,17 @@ class PendingStep:
     """A step whose work is queued; `resolve()` waits for its last mark and gives its timings."""
 
     def __init__(self, index: int, warmup: bool, clock: PhaseClock, loss: torch.Tensor,
-                 host_ms: float | None) -> None:
+                 host_ms: float | None, host_forward_ms: float | None = None) -> None:
         self.index, self.warmup, self.clock, self.loss, self.host_ms = index, warmup, clock, loss, host_ms
+        self.host_forward_ms = host_forward_ms
 
     def resolve(self) -> ev.Step:
         phases = self.clock.intervals_ms() + [None, None]
         value = float(self.loss.detach())  # after the wait above: a copy of a ready scalar, no extra wait
         return ev.Step(index=self.index, warmup=self.warmup, total_ms=sum(p for p in phases if p is not None),
                        forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2],
-                       loss=value if value == value and abs(value) != float("inf") else None, host_ms=self.host_ms)
+                       loss=value if value == value and abs(value) != float("inf") else None, host_ms=self.host_ms,
+                       host_forward_ms=self.host_forward_ms)
 
 
 def launch_step(stepper: Stepper, index: int, warmup: bool,
@@ -80,6 +82,7 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     clock.mark()
     loss = stepper.forward()
     clock.mark()
+    forward_issued = time.perf_counter()
     after("forward")
     if stepper.spec.mode != "fwd":
         stepper.backward(loss)
@@ -93,10 +96,11 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     # inside the step's span while the host was still issuing it, so span minus this is a lower bound
     # on the GPU's busy time (core.summary), with a step in flight or not.
     host_ms = (time.perf_counter() - issued) * 1e3 if clock.cuda else None
+    host_forward_ms = (forward_issued - issued) * 1e3 if clock.cuda else None
     kept = loss.detach()
     if getattr(stepper, "graphs", False):  # CUDA graphs overwrite their outputs when the next step replays
         kept = kept.clone()
-    return PendingStep(index, warmup, clock, kept, host_ms)
+    return PendingStep(index, warmup, clock, kept, host_ms, host_forward_ms)
 
 
 def timed_step(stepper: Stepper, index: int, warmup: bool,

@@ -25,6 +25,18 @@ class PhaseKernels:
     per_step_ms: float | None
     timed_ms: float | None   # the console's own timed phase (median per step), where known
     rel_diff: float | None   # per_step_ms against timed_ms
+    host_ms: float | None = None  # the host's time to issue the phase (median per step), where known
+
+    @property
+    def host_paced(self) -> bool:
+        """The kernels fall short of the timed phase while the host took as long to issue it: the GPU
+        waited for the host between kernels (an eager, host-bound phase), which the kernels cannot show."""
+        return (self.rel_diff is not None and self.rel_diff < 0 and self.host_ms is not None
+                and self.timed_ms is not None and self.host_ms >= HOST_PACED * self.timed_ms)
+
+
+# A phase the host issued in at least this share of its timed span was paced by the host.
+HOST_PACED = 0.95
 
 
 @dataclass(frozen=True)
@@ -40,7 +52,9 @@ class Attribution:
                 "phases": {p.phase: {"kernel_ms": round(p.kernel_ms, 3),
                                      "per_step_ms": None if p.per_step_ms is None else round(p.per_step_ms, 3),
                                      "timed_ms": None if p.timed_ms is None else round(p.timed_ms, 3),
-                                     "rel_diff": None if p.rel_diff is None else round(p.rel_diff, 4)}
+                                     "rel_diff": None if p.rel_diff is None else round(p.rel_diff, 4),
+                                     "host_ms": None if p.host_ms is None else round(p.host_ms, 3),
+                                     "host_paced": p.host_paced}
                            for p in self.phases},
                 "unattributed_ms": round(self.unattributed_ms, 3),
                 "unattributed_share": round(self.unattributed_share, 4)}
@@ -54,10 +68,12 @@ def _phase_ns(tables: Mapping[str, list[dict[str, Any]]], range_name: str) -> in
 
 
 def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = None,
-              timed_ms: Mapping[str, float | None] | None = None) -> Attribution | None:
+              timed_ms: Mapping[str, float | None] | None = None,
+              host_ms: Mapping[str, float | None] | None = None) -> Attribution | None:
     """Kernel time per phase against all kernel time; None without a kernel table or phase ranges.
 
-    `timed_ms` maps forward/backward/optimizer to the console's median timed phase per step.
+    `timed_ms` maps forward/backward/optimizer to the console's median timed phase per step, `host_ms` to
+    the host's median time to issue it (the forward's is recorded).
     """
     kernels = tables.get("cuda_gpu_kern_sum") or []
     total_ns = sum(int(r.get("total_time_ns") or 0) for r in kernels)
@@ -74,6 +90,6 @@ def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = No
         in_phases += ns
         per_step = ns / 1e6 / steps if steps else None
         rel = (per_step - timed) / timed if per_step is not None and timed else None
-        phases.append(PhaseKernels(name, ns / 1e6, per_step, timed, rel))
+        phases.append(PhaseKernels(name, ns / 1e6, per_step, timed, rel, (host_ms or {}).get(name)))
     left = max(total_ns - in_phases, 0)
     return Attribution(total_ns / 1e6, phases, left / 1e6, left / total_ns, steps)

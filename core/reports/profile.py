@@ -89,7 +89,8 @@ def attribution(profile: Profile, summary: Summary | None, steps: int | None) ->
                  "backward": summary.backward_ms.median if summary.backward_ms else None,
                  "optimizer": summary.optimizer_ms.median if summary.optimizer_ms else None}
         timed = {k: v for k, v in timed.items() if v is not None}
-    return attribute(profile.tables, overhead.get("profiled_steps") or steps, timed)
+    host = {"forward": summary.host_forward_ms} if summary is not None else None
+    return attribute(profile.tables, overhead.get("profiled_steps") or steps, timed, host)
 
 
 def attribution_lines(a: Attribution) -> list[str]:
@@ -101,6 +102,11 @@ def attribution_lines(a: Attribution) -> list[str]:
         lines.append(f"| {p.phase} | {p.kernel_ms:,.3f} | {_opt(p.per_step_ms)} | {_opt(p.timed_ms)} | "
                      f"{'-' if p.rel_diff is None else f'{p.rel_diff:+.1%}'} |")
     lines.append(f"| in no phase | {a.unattributed_ms:,.3f} | | | {a.unattributed_share:.1%} of kernel time |")
+    for p in a.phases:
+        if p.host_paced:
+            lines += ["", f"The {p.phase} was paced by the host: it took {p.host_ms:,.3f} ms to issue against "
+                          f"{p.timed_ms:,.3f} ms timed, so the GPU waited between its kernels "
+                          f"({p.timed_ms - (p.per_step_ms or 0):,.3f} ms per step with none running)."]
     return lines
 
 
@@ -148,6 +154,8 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
         per = " per step" if a.steps else ""
         parts.append(", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)
                      + f"{per} · in no phase {a.unattributed_share:.1%}")
+        parts += [f"{p.phase} host-paced (issued in {p.host_ms:,.1f} of {p.timed_ms:,.1f} ms)"
+                  for p in a.phases if p.host_paced]
     o = profile.overhead
     if o:
         parts.append(f"profiled {o['ratio']:.2f}x the quiet step")

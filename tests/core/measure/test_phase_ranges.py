@@ -119,12 +119,17 @@ def test_on_cuda_every_phase_holds_its_kernels(profiler):
 
     if profiler == "nsys" and find_nsys() is None:
         pytest.skip("no nsys on this machine")
-    # 2.7B bf16 keeps the GPU busy through every phase, so kernel time can stand against the timed
-    # phase; a host-bound step (xl bf16 eager: forward 45 ms of kernels in 73 ms) cannot.
+    # Kernel time stands against a timed phase the GPU was kept busy through. An eager bf16 forward can
+    # be paced by the host instead (2.7B on an H200: 48.9 ms of kernels in a 55.3 ms forward, in flight or
+    # synchronised alike): then the host took as long to issue it, and the kernels only fit inside it.
     spec = RunSpec(size="2.7B", ctx=512, batch=4, device="cuda", precision="bf16", warmup=3, steps=5,
                    mode="train", profile=profiler)
     record = _profiled(spec)
+    assert record.summary.host_forward_ms is not None
     a = attribution(record.profile, record.summary, len(record.steps))
     assert a.unattributed_share <= 0.02, a
     for p in a.phases:
-        assert abs(p.rel_diff) <= 0.10, p
+        if p.host_paced:
+            assert p.per_step_ms <= p.timed_ms * 1.02, p
+        else:
+            assert abs(p.rel_diff) <= 0.10, p

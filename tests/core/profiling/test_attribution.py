@@ -47,3 +47,27 @@ def test_the_report_and_the_console_line_carry_attribution_and_overhead(record):
     assert "| in no phase |" in md and "Profiling cost:" in md and "1.008x" in md
     line = headline(record.profile, record.summary, len(record.steps))
     assert "in no phase 0.0%" in line and "profiled 1.01x the quiet step" in line
+
+
+def test_a_forward_short_of_kernels_is_host_paced_only_where_the_host_took_as_long(record):
+    """The kernels of a real capture against a forward timed 12 % longer: with the host issuing it for as
+    long the gap is the GPU waiting between kernels, said in the report; a host done early leaves it unexplained."""
+    a = attribution(record.profile, record.summary, len(record.steps))
+    by = {p.phase: p for p in a.phases}
+    kernels = by["forward"].per_step_ms
+    timed = {"forward": kernels * 1.12, "backward": by["backward"].timed_ms, "optimizer": by["optimizer"].timed_ms}
+    paced = attribute(record.profile.tables, 8, timed, {"forward": kernels * 1.12 * 0.99})
+    early = attribute(record.profile.tables, 8, timed, {"forward": kernels * 0.5})
+    unknown = attribute(record.profile.tables, 8, timed)
+    assert [p.phase for p in paced.phases if p.host_paced] == ["forward"]
+    assert not any(p.host_paced for p in early.phases + unknown.phases)
+    assert paced.to_dict()["phases"]["forward"]["host_paced"] is True
+    from dataclasses import replace
+
+    from perfconsole.core.reports.profile import attribution_lines
+
+    lines = "\n".join(attribution_lines(paced))
+    assert "The forward was paced by the host" in lines and "The forward was" not in "\n".join(attribution_lines(early))
+    summary = replace(record.summary, forward_ms=replace(record.summary.forward_ms, median=kernels * 1.12),
+                      host_forward_ms=kernels * 1.12)
+    assert "forward host-paced (issued in" in headline(record.profile, summary, len(record.steps))

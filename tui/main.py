@@ -97,7 +97,9 @@ def open_console(args: argparse.Namespace) -> int:
             guard.rescue = None  # a plain quit keeps only what the user saved
         # Leaving may stall too (a thread that will not end): the guard bounds it, keeping the code.
         guard.trip(int(code or 0) if app.stop_signal is None else 128 + app.stop_signal)
-    return int(code or 0)
+    # A stopped console exits 128 + the signal, also when something failed while it stopped (textual then
+    # returns 1 and prints the traceback): the caller learns that the signal ended it.
+    return int(code or 0) if app.stop_signal is None else 128 + app.stop_signal
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -90,3 +90,42 @@ def test_the_exit_guard_ends_a_stuck_console_and_its_children():
     assert code == 143
     assert time.monotonic() - tripped < 10  # a 1 s grace; the rest is slack for a loaded machine
     assert not chaos.alive(children), children
+
+
+FAILING_STOP = textwrap.dedent("""
+    import sys
+    from perfconsole.tui.app import PerfConsole
+    def boom():
+        raise RuntimeError("a handler failed as the console stopped")
+    def hang_up(self, signum=2):         # the stop meets an error in a handler: textual ends with its own code
+        self.call_later(boom)
+    PerfConsole.hang_up = hang_up
+    from perfconsole.tui.main import main
+    sys.exit(main(["--device", "cpu"]))
+""")
+
+
+@needs_tmux
+def test_a_console_stopped_by_sigint_exits_130_even_when_stopping_fails(tmp_path, peaks):
+    """A console whose stop met an error exited with textual's code (1 in chaos trial 225, an interrupt
+    while a run launched; 0 here): the signal decides the status, and the traceback is still printed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "peaks.json").write_bytes(peaks.read_bytes())
+    tmux = chaos.Tmux(tmp_path)
+    status = tmp_path / "status"
+    script = tmp_path / "console.py"
+    script.write_text(FAILING_STOP)
+    line = f"PERFCONSOLE_DATA_DIR={data} {sys.executable} {script}; echo $? > {status}"
+    try:
+        tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", "sh", "-c", line)
+        assert tmux.wait_for("Launch", 60), tmux.screen()
+        shell = psutil.Process(int(tmux.pane("#{pane_pid}")))
+        console = next(p for p in shell.children() if p.name().startswith("python"))
+        console.send_signal(2)
+        deadline = time.monotonic() + 30
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status.read_text().strip() == "130", tmux.screen()
+    finally:
+        tmux("kill-server")

@@ -130,7 +130,7 @@ def finish(record: Any, statuses: Iterable[str], save: Path | None, as_json: boo
     """Say where the snapshot went, print the grid (or with --json its snapshot), and choose the exit code."""
     with reader_may_be_gone():
         if save:
-            err.print(f"saved {save}")
+            err.print(f"saved {save}", markup=False, highlight=False, soft_wrap=True)  # a path is one line
         if as_json:
             print(store.dumps(record), end="", flush=True)
         else:

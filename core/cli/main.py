@@ -153,7 +153,7 @@ def deliver(text: str, table: Callable[[], Any], save: Path | None, as_json: boo
     saved = save is not None and save_snapshot(save, text)
     with reader_may_be_gone():
         if saved:
-            err.print(f"saved {save}")
+            err.print(f"saved {save}", markup=False, highlight=False, soft_wrap=True)  # a path is one line
         if as_json:
             print(text, end="", flush=True)
         else:

@@ -156,14 +156,17 @@ def test_the_best_rung_never_differs_and_one_that_rounds_on_purpose_names_the_be
 
 
 def test_cli_ladder_json_and_bad_rungs(tmp_path):
+    (tmp_path / ("d" * 70)).mkdir()
     cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "ladder", "--device", "cpu", "--size", "tiny",
            "--ctx", "16", "--batch", "2", "--precision", "fp32", "--warmup", "0", "--steps", "2",
-           "--rungs", "eager,fp8", "--no-profile", "--json", "--save", str(tmp_path / "l.json")]
+           "--rungs", "eager,fp8", "--no-profile", "--json", "--save", str(tmp_path / ("d" * 70) / "l.json")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["kind"] == "ladder" and [r["status"] for r in doc["data"]["runs"]] == ["ok", "unsupported"]
-    assert (tmp_path / "l.json").read_text() == out.stdout
+    assert (tmp_path / ("d" * 70) / "l.json").read_text() == out.stdout
+    # A path past 80 columns stays on its one "saved" line (the log's reader wraps it, not the CLI).
+    assert out.stderr.splitlines()[-1] == f"saved {tmp_path / ('d' * 70) / 'l.json'}", out.stderr
     said = " ".join(out.stderr.split())  # the progress lines, unwrapped: the reason's brackets are kept
     assert ("fp8: unsupported: torchao is not installed: install perfconsole[fast]" in said
             or "unsupported: fp8 matmuls need device cuda" in said), said

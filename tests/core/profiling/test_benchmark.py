@@ -1,6 +1,9 @@
-"""A 100,000-row kernel CSV parses in under a second (best of 3)."""
+"""A 100,000-row kernel CSV parses at a small multiple of reading it with csv.DictReader (best of 3 each,
+interleaved, so a loaded machine slows both alike): 2.0x on an idle 2-core machine (0.75-0.76 s against 0.32-0.38 s).
+The ratio, not a time in seconds, is held: the same test took 2.5 s with three other suites beside it."""
 from __future__ import annotations
 
+import csv
 import random
 import time
 from pathlib import Path
@@ -11,7 +14,7 @@ ROWS = 100_000
 HEADER = "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n"
 
 
-def test_100k_row_kernel_csv_under_a_second(tmp_path: Path) -> None:
+def test_100k_row_kernel_csv_parses_at_a_small_multiple_of_reading_it(tmp_path: Path) -> None:
     rng = random.Random(0)
     path = tmp_path / "big_cuda_gpu_kern_sum.csv"
     lines = [HEADER]
@@ -22,13 +25,16 @@ def test_100k_row_kernel_csv_under_a_second(tmp_path: Path) -> None:
                 f'(int, T2, T3)"' if i % 3 else f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_{i}")
         lines.append(f"0.0,{total - i},{n},{(total - i) / n:.1f},{1000 + i}.5,{i},{total - i},123456.7,{name}\n")
     path.write_text("".join(lines))
-    best = float("inf")
+    best = plain = float("inf")
     for _ in range(3):
         t0 = time.perf_counter()
         tables, warnings = load_profile(path)
-        best = min(best, time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        with open(path, newline="") as f:
+            read = list(csv.DictReader(f))
+        best, plain = min(best, t1 - t0), min(plain, time.perf_counter() - t1)
     rows = tables["cuda_gpu_kern_sum"]
-    assert len(rows) == ROWS and warnings == []
+    assert len(rows) == ROWS == len(read) and warnings == []
     assert rows[1]["total_time_ns"] == total - 1 and rows[1]["name"].startswith("void at::native::")
-    print(f"100k-row kernel CSV: best of 3 = {best:.3f} s")
-    assert best < 1.0
+    print(f"100k-row kernel CSV: best of 3 = {best:.3f} s, csv.DictReader {plain:.3f} s ({best / plain:.2f}x)")
+    assert best / plain < 4.0

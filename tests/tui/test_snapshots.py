@@ -50,8 +50,10 @@ def test_kernels_on_nsys_fixture(snap_compare):
         app.show_current()
         app.refresh_runs()
         await pilot.press("3")
+        await pilot.pause()   # the tab shown and its table filled before the cursor moves (a loaded machine)
         app.query_one("#kernel-table").move_cursor(column=0)
         await pilot.press("s")
+        await pilot.pause()
     assert snap_compare(_app(), terminal_size=(120, 34), run_before=before)
 
 

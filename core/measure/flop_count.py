@@ -39,7 +39,8 @@ def key(spec: RunSpec, built: Built) -> str:
 def counted(spec: RunSpec, built: Built, inputs: Any = None, targets: Any = None,
             loss_fn: Any = None) -> dict[str, Any]:
     """{forward_flops, backward_flops, flops_source, counted_on, attention_flops, cached}: per step of the
-    spec's batch; `cached` says whether an earlier count was read (every record has the key). `inputs`/`targets`/`loss_fn` are the real step's, for the fallback on the real model."""
+    spec's batch; `cached` says whether an earlier count was read (every record has the key).
+    `inputs`/`targets`/`loss_fn` are the real step's, for the fallback on the real model."""
     k = key(spec, built)
     cache = _read()
     if k in cache:

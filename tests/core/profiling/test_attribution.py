@@ -1,6 +1,7 @@
 """Per-phase attribution on a real capture: perfconsole's own compiled 2.7B train step under nsys on an H200."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from perfconsole.core import store
 from perfconsole.core.profiling.attribution import attribute
 from perfconsole.core.reports.export import export
-from perfconsole.core.reports.profile import attribution, headline
+from perfconsole.core.reports.profile import attribution, attribution_lines, headline
 
 RUN = Path(__file__).resolve().parents[2] / "fixtures" / "nsys_perfconsole" / "h200_2.7B_compiled_nsys_run.json"
 
@@ -62,10 +63,6 @@ def test_a_forward_short_of_kernels_is_host_paced_only_where_the_host_took_as_lo
     assert [p.phase for p in paced.phases if p.host_paced] == ["forward"]
     assert not any(p.host_paced for p in early.phases + unknown.phases)
     assert paced.to_dict()["phases"]["forward"]["host_paced"] is True
-    from dataclasses import replace
-
-    from perfconsole.core.reports.profile import attribution_lines
-
     lines = "\n".join(attribution_lines(paced))
     assert "The forward was paced by the host" in lines and "The forward was" not in "\n".join(attribution_lines(early))
     summary = replace(record.summary, forward_ms=replace(record.summary.forward_ms, median=kernels * 1.12),

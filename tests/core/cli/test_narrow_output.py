@@ -89,6 +89,25 @@ def table_rows(lines: list[str], title: str) -> tuple[str, list[str]]:
     return lines[rule - 1], [line for line in lines[rule + 1:end] if line.strip()]
 
 
+def phase_cells(lines: list[str], title: str) -> dict[str, list[str]]:
+    """Each phase's printed cells, from the fitted table or, where a loaded machine's slow steps make the
+    numbers too wide for one row, from the stacked `header: value` form the CLI falls back to."""
+    start = next(i for i, line in enumerate(lines) if title in line)
+    if lines[start + 2].startswith("phase:"):  # stacked: one `header: value` line per cell, a blank between rows
+        out: dict[str, list[str]] = {}
+        i = start + 2
+        while i < len(lines) and lines[i].startswith("phase:"):
+            end = next((j for j in range(i, len(lines)) if not lines[j].strip()), len(lines))
+            block = [line.split(":", 1)[1].strip() for line in lines[i:end]]
+            out[block[0]] = " ".join(block[1:]).split()
+            i = end + 1
+        return out
+    _, rows = table_rows(lines, title)
+    # Labels may be cut at the end ("backw…") where the numbers take the room.
+    return {phase: row.split()[1:] for row in rows for phase in PHASES
+            if phase == row.split()[0] or (row.split()[0].endswith("…") and phase.startswith(row.split()[0][:-1]))}
+
+
 def test_kernel_table_at_80_columns_keeps_every_number_and_shortens_names_in_the_middle() -> None:
     code, lines = in_terminal(["import", str(KERNELS)])
     assert code == 0, "\n".join(lines)
@@ -152,16 +171,14 @@ def test_piped_nvtx_table_splits_evenly_and_notes_are_comments() -> None:
     assert any(line.startswith("# also loaded: ") for line in lines)
 
 
-def test_run_table_at_80_columns_prints_every_number_in_full(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cols", [80, 44])  # 44 is too narrow for the numbers side by side: rows stack
+def test_run_table_in_a_narrow_terminal_prints_every_number_in_full(tmp_path: Path, cols: int) -> None:
     save = tmp_path / "run.json"
-    code, lines = in_terminal([*RUN, "--save", str(save)])
+    code, lines = in_terminal([*RUN, "--save", str(save)], cols=cols)
     assert code == 0, "\n".join(lines)
-    assert all(cell_len(line) <= 80 for line in lines), [line for line in lines if cell_len(line) > 80]
+    assert all(cell_len(line) <= cols for line in lines), [line for line in lines if cell_len(line) > cols]
     data = json.loads(save.read_text())["data"]
-    _, rows = table_rows(lines, data["name"])
-    # Labels may be cut at the end ("backw…") where a loaded machine's slow steps widen the numbers.
-    by_phase = {phase: row.split()[1:] for row in rows for phase in PHASES
-                if phase == row.split()[0] or (row.split()[0].endswith("…") and phase.startswith(row.split()[0][:-1]))}
+    by_phase = phase_cells(lines, data["name"])
     assert set(by_phase) == {"forward", "backward", "total"}
     for phase, cells in by_phase.items():
         values = [s[f"{phase}_ms"] for s in data["steps"]]

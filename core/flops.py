@@ -12,7 +12,10 @@ the bytes AdamW must move at the measured memory bandwidth: it reads the paramet
 both moment estimates and writes the parameters and both moments, 7 tensors of 4-byte fp32 values per
 parameter (the model's parameters are fp32; autocast only changes the matmuls), or of 2-byte values with
 bf16 weights (`--weights bf16`), whose gradients and AdamW state are bf16 too. `fraction` is floor /
-measured median, so 1.0 would be a step at the speed of light.
+measured median, so 1.0 would be a step at the speed of light. A phase measured faster than its floor
+(fraction above BEATEN) proves the peaks too low, most often measured while something else held the
+device: `beaten` names such phases, the worker drops the cached peaks so the next run measures them
+again, and no reader is shown a fraction above 100%.
 
 The peaks are measured once per device in the worker (core.measure.peaks), before any timed step,
 and cached here in the data directory keyed by device name, driver and torch version, so a new driver
@@ -90,6 +93,9 @@ HOST_BOUND_BELOW = 0.8
 # spent on work queued before the host finished issuing the step. Below this the GPU kept pace with the
 # host to the end, so the host set the pace.
 HOST_BOUND_BELOW_LOWER_BOUND = 0.1
+# A phase this much faster than its floor refutes the peaks it was measured against (the margin leaves room
+# for a clock that boosts a little past the one the peaks were measured at).
+BEATEN = 1.05
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,22 @@ def save_peaks(peaks: Peaks) -> None:
         doc = {}
     doc[peaks.device] = {**peaks.to_dict(), "source": "measured"}
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def forget_peaks(key: str) -> bool:
+    """Drop `key`'s cached peaks (others' stay), so the next run on that device measures again. True when
+    an entry was removed."""
+    from perfconsole.core.store import write_atomic
+
+    path = data_dir() / PEAKS_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(doc, dict) or doc.pop(key, None) is None:
+        return False
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return True
 
 
 def peak_key(spec: RunSpec) -> str:
@@ -196,7 +218,29 @@ def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[st
                      "fraction": floor / stat.median if stat.median > 0 else None}
     out["peaks"] = {"precision": key, "matmul_tflops": tflops, "matmul_source": tflops_src,
                     "bandwidth_gbps": gbps, "bandwidth_source": gbps_src, "device": peaks.get("device")}
+    out["beaten"] = [name for name, v in out.items() if name != "peaks" and (v["fraction"] or 0) > BEATEN]
     return out
+
+
+def sol_fraction(sol: dict[str, Any] | None, name: str = "total_ms") -> float | None:
+    """`name`'s fraction of speed of light, None where unknown or where a beaten floor refutes the peaks."""
+    if not sol or sol.get("beaten") or name not in sol:
+        return None
+    return sol[name]["fraction"]
+
+
+def beaten_text(sol: dict[str, Any]) -> str | None:
+    """One sentence, in figures, when a phase ran faster than its floor (see BEATEN); else None."""
+    beaten = sol.get("beaten") or []
+    if not beaten:
+        return None
+    name = "total_ms" if "total_ms" in beaten else beaten[0]
+    ph, pk = sol[name], sol["peaks"]
+    src = pk["matmul_source"] if pk["matmul_source"] == pk["bandwidth_source"] else \
+        f"{pk['matmul_source']}, {pk['bandwidth_source']}"
+    return (f"speed of light: the {name[:-3]} ran in {ph['measured_ms']:,.3f} ms, under its floor of "
+            f"{ph['floor_ms']:,.3f} ms, so the peaks are too low ({pk['precision']} "
+            f"{pk['matmul_tflops']:.4g} TFLOP/s, {pk['bandwidth_gbps']:.4g} GB/s, {src}): no fraction of them is shown")
 
 
 def busy_label(share: float | None, source: str | None) -> str | None:

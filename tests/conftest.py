@@ -5,6 +5,8 @@ in a fresh data directory measures them first, and the tests start hundreds of r
 `fresh_data_dir` gets an empty one (the tests of the peak measurement and cache, which must measure)."""
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,15 +38,23 @@ def pytest_collection_modifyitems(config, items):
 def cpu_peaks_file(tmp_path_factory) -> Iterator[Path]:
     """A data directory for the whole session, holding this CPU's peaks, measured once here (the workers'
     cache key is the same: device, thread count, torch version). Module and session fixtures run before
-    any test's own directory is set: without this their runs would write into the user's."""
+    any test's own directory is set: without this their runs would write into the user's.
+
+    Under pytest-xdist the workers of one run share one measurement, taken by the first under a lock while
+    the others wait: four workers measuring at once on a small machine measure each other."""
     import torch
 
     from perfconsole.core.measure.peaks import peaks_for
 
-    folder = tmp_path_factory.mktemp("session-data")
-    with pytest.MonkeyPatch.context() as mp:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    folder = (tmp_path_factory.getbasetemp().parent / f"session-data-{run}") if run else \
+        tmp_path_factory.mktemp("session-data")
+    folder.mkdir(exist_ok=True)
+    with (folder / "measuring.lock").open("w") as lock, pytest.MonkeyPatch.context() as mp:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         mp.setenv("PERFCONSOLE_DATA_DIR", str(folder))
         peaks_for(torch.device("cpu"))
+        fcntl.flock(lock, fcntl.LOCK_UN)
         yield folder / PEAKS_FILE
 
 

@@ -15,6 +15,7 @@ from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT
                                         add_spec_arguments, deliver, save_path, spec_from_args)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, nodes_note
 from perfconsole.core.cli.tables import CliTable, Column
+from perfconsole.core.flops import beaten_text
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.launch.scaling import ScalingLaunch
@@ -92,7 +93,9 @@ def summary_table(r: RunRecord) -> CliTable:
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
                  + (f" · warm-up {', '.join(f'{w:.1f}' for w in sm.warmup_ms)} ms" if sm.warmup_ms else ""))
     sol = sm.speed_of_light or {}
-    if "total_ms" in sol:
+    if beaten_text(sol):
+        t.caption += "\n" + str(beaten_text(sol))
+    elif "total_ms" in sol:
         phases = ", ".join(f"{k[:-3]} {sol[k]['fraction']:.0%}" for k in ("forward_ms", "backward_ms", "optimizer_ms")
                            if k in sol and sol[k]["fraction"] is not None)
         t.caption += (f"\nspeed of light: floor {sol['total_ms']['floor_ms']:,.3f} ms, "

@@ -252,7 +252,11 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None,
                               job.comm_steps_ms if job else None, described)
+    from perfconsole.core.measure.peaks import refute_peaks
+
+    refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
     emit(ev.SummaryReady(summary.to_dict()))
+
 
 
 def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[ev.Step]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from perfconsole.core.flops import PEAKS_FILE, Peaks, cache_key, cached_peaks, save_peaks
+from perfconsole.core.flops import PEAKS_FILE, Peaks, beaten_text, cache_key, cached_peaks, forget_peaks, save_peaks
 from perfconsole.core.paths import data_dir
 
 # (n for the square matmul, bytes copied): large enough to reach the peak, small enough to take ~1 s.
@@ -125,3 +125,17 @@ def peaks_for(device: torch.device, say: Callable[[str], None] = lambda line: No
     except OSError as exc:  # the run still has its peaks, only not kept for the next one
         say(f"cannot keep the peaks in {path} ({exc.strerror or exc}): every run will measure them again")
     return peaks
+
+
+def refute_peaks(sol: dict | None, say: Callable[[str], None]) -> None:
+    """A phase faster than its floor proves the peaks too low: `say` so, and drop them from the cache
+    (unless both were given on the command line) so the next run on this device measures them again."""
+    said = beaten_text(sol or {})
+    if said is None or sol is None:
+        return
+    pk = sol["peaks"]
+    if pk["matmul_source"] == pk["bandwidth_source"] == "override":
+        say(said)
+        return
+    dropped = pk["device"] is not None and forget_peaks(pk["device"])
+    say(said + ("; dropped from the cache, the next run measures them again" if dropped else ""))

@@ -20,6 +20,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from perfconsole.core.flops import sol_fraction
 from perfconsole.core.profiling.categories import category_shares
 from perfconsole.core.reports.profile import over_count
 from perfconsole.core.record import RunRecord
@@ -132,7 +133,7 @@ def _row(i: int, rung: Rung, r: RunRecord) -> LadderRow:
     row.processes = s.processes
     row.mfu = s.mfu
     sol = (s.speed_of_light or {}).get("total_ms") or {}
-    row.sol_fraction, row.floor_ms = sol.get("fraction"), sol.get("floor_ms")
+    row.sol_fraction, row.floor_ms = sol_fraction(s.speed_of_light), sol.get("floor_ms")
     row.gpu_busy_share, row.gpu_busy_source, row.bound = s.gpu_busy_share, s.gpu_busy_source, s.bound
     row.category_ms = _category_ms(r)
     row.over_count = over_count(r.profile.overhead if r.profile else None)

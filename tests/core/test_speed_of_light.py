@@ -6,8 +6,8 @@ import json
 import pytest
 
 from perfconsole.core import events as ev
-from perfconsole.core.flops import (Peaks, adamw_bytes, busy_label, cache_key, cached_peaks, floors_ms, save_peaks,
-                                    speed_of_light)
+from perfconsole.core.flops import (Peaks, adamw_bytes, beaten_text, busy_label, cache_key, cached_peaks, floors_ms,
+                                    forget_peaks, save_peaks, sol_fraction, speed_of_light)
 from perfconsole.core.paths import data_dir
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
@@ -90,3 +90,30 @@ def test_a_damaged_cache_means_measure_again():
     assert cached_peaks("x") is None
     save_peaks(Peaks("x", {"fp32": 1.0}, 2.0))                # and writing replaces it
     assert cached_peaks("x").matmul_tflops == {"fp32": 1.0}
+
+
+@pytest.mark.fresh_data_dir
+def test_a_step_faster_than_its_floor_refutes_the_peaks_and_no_fraction_is_shown():
+    low = {**PEAKS, "matmul_tflops": {"fp32": 1e-9}, "bandwidth_gbps": 1e-6}  # a busy device's "peaks"
+    sol = compute_summary(SPEC, _steps(10.0), [], None, peaks=low).speed_of_light
+    assert sol["beaten"] == ["forward_ms", "backward_ms", "optimizer_ms", "total_ms"]
+    assert sol["total_ms"]["fraction"] > 1 and sol_fraction(sol) is None and sol_fraction(sol, "forward_ms") is None
+    said = beaten_text(sol)
+    assert said.startswith("speed of light: the total ran in 10.000 ms, under its floor of ")
+    assert "fp32 1e-09 TFLOP/s, 1e-06 GB/s, measured" in said
+    fine = compute_summary(SPEC, _steps(10.0), [], None, peaks=PEAKS).speed_of_light
+    assert fine["beaten"] == [] and beaten_text(fine) is None and sol_fraction(fine) == fine["total_ms"]["fraction"]
+    # 5% faster than the floor is a clock's boost, not proof
+    edge = {**PEAKS, "matmul_tflops": {"fp32": 1.0}, "bandwidth_gbps": 1e12}
+    floor = floors_ms(SPEC, 1.0, 1e12)["total_ms"]
+    assert "total_ms" not in compute_summary(SPEC, _steps(floor / 1.04), [], None, peaks=edge).speed_of_light["beaten"]
+    assert "total_ms" in compute_summary(SPEC, _steps(floor / 1.06), [], None, peaks=edge).speed_of_light["beaten"]
+
+
+@pytest.mark.fresh_data_dir
+def test_forgetting_peaks_drops_one_device_and_keeps_the_others():
+    assert forget_peaks("x") is False                       # no cache file yet
+    save_peaks(Peaks("x", {"fp32": 1.0}, 2.0))
+    save_peaks(Peaks("y", {"fp32": 3.0}, 4.0))
+    assert forget_peaks("x") is True and forget_peaks("x") is False
+    assert cached_peaks("x") is None and cached_peaks("y").matmul_tflops == {"fp32": 3.0}

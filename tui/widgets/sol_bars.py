@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from perfconsole.core.flops import beaten_text
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 
 PHASES = (("forward_ms", "forward"), ("backward_ms", "backward"), ("optimizer_ms", "optimizer"), ("total_ms", "step"))
@@ -16,6 +17,8 @@ def sol_table(sol: dict[str, Any] | None, width: int = 24, glyphs: Glyphs = UNIC
     """Rows of `phase  [floor bar|rest]  measured ms  floor ms  fraction`, the bars on one scale (the step)."""
     if not sol:
         return Text("speed of light: no peaks measured for this run", style="dim")
+    if beaten_text(sol):
+        return Text(str(beaten_text(sol)), style="yellow")
     scale = max((sol[k]["measured_ms"] for k, _ in PHASES if k in sol), default=0.0)
     t = Table.grid(padding=(0, 1))
     for col in ("phase", "bar", "measured", "floor", "fraction"):

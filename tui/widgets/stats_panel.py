@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from textual.widgets import Static
 
+from perfconsole.core.flops import sol_fraction
 from perfconsole.core.stats import interval_text
 from perfconsole.core.summary import Summary, busy_text
 from perfconsole.tui.format import NA, num, pct
@@ -34,8 +35,7 @@ class StatsPanel(Static):
         t.add_row("tokens/s", num(summary.tokens_per_s, ",.0f"))
         t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
         # MFU and the fraction of speed of light share a row: 13 rows fit beside the GPU panel at 80x24.
-        sol = (summary.speed_of_light or {}).get("total_ms") or {}
-        t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {pct(sol.get('fraction'))}")
+        t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {pct(sol_fraction(summary.speed_of_light))}")
         # The figure with its source (profile, nvml, or events: a lower bound), so no reader takes one for another.
         t.add_row("GPU busy", busy_text(summary.gpu_busy_share, summary.gpu_busy_source, digits=1)
                   + (f" {summary.bound}" if summary.bound == "host-bound" else ""))

@@ -1,5 +1,6 @@
 """The headless CLI through the real `perfconsole` entry point, as a user runs it."""
 import json
+import os
 import subprocess
 import sys
 
@@ -163,3 +164,27 @@ def test_run_names_its_speed_of_light_and_an_unsupported_spec_exits_2(train_tabl
     assert doc["status"] == "unsupported" and doc["error"]["kind"] == "unsupported"
     assert doc["error"]["message"] in ("unsupported: torchao is not installed: install perfconsole[fast]",
                                        "unsupported: fp8 matmuls need device cuda")
+
+
+def test_peaks_a_run_beats_are_named_in_figures_and_dropped_from_the_cache(tmp_path, cpu_peaks_file):
+    """Peaks measured while something else held the device are far too low; the next run beats its floor."""
+    from perfconsole.core.flops import PEAKS_FILE
+
+    data = tmp_path / "data"
+    data.mkdir()
+    doc = json.loads(cpu_peaks_file.read_text())
+    low = {key: {**p, "matmul_tflops": {k: v * 1e-6 for k, v in p["matmul_tflops"].items()},
+                 "bandwidth_gbps": p["bandwidth_gbps"] * 1e-6} for key, p in doc.items()}
+    (data / PEAKS_FILE).write_text(json.dumps(low))
+    env = {**os.environ, "PERFCONSOLE_DATA_DIR": str(data)}
+    out = pc("run", *TINY, "--mode", "train", "--save", str(tmp_path / "r.json"), env=env)
+    assert out.returncode == 0, out.stderr
+    assert "speed of light: the total ran in " in out.stdout and "under its floor of" in out.stdout
+    assert "% of it" not in out.stdout
+    assert "dropped from the cache, the next run measures them again" in " ".join(out.stderr.split())
+    assert json.loads((data / PEAKS_FILE).read_text()) == {}
+    sol = json.loads((tmp_path / "r.json").read_text())["data"]["summary"]["speed_of_light"]
+    assert "total_ms" in sol["beaten"] and sol["total_ms"]["fraction"] > 1e3
+    again = pc("run", *TINY, "--mode", "train", env=env)  # measures afresh, and keeps what it measured
+    assert again.returncode == 0 and "speed of light: floor " in again.stdout, again.stdout + again.stderr
+    assert set(json.loads((data / PEAKS_FILE).read_text())) == set(doc)

@@ -116,7 +116,7 @@ class Peaks:
 
 
 # Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
-PEAKS_METHOD = 3
+PEAKS_METHOD = 4
 
 
 def cache_key(device_name: str, driver: str | None, torch_version: str) -> str:

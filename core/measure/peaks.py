@@ -5,9 +5,10 @@ timed steps; the result is cached by device name, driver and torch version (core
 a device is measured once. Each figure is the fastest of several timed repetitions after warm-up (a
 peak is what the device can reach; a shared CPU's slow repetitions are its neighbours'): CUDA events
 on a GPU, perf_counter on the CPU (where the CPU's own matmul and memcpy peaks are the ones a CPU run
-can reach). On a GPU one large size reaches the peak in about a second. A CPU's half-precision matmuls
-can be a hundred times slower than its fp32 ones, so there the matmul grows from a small size only
-while the next size stays cheap, and the best rate seen is the peak: a fraction of a second in all.
+can reach; one thread's, times the run's threads: see `measure`). On a GPU one large size reaches the
+peak in about a second. A CPU's half-precision matmuls can be a hundred times slower than its fp32 ones,
+so there the matmul grows from a small size only while the next size stays cheap, and the best rate seen
+is the peak: about a second in all.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ CPU_MATMUL_SIZES = (128, 256, 512, 1024)
 CPU_CALL_MS = 50.0
 CPU_COPY_BYTES = 64 << 20
 CPU_REPEATS = 3
+CPU_MAX_REPEATS = 200
+CPU_BUDGET_MS = 30.0  # per figure: calls are repeated this long, the fastest kept
 MEASURING = "measuring this device's peaks once (matmul, copy) ..."
 
 
@@ -50,23 +53,29 @@ def device_key(device: torch.device) -> str:
 
 
 def _time_ms(fn: Callable[[], object], device: torch.device) -> float:
-    """The fastest ms of `fn` over the device's repetitions, after warm-up calls."""
+    """The fastest ms of `fn` after warm-up calls: over CUDA_REPEATS on a GPU; on the CPU over as many
+    calls as fit in CPU_BUDGET_MS (at least CPU_REPEATS, at most CPU_MAX_REPEATS). A busy CPU deschedules
+    one of a matmul's threads at times, and the others wait at its barrier: a few calls can all be
+    hundreds of times slow, while among many the fastest is the device's own."""
     cuda = device.type == "cuda"
     for _ in range(2 if cuda else 1):
         fn()
-    times = []
-    for _ in range(CUDA_REPEATS if cuda else CPU_REPEATS):
-        if device.type == "cuda":
+    times: list[float] = []
+    if cuda:
+        for _ in range(CUDA_REPEATS):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
+        return min(times)
+    begun = time.perf_counter()
+    while len(times) < CPU_MAX_REPEATS and (len(times) < CPU_REPEATS
+                                            or (time.perf_counter() - begun) * 1e3 < CPU_BUDGET_MS):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
     return min(times)
 
 
@@ -87,6 +96,26 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype) -> float:
 
 
 def measure(device: torch.device) -> Peaks:
+    """On a GPU, the device's rates. On the CPU, one thread's best rates times the threads a run uses
+    (torch.get_num_threads()): a busy CPU deschedules one of a parallel matmul's threads at times and the
+    others wait at its barrier, so a parallel measurement can come out hundreds of times low (0.13 against
+    170 GFLOP/s on a 2-core machine with three other torch processes), while one thread's fastest call is
+    its own. The product bounds the run's rates from above (a copy rarely scales so far), so a CPU floor
+    is never above what the device can do."""
+    key = device_key(device)
+    if device.type == "cpu":
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            tflops, gbps = _measure(device)
+        finally:
+            torch.set_num_threads(threads)
+        return Peaks(key, {k: v * threads for k, v in tflops.items()}, gbps * threads, "measured")
+    return Peaks(key, *_measure(device), "measured")
+
+
+def _measure(device: torch.device) -> tuple[dict[str, float], float]:
+    """(matmul TFLOP/s per precision key, copy GB/s) at the current thread count."""
     nbytes = CUDA_SIZES[1] if device.type == "cuda" else CPU_COPY_BYTES
     tflops: dict[str, float] = {}
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
@@ -107,7 +136,7 @@ def measure(device: torch.device) -> Peaks:
     del src, dst
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return Peaks(device_key(device), tflops, gbps, "measured")
+    return tflops, gbps
 
 
 def peaks_for(device: torch.device, say: Callable[[str], None] = lambda line: None) -> Peaks:

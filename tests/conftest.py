@@ -8,6 +8,11 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+
+# The suite runs four pytest-xdist workers on as few as two cores, and each starts torch processes. With
+# torch's default of one intra-op thread a core, a matmul's threads wait at barriers for threads another
+# process has descheduled. Set before torch is imported here, and inherited by every child a test starts.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -69,6 +69,7 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/launch/test
     # The tests' data folders hold the session's measured peaks (tests/conftest.py): no run measures them again.
     assert "measuring this device's peaks" not in " ".join(out.stderr.split()), out.stderr
     assert "forward" in out.stdout and "backward" in out.stdout and "tokens/s" in out.stdout
+    assert "covers this one process" in out.stdout.replace("\n", " ")
 
 
 @pytest.mark.parametrize("args, words", [

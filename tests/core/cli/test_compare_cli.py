@@ -10,37 +10,26 @@ import time
 
 from test_signals import finish, start, wait_for_stderr
 
-from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.launch.interleave import InterleavedRuns
-from perfconsole.core.spec import RunSpec
 
 PC = [sys.executable, "-m", "perfconsole.tui.main"]
 TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1", "--steps", "3"]
 
 
-def test_processes_run_in_rounds_and_each_record_keeps_its_own():
-    base = RunSpec(size="tiny", ctx=16, batch=2, device="cpu", warmup=1, steps=3, mode="train", repeat=2)
-    runner = InterleavedRuns([base, base.with_(precision="bf16")])
-    started: list[tuple[int, int]] = []
-    runner.run(lambda i, e: started.append((i, e.pid)) if isinstance(e, ev.RunStarted) else None)
-    assert runner.order == [(0, 0), (1, 0), (0, 1), (1, 1)]
-    assert [i for i, _ in started] == [0, 1, 0, 1] and len({pid for _, pid in started}) == 4
-    for record in runner.records:
-        assert record.status == "ok" and [r.status for r in record.replicates] == ["ok", "ok"]
-        assert record.summary.between_processes["total_ms"].n == 2
-
-
-def test_the_cli_prints_the_comparison_snapshot():
+def test_the_cli_runs_processes_in_rounds_and_prints_the_comparison_snapshot():
     out = subprocess.run([*PC, "compare", *TINY, "--vary", "precision=fp32,bf16", "--repeat", "2", "--json"],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     c = store.loads(out.stdout)
     assert c.kind == "comparison" and [r.spec.precision for r in c.runs] == ["fp32", "bf16"]
     assert [len(r.replicates) for r in c.runs] == [2, 2] and c.between_processes()
+    for record in c.runs:   # each record keeps its own processes
+        assert record.status == "ok" and [r.status for r in record.replicates] == ["ok", "ok"]
+        assert record.summary.between_processes["total_ms"].n == 2 and len(record.steps) == 6
     lines = [line for line in out.stderr.splitlines() if " process " in line]
     assert [line.split()[-4:] for line in lines] == [["process", "1", "of", "2"]] * 2 + [["process", "2", "of", "2"]] * 2
-    assert "fp32" in lines[0] and "bf16" in lines[1]
+    # rounds: A1 B1 A2 B2
+    assert ["fp32" in lines[0], "bf16" in lines[1], "fp32" in lines[2], "bf16" in lines[3]] == [True] * 4
 
 
 def test_bad_vary_is_one_line_exit_2():

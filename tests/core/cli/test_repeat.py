@@ -54,7 +54,7 @@ def test_sigterm_in_the_second_process_keeps_the_first_and_the_steps_of_the_seco
 def test_sweep_repeat_runs_each_cell_in_its_processes(tmp_path):
     save = tmp_path / "s.json"
     out = subprocess.run([*PC, "sweep", "--sizes", "tiny", "--ctx", "16,24", "--mode", "fwd", "--warmup", "1",
-                          "--steps", "2", "--device", "cpu", "--repeat", "2", "--save", str(save)],
+                          "--steps", "2", "--device", "cpu", "--repeat", "2", "--start-ahead", "1", "--save", str(save)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     sw = store.load(save)

@@ -142,7 +142,7 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_no_process(tmp_path):
     assert not _marked(mark), "a cell's process outlived the sweep"
 
 
-@pytest.mark.parametrize("start_ahead", [1, 2])
+@pytest.mark.parametrize("start_ahead", [2])  # 1: tests/core/cli/test_repeat.py::test_sweep_repeat_runs_each_cell_in_its_processes
 def test_sweep_cells_with_repeat_run_their_replicate_processes(tmp_path, start_ahead):
     spec = SweepSpec(BASE.with_(repeat=2), ("tiny",), (16, 24), ("fp32",), ("fwd",), (1,)).validate()
     rec = SweepRecord.new(spec)

@@ -258,7 +258,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     emit(ev.SummaryReady(summary.to_dict()))
 
 
-
 def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[ev.Step]:
     """`n` more steps, queued as the measured ones were, kept out of the record's steps."""
     pipe = StepPipeline(stepper, in_flight=in_flight)

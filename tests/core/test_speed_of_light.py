@@ -101,6 +101,9 @@ def test_a_step_faster_than_its_floor_refutes_the_peaks_and_no_fraction_is_shown
     said = beaten_text(sol)
     assert said.startswith("speed of light: the total ran in 10.000 ms, under its floor of ")
     assert "fp32 1e-09 TFLOP/s, 1e-06 GB/s, measured" in said
+    fp8 = compute_summary(SPEC.with_(precision="bf16", fp8=True), _steps(10.0), [], None,
+                          peaks={**low, "matmul_tflops": {"bf16": 1e-9}}).speed_of_light
+    assert fp8["beaten"] == [] and fp8["total_ms"]["fraction"] > 1   # fp8 passes the bf16 peak it is held to
     fine = compute_summary(SPEC, _steps(10.0), [], None, peaks=PEAKS).speed_of_light
     assert fine["beaten"] == [] and beaten_text(fine) is None and sol_fraction(fine) == fine["total_ms"]["fraction"]
     # 5% faster than the floor is a clock's boost, not proof

@@ -14,8 +14,8 @@ parameter (the model's parameters are fp32; autocast only changes the matmuls), 
 bf16 weights (`--weights bf16`), whose gradients and AdamW state are bf16 too. `fraction` is floor /
 measured median, so 1.0 would be a step at the speed of light. A phase measured faster than its floor
 (fraction above BEATEN) proves the peaks too low, most often measured while something else held the
-device: `beaten` names such phases, the worker drops the cached peaks so the next run measures them
-again, and no reader is shown a fraction above 100%.
+device: `beaten` names such phases, the worker drops cached peaks so the next run measures them again
+(core.measure.peaks.refute_peaks), and no reader is shown a fraction above 100%.
 
 The peaks are measured once per device in the worker (core.measure.peaks), before any timed step,
 and cached here in the data directory keyed by device name, driver and torch version, so a new driver

@@ -133,6 +133,9 @@ class RunSpec:
         _int_range("ctx", self.ctx, 1, 1 << 20)
         _int_range("batch", self.batch, 1, 1 << 16)
         _int_range("warmup", self.warmup, 0, 100_000)
+        if self.compile and self.warmup < 1:  # measured, the compilation would be a step: seconds, against ms
+            raise SpecError("warmup", "compile needs at least 1 warm-up step: the first call compiles, which "
+                                      "takes seconds and is no step's time")
         _int_range("steps", self.steps, 1, 100_000)
         _int_range("vocab_size", self.vocab_size, 2, 1 << 24)
         _int_range("repeat", self.repeat, 1, 100)

@@ -115,6 +115,9 @@ class LadderSpec:
             raise SpecError("steps", f"a ladder needs at least 2 measured steps for a std, not {self.base.steps}")
         if self.base.profile != "none" or self.base.memory:
             raise SpecError("profile", "the ladder chooses its own profiling (--no-profile turns it off)")
+        if self.base.warmup < 1 and any(cell.compile for cell in self.cells()):
+            raise SpecError("warmup", "the ladder's compiled rungs need at least 1 warm-up step: the first call "
+                                      "compiles, which takes seconds and is no step's time")
         for cell in self.cells():
             cell.validate()
         return self

@@ -101,7 +101,8 @@ def measure(device: torch.device) -> Peaks:
     others wait at its barrier, so a parallel measurement can come out hundreds of times low (0.13 against
     170 GFLOP/s on a 2-core machine with three other torch processes), while one thread's fastest call is
     its own. The product bounds the run's rates from above (a copy rarely scales so far), so a CPU floor
-    is never above what the device can do."""
+    is never above what the device can do. A CPU's half-precision kernels may compute in fp32 (SDPA's
+    does, at fp32's rate, where bf16 matmuls run 30x slower), so there bf16 and fp16 are at least fp32's."""
     key = device_key(device)
     if device.type == "cpu":
         threads = torch.get_num_threads()
@@ -110,6 +111,8 @@ def measure(device: torch.device) -> Peaks:
             tflops, gbps = _measure(device)
         finally:
             torch.set_num_threads(threads)
+        fp32 = tflops["fp32"]
+        tflops = {k: max(v, fp32) if k in ("bf16", "fp16") else v for k, v in tflops.items()}
         return Peaks(key, {k: v * threads for k, v in tflops.items()}, gbps * threads, "measured")
     return Peaks(key, *_measure(device), "measured")
 
@@ -157,13 +160,15 @@ def peaks_for(device: torch.device, say: Callable[[str], None] = lambda line: No
 
 
 def refute_peaks(sol: dict | None, say: Callable[[str], None]) -> None:
-    """A phase faster than its floor proves the peaks too low: `say` so, and drop them from the cache
-    (unless both were given on the command line) so the next run on this device measures them again."""
+    """A phase faster than its floor proves the peaks too low: `say` so, and drop cached ones so the next
+    run on this device measures them again (most often they were measured while something else held the
+    device). Peaks measured by this very run, or given on the command line, are only named: measuring
+    again would give the same."""
     said = beaten_text(sol or {})
     if said is None or sol is None:
         return
     pk = sol["peaks"]
-    if pk["matmul_source"] == pk["bandwidth_source"] == "override":
+    if "cached" not in (pk["matmul_source"], pk["bandwidth_source"]):
         say(said)
         return
     dropped = pk["device"] is not None and forget_peaks(pk["device"])

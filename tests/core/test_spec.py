@@ -31,8 +31,12 @@ def test_bad_numbers(field, value):
     assert e.value.field == field
 
 
-def test_zero_warmup_is_allowed():
+def test_zero_warmup_is_allowed_except_where_the_first_call_compiles():
     RunSpec(warmup=0).validate()
+    RunSpec(warmup=1, compile=True).validate()
+    with pytest.raises(SpecError) as e:   # measured, `--compile --warmup 0` made step 1 of 3 take 10,459 ms
+        RunSpec(warmup=0, compile=True).validate()
+    assert e.value.field == "warmup" and "compile needs at least 1 warm-up step" in str(e.value)
 
 
 def test_custom_needs_all_dims_and_divisible_heads():

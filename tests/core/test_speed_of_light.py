@@ -120,3 +120,18 @@ def test_forgetting_peaks_drops_one_device_and_keeps_the_others():
     save_peaks(Peaks("y", {"fp32": 3.0}, 4.0))
     assert forget_peaks("x") is True and forget_peaks("x") is False
     assert cached_peaks("x") is None and cached_peaks("y").matmul_tflops == {"fp32": 3.0}
+
+
+@pytest.mark.fresh_data_dir
+def test_only_cached_peaks_are_dropped_when_beaten_since_measuring_again_gives_the_same():
+    from perfconsole.core.measure.peaks import refute_peaks
+
+    low = {**PEAKS, "matmul_tflops": {"fp32": 1e-9}, "bandwidth_gbps": 1e-6, "device": "x"}
+    for source, dropped in (("measured", False), ("override", False), ("cached", True)):
+        save_peaks(Peaks("x", {"fp32": 1e-9}, 1e-6))
+        sol = compute_summary(SPEC, _steps(10.0), [], None, peaks={**low, "source": source}).speed_of_light
+        said: list[str] = []
+        refute_peaks(sol, said.append)
+        assert len(said) == 1 and said[0].startswith("speed of light: the total ran in")
+        assert said[0].endswith("the next run measures them again") == dropped
+        assert (cached_peaks("x") is None) == dropped, source

@@ -128,4 +128,4 @@ def _console_on_cpu(tmp_path, monkeypatch, **form):
     # The measured peaks come along from the test's data folder (tests/conftest.py): no rung measures them.
     shutil.copytree(os.environ["PERFCONSOLE_DATA_DIR"], tmp_path, dirs_exist_ok=True)
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path))
-    return make_app(RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", warmup=0, **form))
+    return make_app(RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", warmup=1, **form))

@@ -77,6 +77,7 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/launch/test
     (["run", "--precision", "fp8", "--device", "cpu"], "precision: must be one of fp32, bf16, fp16"),
     (["run", "--ctx", "abc"], "invalid int value"),
     (["run", "--size", "tiny", "--device", "cpu", "--steps", "0"], "steps: must be from 1"),
+    (["run", "--size", "tiny", "--device", "cpu", "--compile", "--warmup", "0"], "warmup: compile needs at least 1"),
     (["run", *TINY, "--save", "/nonexistent/dir/x.json"], "no such directory"),
     (["export", "/nonexistent.json"], "No such file"),
     (["export", "x.json", "--format", "xlsx"], ""),

@@ -158,7 +158,7 @@ def test_the_best_rung_never_differs_and_one_that_rounds_on_purpose_names_the_be
 def test_cli_ladder_json_and_bad_rungs(tmp_path):
     (tmp_path / ("d" * 70)).mkdir()
     cmd = [sys.executable, "-m", "perfconsole.core.cli.main", "ladder", "--device", "cpu", "--size", "tiny",
-           "--ctx", "16", "--batch", "2", "--precision", "fp32", "--warmup", "0", "--steps", "2",
+           "--ctx", "16", "--batch", "2", "--precision", "fp32", "--warmup", "1", "--steps", "2",
            "--rungs", "eager,fp8", "--no-profile", "--json", "--save", str(tmp_path / ("d" * 70) / "l.json")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -20,7 +20,7 @@ from perfconsole.core.cli.executor import add_executor_arguments, executor_from_
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.reports.compare import Comparison, speedup_text
+from perfconsole.core.reports.compare import Comparison, differs_first, speedup_text
 from perfconsole.core.spec import RunSpec, SpecError
 
 VARYING = ("model", "size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "seed", "warmup", "steps")
@@ -87,13 +87,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def comparison_table(c: Comparison) -> CliTable:
-    t = CliTable(f"compare: {c.name}", [Column("run", "label"), Column("status", "label"), Column("median (ms)"),
-                                          Column("processes"), Column("speedup vs run 1", "label")],
+    t = CliTable(f"compare: {c.name}", [Column("run", "label"), Column("status", "label"), Column("mean (ms)"),
+                                          Column("median (ms)"), Column("processes"),
+                                          Column("speedup vs run 1", "label")],
                  title_justify="left")
+    heads = differs_first(c)  # what tells the runs apart first: a cut name keeps it
     for i, (r, s) in enumerate(zip(c.runs, c.speedups())):
         st = r.summary.interval_stat() if r.summary else None
-        t.add_row(f"{i + 1}: {r.name}", r.status, "-" if st is None else f"{st.median:,.3f}",
+        t.add_row(f"{i + 1}: {heads[i]}", r.status, *(("-", "-") if st is None else (f"{st.mean:,.3f}", f"{st.median:,.3f}")),
                   str(r.summary.processes if r.summary else 0), speedup_text(s))
     note = c.work_note()
-    t.caption = (f"processes ran interleaved; {c.interval_basis()}" + (f"\n{note}" if note else ""))
+    of = "of the processes' medians" if c.between_processes() else "of the steps"
+    t.caption = (f"processes ran interleaved; a speedup is the ratio of the means ({of}); "
+                 f"{c.interval_basis()}" + (f"\n{note}" if note else ""))
     return t

@@ -176,6 +176,36 @@ class Comparison:
         return cls([RunRecord.from_dict(r) for r in d["runs"]], name=d.get("name", ""))
 
 
+# A differing field as the run's name writes it ("ctx256", "b4", "bf16"), or as key=value.
+_BARE = ("size", "precision", "mode", "attention")
+_PREFIX = {"ctx": "ctx", "batch": "b"}
+
+
+def differs_first(c: Comparison) -> list[str]:
+    """Each run's name with the fields in which the runs differ first: "bf16 · tiny ctx32 b2 fwd_bwd".
+
+    Names share most of their words ("tiny ctx256 b4 fp32 fwd"), so a name cut to a column's width
+    lost the very field that told the runs apart.
+    """
+    diffs = c.spec_differences()
+    heads = []
+    for i, r in enumerate(c.runs):
+        words = [w for k, vals in diffs.items() if (w := _word(k, vals[i]))]
+        rest = " ".join(w for w in r.name.split() if w not in words)
+        heads.append(" ".join(words) + (" · " + rest if words and rest else rest))
+    return heads
+
+
+def _word(key: str, value: object) -> str:
+    if value is None or value is False:
+        return f"no {key}" if value is False else ""
+    if value is True:
+        return key
+    if key in _BARE:
+        return str(value)
+    return f"{_PREFIX[key]}{value}" if key in _PREFIX else f"{key}={value}"
+
+
 def speedup_text(s: Speedup | None) -> str:
     """"1.85x faster (95% CI [1.70, 2.01])", "4.80x slower (95% CI [4.40, 5.24])", or "no significant
     difference" when the interval holds 1. A slowdown's interval is the speedup's turned over (1/high, 1/low),

@@ -11,41 +11,18 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, speedup_text
+from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, differs_first, speedup_text
 from perfconsole.tui.format import num, shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
 from perfconsole.tui.widgets.step_distribution import StepDistribution
 
 
-# A differing field as the run's name writes it ("ctx256", "b4", "bf16"), or as key=value.
-_BARE = ("size", "precision", "mode", "attention")
-_PREFIX = {"ctx": "ctx", "batch": "b"}
 HEAD_WIDTH = 24
 
 
 def column_heads(c: Comparison) -> list[str]:
-    """Each run's column head: the fields in which the runs differ first, then the rest of its name.
-
-    Names share most of their words ("tiny ctx256 b4 fp32 fwd"), so a name cut to the column's width
-    lost the very field that told the columns apart.
-    """
-    diffs = c.spec_differences()
-    heads = []
-    for i, r in enumerate(c.runs):
-        words = [w for k, vals in diffs.items() if (w := _word(k, vals[i]))]
-        rest = " ".join(w for w in r.name.split() if w not in words)
-        heads.append(shorten(" ".join(words) + (" · " + rest if words and rest else rest), HEAD_WIDTH))
-    return heads
-
-
-def _word(key: str, value: object) -> str:
-    if value is None or value is False:
-        return f"no {key}" if value is False else ""
-    if value is True:
-        return key
-    if key in _BARE:
-        return str(value)
-    return f"{_PREFIX[key]}{value}" if key in _PREFIX else f"{key}={value}"
+    """Each run's column head: what tells it apart first (core.reports.compare.differs_first), cut to fit."""
+    return [shorten(head, HEAD_WIDTH) for head in differs_first(c)]
 
 
 class ComparePane(VerticalScroll):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perfconsole.core.profiling.categories import category_shares, phase_shares, softmax_vs_matmuls
+from perfconsole.core.profiling.categories import categorize, category_shares, phase_shares, softmax_vs_matmuls
 from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
 from perfconsole.model.annotate import annotate, set_range_factory
 from perfconsole.model.config import config_for
@@ -69,7 +69,16 @@ def test_ops_attributed_to_every_enclosing_range(capture: TorchCapture) -> None:
     assert 0 < in_layers < in_forward
     phases = {p.phase: p for p in phase_shares(tables)}
     assert set(phases) == {"forward", "backward", "optimizer_step"}
-    assert phases["forward"].categories[0].category == "matmul"
+    # Which category leads a tiny CPU forward is the machine's business (a loaded CI machine put elementwise
+    # first): what the attribution owes is every forward op's time in its category, largest first.
+    fwd = phases["forward"]
+    assert fwd.total_ns == in_forward and sum(c.total_ns for c in fwd.categories) == in_forward
+    assert [c.total_ns for c in fwd.categories] == sorted((c.total_ns for c in fwd.categories), reverse=True)
+    by_category: dict[str, int] = {}
+    for r in nk:
+        if r["range"] == "forward":
+            by_category[categorize(r["name"])] = by_category.get(categorize(r["name"]), 0) + r["total_time_ns"]
+    assert {c.category: c.total_ns for c in fwd.categories} == by_category and by_category["matmul"] > 0
     assert {c.category for c in category_shares(tables)} >= {"matmul", "softmax", "elementwise"}
     s = softmax_vs_matmuls(tables)
     assert s is not None and s.instances == STEPS * 2 and s.kernel_softmax_ns and s.kernel_softmax_ns > 0

@@ -8,17 +8,19 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-
-# The suite runs four pytest-xdist workers on as few as two cores, and each starts torch processes. With
-# torch's default of one intra-op thread a core, a matmul's threads wait at barriers for threads another
-# process has descheduled. Set before torch is imported here, and inherited by every child a test starts.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from perfconsole.core.flops import PEAKS_FILE
+# The suite runs four pytest-xdist workers on as few as two cores, and each starts torch processes. With
+# torch's default of one intra-op thread a core, a matmul's threads wait at barriers for threads another
+# process has descheduled. Set before torch is imported here, and inherited by every child a test starts.
+# Only under xdist: the GPU suite runs in one process and keeps torch's own threads, as a user's run does.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)
 
 
 def _cuda_available() -> bool:

@@ -101,8 +101,9 @@ def measure(device: torch.device) -> Peaks:
     others wait at its barrier, so a parallel measurement can come out hundreds of times low (0.13 against
     170 GFLOP/s on a 2-core machine with three other torch processes), while one thread's fastest call is
     its own. The product bounds the run's rates from above (a copy rarely scales so far), so a CPU floor
-    is never above what the device can do. A CPU's half-precision kernels may compute in fp32 (SDPA's
-    does, at fp32's rate, where bf16 matmuls run 30x slower), so there bf16 and fp16 are at least fp32's."""
+    is never above what the device can do. A CPU's half-precision kernels may compute in fp32 (SDPA's does,
+    and beat the floor of a bf16 matmul, which ran 30x slower than fp32 on a 2-core CI machine), so there
+    bf16 and fp16 are at least fp32's."""
     key = device_key(device)
     if device.type == "cpu":
         threads = torch.get_num_threads()

@@ -4,6 +4,7 @@ speed-of-light bars and GPU busy share; and a run's statistics name its fraction
 On a real CPU ladder of the tiny model (tests/fixtures/ladders/), whose GPU-only rungs say why they did not run."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -68,6 +69,12 @@ def test_sol_bars_fill_the_floors_share_and_the_stats_name_it():
     assert sol_line.split()[-3:] == ["-", "·", f"{100 * sol['total_ms']['fraction']:.1f}%"]   # no MFU on a CPU
     assert run.summary.gpu_busy_share is None    # a CPU run: no GPU to be busy
     assert next(line for line in shown.splitlines() if line.startswith("GPU busy")).split()[-1] == "-"
+    # peaks a step beat: no fraction, and why
+    beaten = {**sol, "beaten": ["total_ms"]}
+    panel.show(dataclasses.replace(run.summary, speed_of_light=beaten))
+    assert next(line for line in plain(panel.content).splitlines() if line.startswith("MFU · SoL")).split()[-2:] == [
+        "peaks", "low"]
+    assert plain(sol_table(beaten)).startswith("speed of light: the total ran in ")
 
 
 async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while_it_does(tmp_path, monkeypatch):

@@ -35,7 +35,9 @@ class StatsPanel(Static):
         t.add_row("tokens/s", num(summary.tokens_per_s, ",.0f"))
         t.add_row("TFLOP/s", num(summary.achieved_tflops, ",.3f"))
         # MFU and the fraction of speed of light share a row: 13 rows fit beside the GPU panel at 80x24.
-        t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {pct(sol_fraction(summary.speed_of_light))}")
+        # A step that beat its floor refutes the peaks (core.flops.beaten_text says so in full, in Grids and the CLI).
+        sol = "peaks low" if (summary.speed_of_light or {}).get("beaten") else pct(sol_fraction(summary.speed_of_light))
+        t.add_row("MFU · SoL", f"{pct(summary.mfu)} · {sol}")
         # The figure with its source (profile, nvml, or events: a lower bound), so no reader takes one for another.
         t.add_row("GPU busy", busy_text(summary.gpu_busy_share, summary.gpu_busy_source, digits=1)
                   + (f" {summary.bound}" if summary.bound == "host-bound" else ""))

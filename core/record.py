@@ -317,7 +317,7 @@ def _with_kernel_count(overhead: dict[str, Any] | None, tables: dict[str, list[d
 def _step_dict(s: ev.Step) -> dict[str, Any]:
     d = {"index": s.index, "warmup": s.warmup, "total_ms": s.total_ms, "forward_ms": s.forward_ms,
          "backward_ms": s.backward_ms, "optimizer_ms": s.optimizer_ms, "loss": s.loss, "host_ms": s.host_ms,
-         "host_forward_ms": s.host_forward_ms}
+         "host_forward_ms": s.host_forward_ms, "host_backward_ms": s.host_backward_ms}
     if s.rank is not None:  # a data-parallel step; one-process steps keep their old form
         d.update(comm_ms=s.comm_ms, rank=s.rank)
     return d

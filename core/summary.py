@@ -64,6 +64,7 @@ class Summary:
     flops_source: str | None = None
     # Median host time to issue the forward (CUDA): a forward timed near it was paced by the host.
     host_forward_ms: float | None = None
+    host_backward_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,6 +138,7 @@ def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],
         speed_of_light=speed_of_light(spec, phases, peaks, model), gpu_busy_share=busy, gpu_busy_source=source,
         bound=busy_label(busy, source), flops_source=(model or {}).get("flops_source", "formula"),
         host_forward_ms=getattr(stat("host_forward_ms"), "median", None),
+        host_backward_ms=getattr(stat("host_backward_ms"), "median", None),
     )
     return summary if world == 1 else with_job_fields(summary, world, steps, comm_free_ms, comm_steps)
 

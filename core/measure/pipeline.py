@@ -58,9 +58,10 @@ class PendingStep:
     """A step whose work is queued; `resolve()` waits for its last mark and gives its timings."""
 
     def __init__(self, index: int, warmup: bool, clock: PhaseClock, loss: torch.Tensor,
-                 host_ms: float | None, host_forward_ms: float | None = None) -> None:
+                 host_ms: float | None, host_forward_ms: float | None = None,
+                 host_backward_ms: float | None = None) -> None:
         self.index, self.warmup, self.clock, self.loss, self.host_ms = index, warmup, clock, loss, host_ms
-        self.host_forward_ms = host_forward_ms
+        self.host_forward_ms, self.host_backward_ms = host_forward_ms, host_backward_ms
 
     def resolve(self) -> ev.Step:
         phases = self.clock.intervals_ms() + [None, None]
@@ -68,7 +69,7 @@ class PendingStep:
         return ev.Step(index=self.index, warmup=self.warmup, total_ms=sum(p for p in phases if p is not None),
                        forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2],
                        loss=value if value == value and abs(value) != float("inf") else None, host_ms=self.host_ms,
-                       host_forward_ms=self.host_forward_ms)
+                       host_forward_ms=self.host_forward_ms, host_backward_ms=self.host_backward_ms)
 
 
 def launch_step(stepper: Stepper, index: int, warmup: bool,
@@ -84,9 +85,12 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     clock.mark()
     forward_issued = time.perf_counter()
     after("forward")
+    backward_start = backward_issued = None
     if stepper.spec.mode != "fwd":
+        backward_start = time.perf_counter()  # the forward's hook (a memory read) is not the backward's issue
         stepper.backward(loss)
         clock.mark()
+        backward_issued = time.perf_counter()
         after("backward")
     if stepper.optimizer is not None:
         stepper.optimizer_step()
@@ -97,10 +101,11 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     # on the GPU's busy time (core.summary), with a step in flight or not.
     host_ms = (time.perf_counter() - issued) * 1e3 if clock.cuda else None
     host_forward_ms = (forward_issued - issued) * 1e3 if clock.cuda else None
+    host_backward_ms = (backward_issued - backward_start) * 1e3 if clock.cuda and backward_issued else None
     kept = loss.detach()
     if getattr(stepper, "graphs", False):  # CUDA graphs overwrite their outputs when the next step replays
         kept = kept.clone()
-    return PendingStep(index, warmup, clock, kept, host_ms, host_forward_ms)
+    return PendingStep(index, warmup, clock, kept, host_ms, host_forward_ms, host_backward_ms)
 
 
 def timed_step(stepper: Stepper, index: int, warmup: bool,

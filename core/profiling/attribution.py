@@ -73,7 +73,7 @@ def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = No
     """Kernel time per phase against all kernel time; None without a kernel table or phase ranges.
 
     `timed_ms` maps forward/backward/optimizer to the console's median timed phase per step, `host_ms` to
-    the host's median time to issue it (the forward's is recorded).
+    the host's median time to issue it (the forward's and the backward's are recorded).
     """
     kernels = tables.get("cuda_gpu_kern_sum") or []
     total_ns = sum(int(r.get("total_time_ns") or 0) for r in kernels)

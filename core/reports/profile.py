@@ -89,7 +89,8 @@ def attribution(profile: Profile, summary: Summary | None, steps: int | None) ->
                  "backward": summary.backward_ms.median if summary.backward_ms else None,
                  "optimizer": summary.optimizer_ms.median if summary.optimizer_ms else None}
         timed = {k: v for k, v in timed.items() if v is not None}
-    host = {"forward": summary.host_forward_ms} if summary is not None else None
+    host = ({"forward": summary.host_forward_ms, "backward": summary.host_backward_ms}
+            if summary is not None else None)
     return attribute(profile.tables, overhead.get("profiled_steps") or steps, timed, host)
 
 

@@ -24,10 +24,11 @@ def test_run_json_prints_the_snapshot_save_writes(tmp_path):
     assert run["status"] == "ok" and run["spec"]["size"] == "tiny"
     assert len(run["warmup_steps"]) == 1 and len(run["steps"]) == 3
     assert set(run["steps"][0]) == {"index", "warmup", "total_ms", "forward_ms", "backward_ms", "optimizer_ms",
-                                    "loss", "host_ms", "host_forward_ms"}
+                                    "loss", "host_ms", "host_forward_ms", "host_backward_ms"}
     step = run["steps"][0]
     assert step["loss"] > 0 and step["host_ms"] is None and step["host_forward_ms"] is None  # no GPU: no host/GPU split
-    assert run["summary"]["host_forward_ms"] is None
+    assert run["summary"]["host_forward_ms"] is None and run["summary"]["host_backward_ms"] is None
+    assert step["host_backward_ms"] is None
     assert set(run["summary"]["total_ms"]) >= {"mean", "std", "median", "min", "max", "n", "ci95_low"}
     for key in ("tokens_per_s", "flops_per_step", "achieved_tflops", "mfu", "peak_allocated_mib"):
         assert key in run["summary"]

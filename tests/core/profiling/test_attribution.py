@@ -68,3 +68,10 @@ def test_a_forward_short_of_kernels_is_host_paced_only_where_the_host_took_as_lo
     summary = replace(record.summary, forward_ms=replace(record.summary.forward_ms, median=kernels * 1.12),
                       host_forward_ms=kernels * 1.12)
     assert "forward host-paced (issued in" in headline(record.profile, summary, len(record.steps))
+    # The backward's issue is recorded too (autograd's thread queues it): a backward the host took as long to
+    # issue is host-paced in the same way, and only with its host time known.
+    slow_bwd = by["backward"].per_step_ms * 1.12
+    summary = replace(record.summary, backward_ms=replace(record.summary.backward_ms, median=slow_bwd))
+    assert "backward host-paced" not in (headline(record.profile, summary, len(record.steps)) or "")
+    summary = replace(summary, host_backward_ms=slow_bwd)
+    assert "backward host-paced (issued in" in headline(record.profile, summary, len(record.steps))

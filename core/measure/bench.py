@@ -171,10 +171,12 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     With `job` (one rank of a data-parallel run, core.measure.job) the model is wrapped in DDP or FSDP
     and every step is gathered on rank 0, which emits the job's steps."""
     device = job.device if job else torch.device(spec.device)
-    torch.manual_seed(spec.seed)
     fast_paths.check(spec, device)
     peaks = _peaks(spec, device, emit)
     configure_backends(spec)
+    # Seeded after the peaks: measuring them draws random matrices, and only a run whose data folder has no
+    # peaks yet measures them, so a seed set before would give that run other weights than the next.
+    torch.manual_seed(spec.seed)
     building = spec.model_label()
     if spec.model == "builtin":  # the built-in sizes' dimensions, each named
         building += " d_model={} d_ff={} layers={} heads={}".format(*spec.dims())

@@ -185,6 +185,13 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     model = built.module
     if spec.mode == "fwd":
         model.eval()
+    # FLOPs are counted before the fast paths go in: liger patches transformers' classes for the whole
+    # process, and a twin built after them ran liger's Triton kernels on the meta device (hf:llama 1B with
+    # --kernels liger on an H200: a CUDA illegal memory access, raised at the first event after the forward).
+    emit(ev.Progress("counting", "FLOPs per step (torch.utils.flop_counter, cached)"))
+    inputs, targets = model_build.make_batch(built, spec, device)
+    described = {**built.info.to_dict(), **flop_count.counted(spec, built, inputs, targets, fast_paths.torch_loss)}
+    del inputs, targets
     if spec.profile != "none" and not spec.compile and not built.own_ranges:
         model_build.install_layer_ranges(model)
     swapped = fast_paths.apply(spec, model, built.info)  # bf16 weights, liger, fp8: to any model
@@ -196,9 +203,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         emit(ev.Progress("compiling", f"torch.compile ({spec.compile_mode}): the first step compiles"))
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
     stepper = Stepper(spec, model, device, loss_fn, built)
-    emit(ev.Progress("counting", "FLOPs per step (torch.utils.flop_counter, cached)"))
-    described = {**built.info.to_dict(), **flop_count.counted(spec, built, stepper.inputs, stepper.targets,
-                                                              fast_paths.torch_loss)}
     emit(ev.ModelReady(described))
     cuda = device.type == "cuda"
     # A memory capture reads peaks between phases: its steps end with a synchronisation.

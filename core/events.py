@@ -58,8 +58,8 @@ class Step(Event):
     # Host time to issue the forward (CUDA only). A timed forward whose kernels fall short of it while the
     # host was still issuing it for as long was paced by the host (core.profiling.attribution).
     host_forward_ms: float | None = None
-    # Host time to issue the backward (CUDA only, from the forward's end of issue until autograd has queued
-    # the whole backward): the same reading for the backward.
+    # Host time to issue the backward (CUDA only, from the call of backward() until autograd has queued all
+    # of it): the same reading for the backward.
     host_backward_ms: float | None = None
     # Data-parallel runs only: the time in collectives (core.measure.distributed) and, for the job's
     # step, the rank it came from (the slowest rank of that step).

@@ -14,9 +14,7 @@ CAP=${CAP:-420}
 D="$OUT/suite-$RUN"
 mkdir -p "$D"
 export D PERFCONSOLE_DATA_DIR="$D/data"
-{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  git log -1 --format='commit %H %s' 2>/dev/null || true; } > "$D/environment.txt" 2>&1
+bash scripts/gpu_environment.sh "$D/environment.txt"
 # The serve tests import aiohttp (textual-serve's) at collection; without it pytest stops before any test.
 # None of them is a GPU test, so where the carried wheels lack it they are left out, and the log says so.
 if ! python3 -c "import aiohttp" 2>/dev/null; then

@@ -14,9 +14,7 @@ CAP=${CAP:-540}
 D="$OUT/suite-$RUN"
 mkdir -p "$D"
 T0=$(date +%s)
-{ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  git log -1 --format='commit %H %s' 2>/dev/null || true; } > "$D/environment.txt" 2>&1
+bash scripts/gpu_environment.sh "$D/environment.txt"
 A=(tests/tui/test_console_gpu.py tests/core/grids/test_attention.py tests/core/telemetry/test_recorder.py
    tests/core/measure/test_peaks_fast_paths.py)
 B=(tests/core/measure/test_phase_ranges.py tests/core/measure/test_gpu_timing.py

@@ -243,8 +243,13 @@ def decode(line: str) -> Event:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise EventError(f"not JSON: {line[:120]!r}") from exc
+    return from_obj(obj)
+
+
+def from_obj(obj: Any) -> Event:
+    """The event a decoded JSON object holds."""
     if not isinstance(obj, dict):
-        raise EventError(f"not an event object: {line[:120]!r}")
+        raise EventError(f"not an event object: {str(obj)[:120]!r}")
     if obj.get("v") != EVENT_VERSION:
         raise EventError(f"event version {obj.get('v')!r} is not {EVENT_VERSION}")
     cls = _TYPES.get(obj.get("type", ""))

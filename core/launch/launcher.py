@@ -146,16 +146,9 @@ class Launch(ChildProcess):
         finished: ev.Finished | None = None
         try:
             for line in itertools.chain(self._early, self.proc.stdout):
-                line = line.strip()
-                if not line:
-                    continue
-                if not line.startswith("{"):
-                    self.other_stdout.append(line)  # nsys's own messages share the pipe
-                    continue
-                try:
-                    event = ev.decode(line)
-                except ev.EventError:
-                    self.other_stdout.append(line)
+                event, others = events_in(line)
+                self.other_stdout += others  # nsys's own messages share the pipe
+                if event is None:
                     continue
                 if isinstance(event, ev.Progress) and event.stage == ev.HELD:
                     continue
@@ -222,6 +215,34 @@ class Launch(ChildProcess):
                 others = [str(self.out_dir / f"profile-rank{k}.nsys-rep") for k in range(1, self.spec.nproc)]
                 event = ev.ProfileReady(event.profiler, [*event.files, *others], event.tables)
             yield event
+
+
+# Every event line begins so (events.Event.to_json: "v" is the first key).
+_EVENT_START = '{"v": '
+
+
+def events_in(line: str) -> tuple[ev.Event | None, list[str]]:
+    """The event in one line of the child's stdout, and the text around it that is not an event.
+
+    Under nsys the pipe is shared: nsys prints its report's progress bar without a line end while the worker
+    goes on, so an event can arrive glued after nsys's text (a 2.7B nsys run on an H200 lost its profile
+    overhead event so). The event is found where it begins and decoded alone; the rest is kept as nsys's."""
+    line = line.strip()
+    if line.startswith(_EVENT_START):
+        try:
+            return ev.decode(line), []
+        except ev.EventError:
+            pass
+    start = line.find(_EVENT_START)
+    if start < 0:
+        return None, [line] if line else []
+    try:
+        obj, end = json.JSONDecoder().raw_decode(line, start)
+        event = ev.from_obj(obj)
+    except (ValueError, ev.EventError):
+        return None, [line]
+    others = [part.strip() for part in (line[:start], line[end:]) if part.strip()]
+    return event, others
 
 
 def _is_held(line: str) -> bool:

@@ -14,8 +14,15 @@ __all__ = ["NsysError", "find_nsys", "profile_command", "stats_events"]
 
 
 def stats_events(nsys: NsysInfo, rep_base: Path, out_dir: Path, other_stdout: Iterable[str]) -> Iterator[ev.Event]:
-    """`nsys stats` over the finished capture: progress, then the tables (or the error, with nsys's output)."""
+    """`nsys stats` over the finished capture: progress, then the tables (or the error, with nsys's output).
+    What nsys printed while the child ran is kept beside the capture, as `<capture>.nsys-output.txt`."""
     rep = rep_base.with_suffix(".nsys-rep")
+    other_stdout = list(other_stdout)
+    said = rep_base.with_name(rep_base.name + ".nsys-output.txt")
+    try:
+        said.write_text("".join(line + "\n" for line in other_stdout), encoding="utf-8")
+    except OSError:
+        said = None
     yield ev.Progress("profiling", "nsys stats: exporting tables")
     try:
         tables, files, warnings = export_stats(nsys, rep, out_dir)
@@ -24,4 +31,4 @@ def stats_events(nsys: NsysInfo, rep_base: Path, out_dir: Path, other_stdout: It
         return
     for w in warnings:
         yield ev.Progress("profiling", w)
-    yield ev.ProfileReady("nsys", [str(rep), *files], tables)
+    yield ev.ProfileReady("nsys", [str(rep), *files, *([str(said)] if said else [])], tables)

@@ -105,7 +105,8 @@ def attribution_lines(a: Attribution) -> list[str]:
     lines.append(f"| in no phase | {a.unattributed_ms:,.3f} | | | {a.unattributed_share:.1%} of kernel time |")
     for p in a.phases:
         if p.host_paced:
-            lines += ["", f"The {p.phase} was paced by the host: it took {p.host_ms:,.3f} ms to issue against "
+            part = "" if p.pacing == "whole" else " in part"
+            lines += ["", f"The {p.phase} was paced by the host{part}: it took {p.host_ms:,.3f} ms to issue against "
                           f"{p.timed_ms:,.3f} ms timed, so the GPU waited between its kernels "
                           f"({p.timed_ms - (p.per_step_ms or 0):,.3f} ms per step with none running)."]
     return lines
@@ -155,7 +156,8 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
         per = " per step" if a.steps else ""
         parts.append(", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)
                      + f"{per} · in no phase {a.unattributed_share:.1%}")
-        parts += [f"{p.phase} host-paced (issued in {p.host_ms:,.1f} of {p.timed_ms:,.1f} ms)"
+        parts += [f"{p.phase} host-paced{'' if p.pacing == 'whole' else ' in part'} "
+                  f"(issued in {p.host_ms:,.1f} of {p.timed_ms:,.1f} ms)"
                   for p in a.phases if p.host_paced]
     o = profile.overhead
     if o:

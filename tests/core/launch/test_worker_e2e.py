@@ -150,3 +150,42 @@ def test_a_broken_nsys_named_by_the_user_is_a_clean_error(tmp_path):
         record.apply(event)
     assert record.status == "error" and record.error.kind == "profiler"
     assert str(fake) in record.error.message and launch.proc is None
+
+
+def test_events_glued_to_other_text_on_the_shared_stdout_are_kept():
+    # nsys prints its report's progress bar on the worker's stdout without a line end, so the worker's next
+    # event line arrives after nsys's text (or with text after it). The event is kept, the text is nsys's.
+    from perfconsole.core.launch.launcher import events_in
+
+    line = ev.Step(3, False, 12.5, forward_ms=4.0).to_json()
+    for before, after in [("[1/1] [========   36%] profile.nsys-rep", ""), ("", "Generated:"),
+                          ("Generating '/tmp/nsys-report-1a2b.qdstrm'", " [1/1] [0%]")]:
+        event, others = events_in(before + line + after)
+        assert isinstance(event, ev.Step) and event.index == 3 and event.forward_ms == 4.0
+        assert others == [t.strip() for t in (before, after) if t]
+    assert events_in("Collecting data...") == (None, ["Collecting data..."])
+    assert events_in('[1/1] {"v": 1, "type": "st') == (None, ['[1/1] {"v": 1, "type": "st'])
+    assert events_in("   ") == (None, [])
+
+
+class _GluedLaunch(Launch):
+    """The real worker, started by a parent that first writes a progress bar with no line end to the same
+    stdout, as nsys does (nsys itself is tested on the GPU machine: tests/core/profiling/test_nsys_gpu.py)."""
+
+    def command(self):
+        argv = super().command()
+        prefix = ("import os, sys; os.write(1, b'[1/1] [=====     23%] profile.nsys-rep'); "
+                  "os.execv(sys.argv[1], sys.argv[1:])")
+        return [sys.executable, "-c", prefix, *argv]
+
+
+def test_a_run_behind_a_progress_bar_on_its_stdout_loses_no_event():
+    launch = _GluedLaunch(TINY)
+    record, seen = RunRecord(TINY), []
+    for event in launch.events():
+        seen.append(event)
+        record.apply(event)
+    types = [e.type for e in seen]
+    assert types[0] == "run_started" and types.count("step") == 6 and types[-1] == "finished"
+    assert record.status == "ok" and record.environment
+    assert list(launch.other_stdout) == ["[1/1] [=====     23%] profile.nsys-rep"]

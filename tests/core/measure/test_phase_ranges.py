@@ -120,10 +120,11 @@ def test_on_cuda_every_phase_holds_its_kernels(profiler):
     if profiler == "nsys" and find_nsys() is None:
         pytest.skip("no nsys on this machine")
     # Kernel time stands against a timed phase the GPU was kept busy through. An eager bf16 forward can
-    # be paced by the host instead (2.7B on an H200: 48.9 ms of kernels in a 55.3 ms forward, in flight or
-    # synchronised alike): then the host took as long to issue it, and the kernels only fit inside it. The
-    # backward is held the same way against its own issue on autograd's thread (one of three H200 suite runs:
-    # 90.4 ms of kernels in a 101.4 ms backward).
+    # be paced by the host instead, wholly or in part (2.7B on an H200: 48.9 ms of kernels in a 55.0 ms forward
+    # issued in 44.8 ms): the GPU drained its queue while the host issued, so the kernels only fit inside the
+    # phase, and the time with none running is bounded by the issue time. The backward is held the same way
+    # against its own issue on autograd's thread (one of three H200 suite runs: 90.4 ms of kernels in a
+    # 101.4 ms backward).
     spec = RunSpec(size="2.7B", ctx=512, batch=4, device="cuda", precision="bf16", warmup=3, steps=5,
                    mode="train", profile=profiler)
     record = _profiled(spec)
@@ -131,7 +132,10 @@ def test_on_cuda_every_phase_holds_its_kernels(profiler):
     a = attribution(record.profile, record.summary, len(record.steps))
     assert a.unattributed_share <= 0.02, a
     for p in a.phases:
-        if p.host_paced:
-            assert p.per_step_ms <= p.timed_ms * 1.02, p
-        else:
-            assert abs(p.rel_diff) <= 0.10, p
+        assert p.per_step_ms <= p.timed_ms * 1.02, p  # a phase's kernels fit inside it
+        if p.host_ms is not None:
+            # On one stream the GPU waits only while the host is still issuing: the time with no kernel
+            # running is at most the host's issue time (5 % for medians of different steps).
+            assert p.timed_ms - p.per_step_ms <= p.host_ms + 0.05 * p.timed_ms, p
+        # A phase short of its kernels by more than 10 % must be one the record calls host-paced.
+        assert abs(p.rel_diff) <= 0.10 or p.host_paced, p

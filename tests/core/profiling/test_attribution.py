@@ -63,6 +63,14 @@ def test_a_forward_short_of_kernels_is_host_paced_only_where_the_host_took_as_lo
     assert [p.phase for p in paced.phases if p.host_paced] == ["forward"]
     assert not any(p.host_paced for p in early.phases + unknown.phases)
     assert paced.to_dict()["phases"]["forward"]["host_paced"] is True
+    assert paced.phases[0].pacing == "whole"
+    # In part: the host issued for 92 % of the kernels' time; the GPU's 12 % wait fits inside that issue (a
+    # 2.7B eager forward on an H200 was so). A wait longer than the host's whole issue cannot be the host's.
+    part = attribute(record.profile.tables, 8, timed, {"forward": kernels * 0.92})
+    assert part.phases[0].pacing == "in part" and part.to_dict()["phases"]["forward"]["host_pacing"] == "in part"
+    assert "The forward was paced by the host in part" in "\n".join(attribution_lines(part))
+    longer = attribute(record.profile.tables, 8, {**timed, "forward": kernels * 2.0}, {"forward": kernels * 0.92})
+    assert longer.phases[0].pacing is None and early.phases[0].pacing is None
     lines = "\n".join(attribution_lines(paced))
     assert "The forward was paced by the host" in lines and "The forward was" not in "\n".join(attribution_lines(early))
     summary = replace(record.summary, forward_ms=replace(record.summary.forward_ms, median=kernels * 1.12),

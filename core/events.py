@@ -114,6 +114,9 @@ class ProfileOverhead(Event):
     # The profiled steps' own timed phases (median ms per step): the figures their kernels are held
     # against, since the profiler's cost moves a phase's time as well as the step's.
     profiled_phase_ms: dict[str, float] | None = None
+    # The host's time to issue the forward in the profiled steps (CUDA only; mean ms per step, as nsys's range
+    # total per step is): the profiler's forward range, a host interval too, is held against it.
+    profiled_host_forward_ms: float | None = None
 
 
 @dataclass(frozen=True)

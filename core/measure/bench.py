@@ -305,7 +305,8 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
         profiled_ms = statistics.median(profiled)
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
                                 len(profiled), profiled, gpu_busy_share=busy,
-                                profiled_phase_ms=_phase_medians(done)))
+                                profiled_phase_ms=_phase_medians(done),
+                                profiled_host_forward_ms=_host_forward_mean(done)))
     capture.finish(emit)
     if job and isinstance(capture, _TorchCapture):
         job.overlap(capture.capture.files, emit)
@@ -320,6 +321,11 @@ def _phase_medians(steps: list[ev.Step]) -> dict[str, float]:
         if values:
             out[phase] = statistics.median(values)
     return out
+
+
+def _host_forward_mean(steps: list[ev.Step]) -> float | None:
+    values = [s.host_forward_ms for s in steps if s.host_forward_ms is not None]
+    return statistics.fmean(values) if values else None
 
 
 class _NoCapture:

@@ -46,12 +46,15 @@ def test_nsys_run_small_ctx256_train(tmp_path: Path) -> None:
 
     record = store.load(snap)
     assert record.profile is not None and record.profile.profiler == "nsys"
-    # Like with like: the NVTX forward of the profiled steps against those same steps' CUDA-event
-    # forward. The quiet steps' forward is shorter by the profiler's own cost (per-layer ranges on an
-    # eager, host-bound step), which the overhead reports as a ratio instead.
+    # Like with like: the NVTX forward of the profiled steps (a host interval) against the host's own issue
+    # of the forward in those same steps. The quiet steps' forward is shorter by the profiler's own cost
+    # (per-layer ranges on an eager, host-bound step), which the overhead reports as a ratio instead; and the
+    # forward's GPU span is shorter when the GPU is still busy with the step before as the host begins it
+    # (one H200 run: a 20.38 ms range against 18.25 ms on the GPU's clock).
     overhead = record.profile.overhead
     assert overhead["profiled_steps"] == 10 and overhead["quiet_steps"] == 10
-    timed_forward_ms = overhead["profiled_phase_ms"]["forward"]
+    timed_forward_ms = overhead["profiled_host_forward_ms"]
+    assert timed_forward_ms is not None
     assert overhead["profiled_phase_ms"].keys() == {"forward", "backward", "optimizer"}
     tables = record.profile.tables
     assert {"cuda_gpu_kern_sum", "nvtx_sum"} <= set(tables), record.profile.warnings

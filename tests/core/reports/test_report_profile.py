@@ -35,3 +35,18 @@ def test_import_report_describes_no_model(tmp_path):
     doc = json.loads(subprocess.run([*PC, "export", str(snap), "-f", "json"], capture_output=True, text=True,
                                     timeout=60).stdout)
     assert doc["spec"] is None and doc["status"] == "ok" and doc["run_status"] == "imported"
+
+
+
+def test_a_cuda_profile_holds_the_forward_range_against_the_host_s_issue_of_it():
+    # On CUDA the profiled steps record the host's issue of the forward: the range (a host interval) is held
+    # against it, and the forward's span on the GPU's clock is given beside it. A real H200 nsys capture.
+    record = store.load(ROOT / "tests" / "fixtures" / "nsys_perfconsole" / "h200_2.7B_compiled_nsys_run.json")
+    md = export(record, "md")
+    line = next(ln for ln in md.splitlines() if "the profiler's forward range is" in ln)
+    assert "ms timed (" in line and "the host took" not in line  # saved before the host's issue was kept
+    on_gpu = record.summary.forward_ms.mean  # saved before the profiled steps' own phases were kept
+    record.profile.overhead = {**record.profile.overhead, "profiled_host_forward_ms": on_gpu * 1.25}
+    line = next(ln for ln in export(record, "md").splitlines() if "the profiler's forward range is" in ln)
+    assert f"against {on_gpu * 1.25:.3f} ms the host took to issue the forward in the same steps" in line
+    assert f"{on_gpu:.3f} ms on the GPU's clock" in line

@@ -15,13 +15,7 @@ D="$OUT/suite-$RUN"
 mkdir -p "$D"
 export D PERFCONSOLE_DATA_DIR="$D/data"
 bash scripts/gpu_environment.sh "$D/environment.txt"
-# The serve tests import textual-serve, aiohttp and aiohttp_jinja2 at collection; without any of them pytest
-# stops before any test (an H200 had aiohttp but not aiohttp_jinja2). None of them is a GPU test, so where the
-# machine lacks one they are left out, and the log says so.
-if ! python3 -c "import aiohttp, aiohttp_jinja2, textual_serve" 2>/dev/null; then
-    ARGS="${ARGS:-} --ignore=tests/tui/test_serve_auth.py --ignore=tests/tui/test_serve.py --ignore=tests/tui/test_chaos_serve.py"
-    echo "no textual-serve/aiohttp/aiohttp_jinja2 here: the serve test files are not collected" | tee -a "$D/environment.txt"
-fi
+ARGS="${ARGS:-} $(bash scripts/gpu_serve_ignores.sh 2>>"$D/environment.txt")"
 start=$(date +%s)
 # shellcheck disable=SC2086  # ARGS is words on purpose
 timeout -k 20 "$CAP" python3 -m pytest -m gpu ${ARGS:-} -q -p no:cacheprovider -rA --durations=25 \

@@ -20,7 +20,9 @@ A=(tests/tui/test_console_gpu.py tests/core/grids/test_attention.py tests/core/t
 B=(tests/core/measure/test_phase_ranges.py tests/core/measure/test_gpu_timing.py
    tests/core/measure/test_memory_profile.py tests/core/profiling/test_nsys_gpu.py)
 C=(tests/core/launch/test_data_parallel_gpu.py)
-count() { python3 -m pytest -m gpu --collect-only -q -p no:cacheprovider "$@" 2>/dev/null | grep -c '::'; }
+IGNORES=$(bash scripts/gpu_serve_ignores.sh 2>>"$D/environment.txt")
+# shellcheck disable=SC2086  # IGNORES is words on purpose
+count() { python3 -m pytest -m gpu --collect-only -q -p no:cacheprovider $IGNORES "$@" 2>/dev/null | grep -c '::'; }
 whole=$(count); parts=$(count "${A[@]}" "${B[@]}" "${C[@]}")
 echo "gpu tests collected: $whole whole, $parts in the three parts" | tee "$D/result.txt"
 N=$(nproc)

@@ -15,7 +15,8 @@ __all__ = ["NsysError", "find_nsys", "profile_command", "stats_events"]
 
 def stats_events(nsys: NsysInfo, rep_base: Path, out_dir: Path, other_stdout: Iterable[str]) -> Iterator[ev.Event]:
     """`nsys stats` over the finished capture: progress, then the tables (or the error, with nsys's output).
-    What nsys printed while the child ran is kept beside the capture, as `<capture>.nsys-output.txt`."""
+    The last lines nsys printed while the child ran (processes.STDERR_TAIL of them) are kept beside the
+    capture, as `<capture>.nsys-output.txt`."""
     rep = rep_base.with_suffix(".nsys-rep")
     other_stdout = list(other_stdout)
     said = rep_base.with_name(rep_base.name + ".nsys-output.txt")

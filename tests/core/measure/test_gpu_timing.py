@@ -59,9 +59,9 @@ def test_real_oom_is_an_oom_cell():
 
 # 2.7B eager bf16 at ctx 512, batch 4: the forward's kernels (49 ms a step under nsys) take about as long as
 # the host needs to issue them (host_forward_ms 45-49 ms synchronised, 71 ms in flight beside a busy CPU on
-# 2x H200), so the forward is paced by the host, wholly or in part (docs/results/gpu_tests_h200.md). A step in flight cannot make
-# such a phase shorter than its issue; what it guarantees is that no phase waits for more than its own work
-# or its own issue, and that the phases the host does not pace are the same either way.
+# 2x H200), so the forward is paced by the host, wholly or in part (docs/results/gpu_tests_h200.md). A step
+# in flight cannot make such a phase shorter than its issue; what it guarantees is that no phase waits for
+# more than its own work or its own issue, and that the phases the host does not pace are the same either way.
 @pytest.mark.gpu
 def test_a_step_in_flight_waits_only_for_its_own_work_or_its_own_issue():
     spec = RunSpec(size="2.7B", ctx=512, batch=4, precision="bf16", mode="train", warmup=3, steps=8, device="cuda")

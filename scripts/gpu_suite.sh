@@ -7,15 +7,10 @@
 # ARGS="tests/core/launch/test_data_parallel_gpu.py".
 # Everything lands in $OUT/suite-$RUN/ (EXTRA sees it as $D) and is packed into $OUT/suite-$RUN.tgz (a call
 # returns few files).
-set -uo pipefail
-OUT=${OUT:-"$PWD/out-suite"}
-RUN=${RUN:-1}
 CAP=${CAP:-420}
-D="$OUT/suite-$RUN"
-mkdir -p "$D"
+source scripts/gpu_suite_setup.sh
 export D PERFCONSOLE_DATA_DIR="$D/data"
-bash scripts/gpu_environment.sh "$D/environment.txt"
-ARGS="${ARGS:-} $(bash scripts/gpu_serve_ignores.sh 2>>"$D/environment.txt")"
+ARGS="${ARGS:-} $IGNORES"
 start=$(date +%s)
 # shellcheck disable=SC2086  # ARGS is words on purpose
 timeout -k 20 "$CAP" python3 -m pytest -m gpu ${ARGS:-} -q -p no:cacheprovider -rA --durations=25 \

@@ -7,20 +7,14 @@
 # first and fails if the three parts do not add up to it. Run from the repository root on the GPU machine:
 #   source scripts/device_env.sh && RUN=1 bash scripts/gpu_suite_split.sh
 # Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz.
-set -uo pipefail
-OUT=${OUT:-"$PWD/out-suite"}
-RUN=${RUN:-1}
 CAP=${CAP:-540}
-D="$OUT/suite-$RUN"
-mkdir -p "$D"
 T0=$(date +%s)
-bash scripts/gpu_environment.sh "$D/environment.txt"
+source scripts/gpu_suite_setup.sh
 A=(tests/tui/test_console_gpu.py tests/core/grids/test_attention.py tests/core/telemetry/test_recorder.py
    tests/core/measure/test_peaks_fast_paths.py)
 B=(tests/core/measure/test_phase_ranges.py tests/core/measure/test_gpu_timing.py
    tests/core/measure/test_memory_profile.py tests/core/profiling/test_nsys_gpu.py)
 C=(tests/core/launch/test_data_parallel_gpu.py)
-IGNORES=$(bash scripts/gpu_serve_ignores.sh 2>>"$D/environment.txt")
 # shellcheck disable=SC2086  # IGNORES is words on purpose
 count() { python3 -m pytest -m gpu --collect-only -q -p no:cacheprovider $IGNORES "$@" 2>/dev/null | grep -c '::'; }
 whole=$(count); parts=$(count "${A[@]}" "${B[@]}" "${C[@]}")

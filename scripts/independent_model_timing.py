@@ -2,7 +2,10 @@
 
 It shares only the model's config with perfconsole (model.sources.hf.make_config: the same published shape,
 random weights); the step is written out here: sdpa attention, bf16 autocast, fp32 weights, fused AdamW,
-CUDA events around each whole step, steps back to back and read at the end. Prints one JSON line with the median; give
+CUDA events around each whole step, steps back to back and read at the end. `--bf16-weights`, `--fp8`
+(torchao's convert_to_float8_training on every nn.Linear whose dimensions divide by 16) and `--compile`
+(torch.compile, default mode) add those changes, written out here too, to check a run with
+`--weights bf16 --fp8 --compile --optimizer fused`. Prints one JSON line with the median; give
 --against a run snapshot to compare medians (the ratio should be within 2 %).
 
     python3 scripts/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
@@ -29,20 +32,33 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--bf16-weights", action="store_true", help="parameters, gradients and AdamW state in bf16")
+    p.add_argument("--fp8", action="store_true", help="torchao float8 training matmuls")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
     p.add_argument("--against", default=None, help="a perfconsole run snapshot of the same spec")
     a = p.parse_args()
     dev = torch.device("cuda")
     spec = RunSpec(model=a.model, size=a.size, ctx=a.ctx, batch=a.batch, attention="sdpa", device="cuda").validate()
     torch.manual_seed(0)
     model = from_config(make_config(request(spec)), "sdpa", dev)
+    if a.bf16_weights:  # the parameters only: RoPE's tables (buffers) keep fp32
+        for prm in model.parameters():
+            prm.data = prm.data.to(torch.bfloat16)
+    if a.fp8:
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model, module_filter_fn=lambda m, _fqn: isinstance(m, torch.nn.Linear)
+                                   and m.in_features % 16 == 0 and m.out_features % 16 == 0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (a.batch, a.ctx + 1), generator=gen).to(dev)
     inputs, targets = ids[:, :-1], ids[:, 1:]
 
+    forward = torch.compile(model) if a.compile else model
+
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(inputs).logits
+            logits = forward(inputs).logits
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
         loss.backward()
         opt.step()
@@ -63,6 +79,7 @@ def main() -> None:
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in marks]
     out = {"model": a.model, "size": a.size, "ctx": a.ctx, "batch": a.batch, "steps": a.steps,
+           "bf16_weights": a.bf16_weights, "fp8": a.fp8, "compile": a.compile,
            "params": sum(p.numel() for p in model.parameters()), "median_ms": statistics.median(times),
            "min_ms": min(times), "max_ms": max(times)}
     if a.against:

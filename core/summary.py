@@ -151,14 +151,23 @@ def model_step_flops(spec: RunSpec, model: dict[str, Any] | None) -> float:
     return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
 
 
+# NVML's utilisation is the share of its last sample period in which a kernel ran, and that period is 1/6 s
+# to 1 s by product (nvmlDeviceGetUtilizationRates). A sample taken less than this long after the measured
+# steps began may still average the time before them (a warm-up's compile, its idle GPU): on an H200 the first
+# three samples of a 0.6 s ladder rung read 5 % busy, the next 94-96 %.
+NVML_WINDOW_S = 1.0
+
+
 def nvml_busy_share(series: dict[str, list], summary: dict[str, Any]) -> float | None:
-    """NVML's utilisation over the measured steps, as a share (0..1): the mean over the samples of the
-    share of each sample period in which a kernel ran. None where the GPU never reported it. Takes the
-    telemetry record's `series` and `summary` (core.telemetry.summary.Telemetry.to_dict)."""
-    known = [float(v) for v in series.get("gpu_util_pct", []) if v is not None]
-    if known:  # the series is every sample, or an even spread of them (MAX_POINTS)
-        return statistics.fmean(known) / 100
-    s = summary.get("gpu_util_pct")
+    """NVML's utilisation over the measured steps, as a share (0..1): the mean over the samples taken at
+    least NVML_WINDOW_S into the steps of the share of each sample period in which a kernel ran. None where
+    the GPU never reported it, or where the steps were too short for a sample to cover them alone. Takes
+    the telemetry record's `series` and `summary` (core.telemetry.summary.Telemetry.to_dict)."""
+    util, at = series.get("gpu_util_pct") or [], series.get("t_s") or []
+    if util and len(at) == len(util):  # every sample, or an even spread of them (MAX_POINTS)
+        inside = [float(v) for t, v in zip(at, util) if v is not None and t is not None and t >= NVML_WINDOW_S]
+        return statistics.fmean(inside) / 100 if inside else None
+    s = summary.get("gpu_util_pct")  # a record without sample times
     return s["median"] / 100 if s else None
 
 
@@ -176,7 +185,7 @@ def with_nvml_busy(summary: Summary | None, telemetry: dict[str, Any] | None) ->
 
 # What each gpu_busy_source is, in words (README "GPU busy share").
 BUSY_SOURCES = {"profile": "the profiler's kernel time over the profiled steps",
-                "nvml": "NVML's utilisation over the measured steps",
+                "nvml": "NVML's utilisation over the measured steps, from 1 s in",
                 "events": "CUDA events: a lower bound, no profiler or NVML figure"}
 
 

@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ctx", type=int, default=512, help="context length (tokens)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--precision", default="bf16", help=f"{', '.join(PRECISIONS)}")
+    p.add_argument("--mode", default="train", choices=("train",),
+                   help="train only: the ladder's rungs change the optimizer, so it times train steps")
     p.add_argument("--warmup", type=int, default=3, help="warm-up steps per process (compiling rungs compile here)")
     p.add_argument("--steps", type=int, default=10, help="measured steps per process (at least 2)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",

@@ -50,6 +50,8 @@ class _Help(argparse.HelpFormatter):
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", _Help)
+        # No prefixes: `ladder --mode` read as an abbreviation was "ambiguous: --model, --model-arg".
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # one line, no usage dump

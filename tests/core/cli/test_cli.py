@@ -82,6 +82,9 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/launch/test
     (["run", *TINY, "--save", "/nonexistent/dir/x.json"], "no such directory"),
     (["export", "/nonexistent.json"], "No such file"),
     (["export", "x.json", "--format", "xlsx"], ""),
+    # An option is never read as the prefix of another (it was "ambiguous option: --mode could match --model").
+    (["ladder", "--device", "cpu", "--mode", "fwd"], "argument --mode: invalid choice: 'fwd' (choose from 'train')"),
+    (["run", *TINY, "--mod", "fwd"], "unrecognized arguments: --mod fwd"),
 ])
 def test_bad_input_is_one_line_exit_2(args, words):
     out = pc(*args)

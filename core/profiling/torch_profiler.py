@@ -20,6 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from perfconsole.core.profiling.columns import Row, Tables
 from perfconsole.core.profiling.summary_rows import stats_row, with_time_pct
+from perfconsole.core.profiling.torch_trace import parse_torch_trace
 
 _RANGE_NAMES: set[str] = set()  # every name opened through range_factory, to tell ranges from ops
 
@@ -64,8 +65,29 @@ class TorchCapture:
         if self._prof is None:
             raise RuntimeError("TorchCapture.tables() before the capture ran")
         if self._tables is None:
-            self._tables = self._build(list(self._prof.events()))
+            self._tables = self._from_trace() or self._build(list(self._prof.events()))
         return self._tables
+
+    def _from_trace(self) -> Tables | None:
+        """On CUDA, the tables of the Chrome trace just written, where Kineto lists each kernel once; None
+        without one. The profiler's FunctionEvents listed kernels again that the trace holds once: a
+        bf16-weights CUDA-graph ladder rung of hf:llama 1B on an H200 gave 1,500 multi-tensor (AdamW,
+        foreach) kernels in 3 steps where its trace holds 342, and 203.7 ms of kernels a step in a 155.4 ms
+        step. The ranges kept are the run's own (record_function ones torch opens itself are left out)."""
+        if not self.device.startswith("cuda") or not self.files:
+            return None
+        try:
+            text = Path(self.files[0]).read_text()
+        except OSError:
+            return None
+        tables, _ = parse_torch_trace(text, Path(self.files[0]).name)
+        if not tables.get("cuda_gpu_kern_sum"):
+            return None
+        own = [{k: v for k, v in r.items() if k != "time_pct"} for r in tables.get("nvtx_sum", [])
+               if r["range"] in _RANGE_NAMES]
+        tables["nvtx_sum"] = with_time_pct(own)
+        tables["nvtx_kern_sum"] = [r for r in tables.get("nvtx_kern_sum", []) if r["range"] in _RANGE_NAMES]
+        return tables
 
     def _build(self, events: list[Any]) -> Tables:
         on_gpu = self.device.startswith("cuda")

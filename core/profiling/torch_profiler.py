@@ -4,7 +4,9 @@ The worker wraps the measured steps in `TorchCapture`; the model's ranges come f
 (record_function, named like the NVTX ranges). Afterwards `.tables()` gives a cuda_gpu_kern_sum-shaped
 table (GPU kernels on CUDA, CPU ops by self time on CPU), nvtx_sum from the ranges, and nvtx_kern_sum
 (kernels or ops under each range, every enclosing range counted, as nsys does), and `.files` the
-Chrome trace for Perfetto.
+Chrome trace for Perfetto. On CUDA the tables are read back from that trace (core.profiling.torch_trace),
+which holds each kernel once; the profiler's event list is the CPU's source, and CUDA's where no trace
+was written.
 """
 from __future__ import annotations
 

@@ -15,10 +15,11 @@ On a terminal (rich's `Console.is_terminal`: stdout is a tty, or FORCE_COLOR / T
 Anywhere else (`| less`, `> report.txt`, `| awk`): tab-separated plain text, no ANSI codes, no box
 drawing, nothing shortened. A table is its title as a `# ` line, one header line, one line per row,
 its caption as `# ` lines, then a blank line; numbers lose their thousands separators so awk and
-spreadsheets read them as numbers. `awk -F'\\t' '!/^#/ && NF'` leaves the header and the rows.
+spreadsheets read them as numbers (an interval stays `[a, b]`). `awk -F'\\t' '!/^#/ && NF'` leaves the header and the rows.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -35,6 +36,9 @@ NAME_MIN = 20  # names shrink to this before any label is cut
 LABEL_MIN = 6
 NAME_FLOOR = 8  # below this a name says too little: the rows are stacked instead
 GAP = 2  # cells between columns (SIMPLE_HEAD with collapsed padding, no edges)
+
+# A thousands separator: a comma between digits, three digits after it. An interval's "[a, b]" keeps its comma.
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 # SIMPLE_HEAD drawn in ASCII: rich's own substitute for it (box.ASCII) puts bars between columns.
 ASCII_SIMPLE_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
@@ -67,7 +71,7 @@ class CliTable:
         lines = [f"# {line}" for line in self.title.splitlines()]
         lines.append("\t".join(_field(c.header) for c in self.columns))
         for row in self.rows:
-            lines.append("\t".join(_field(cell.plain.replace(",", "") if col.kind == "number" else cell.plain)
+            lines.append("\t".join(_field(_THOUSANDS.sub("", cell.plain) if col.kind == "number" else cell.plain)
                                    for col, cell in zip(self.columns, row)))
         lines += [f"# {line}" for line in self.caption.splitlines()]
         return "\n".join(lines) + "\n\n"

@@ -159,6 +159,13 @@ def test_piped_import_is_tab_separated_plain_text_with_full_names() -> None:
     assert len(rows) == 20
 
 
+def test_piped_numbers_lose_their_thousands_separators_and_an_interval_keeps_its_comma() -> None:
+    t = CliTable("run", [Column("phase", "label"), Column("median (ms)"), Column("95% CI (ms)")])
+    t.add_row("total", "1,234,567.500", interval_text(3.083, 8115.122))
+    header, row = t.plain().splitlines()[1:3]
+    assert row.split("\t") == ["total", "1234567.500", "[3.083, 8115.122]"]
+
+
 def test_piped_nvtx_table_splits_evenly_and_notes_are_comments() -> None:
     out = piped(["import", str(NVTX)])
     assert "\x1b[" not in out and not BOX & set(out)

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from rich.text import Text
 
-from perfconsole.core.cli.main import add_model_arguments, check_device, default_device, save_path
+from perfconsole.core.cli.main import add_model_arguments, check_device, default_device, default_size, save_path
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
@@ -46,7 +46,8 @@ def parse_list(text: str, conv: Callable[[str], T], field: str) -> tuple[T, ...]
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of sizes x contexts x precisions x modes, one process per cell")
-    p.add_argument("--sizes", default="small", help=f"comma list of {', '.join(n for n in SIZE_NAMES if n != 'custom')}")
+    p.add_argument("--sizes", default=None, help=f"comma list of {', '.join(n for n in SIZE_NAMES if n != 'custom')} "
+                   "(default: small on cuda, tiny on cpu, as `run`)")
     p.add_argument("--ctx", default="128,256,512", help="comma list of context lengths")
     p.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
     p.add_argument("--mode", default="fwd_bwd", help=f"comma list of {', '.join(MODES)}")
@@ -83,7 +84,8 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
                    peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps)
     if not is_remote(args):
         check_device(base.device)
-    return SweepSpec(base, parse_list(args.sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
+    sizes = args.sizes or default_size(base.device, args.model)
+    return SweepSpec(base, parse_list(sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
                      parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
                      parse_list(args.warmup, int, "warmup")).validate()
 

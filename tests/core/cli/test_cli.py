@@ -128,6 +128,18 @@ def test_size_defaults_to_tiny_on_the_cpu_and_small_on_cuda():
     assert raw.ctx == 0 and raw.size == "tiny"
 
 
+def test_a_sweep_s_sizes_default_as_a_run_s_size_does():
+    """A sweep on the CPU was a grid of `small` cells at seconds a step; it now takes `run`'s default."""
+    from perfconsole.core.cli.main import build_parser
+    from perfconsole.core.cli.sweep import sweep_spec_from_args
+
+    p = build_parser()
+    assert sweep_spec_from_args(p.parse_args(["sweep", "--device", "cpu"])).sizes == ("tiny",)
+    assert sweep_spec_from_args(p.parse_args(["sweep", "--device", "cpu", "--sizes", "small,tiny"])).sizes == (
+        "small", "tiny")
+    assert "tiny on cpu" in p._subparsers._group_actions[0].choices["sweep"].format_help()
+
+
 def test_cuda_without_a_gpu_is_bad_input_in_one_line():
     from perfconsole.core.telemetry.nvml import gpu_count
 

@@ -140,6 +140,17 @@ def test_a_sweep_s_sizes_default_as_a_run_s_size_does():
     assert "tiny on cpu" in p._subparsers._group_actions[0].choices["sweep"].format_help()
 
 
+def test_the_attention_grid_on_the_cpu_defaults_to_the_sequences_it_can_finish():
+    """`attention --device cpu` was the GPU's grid, up to seq 16384: its progress bar said 61 hours left."""
+    from perfconsole.core.cli.main import build_parser
+    from perfconsole.core.cli.attention import spec_from_args
+
+    p = build_parser()
+    assert spec_from_args(p.parse_args(["attention", "--device", "cpu"])).seqs == (256, 1024)
+    assert spec_from_args(p.parse_args(["attention", "--device", "cpu", "--seq", "4096"])).seqs == (4096,)
+    assert "256,1024 on cpu" in p._subparsers._group_actions[0].choices["attention"].format_help()
+
+
 def test_cuda_without_a_gpu_is_bad_input_in_one_line():
     from perfconsole.core.telemetry.nvml import gpu_count
 

@@ -1,7 +1,7 @@
 """Kernel and NVTX tables on real profiler output; marking and comparing; save, reopen and export."""
 from __future__ import annotations
 
-from console_helpers import fixture_profile_record, make_app, plain, shipped
+from console_helpers import ROOT, fixture_profile_record, make_app, plain, shipped
 from textual.widgets import Input, Static
 
 from perfconsole.core.paths import data_dir
@@ -71,7 +71,7 @@ async def test_nvtx_ranges_and_the_kernels_inside_a_range():
         await pilot.pause()
         inside = app.query_one("#range-kernels", SortableTable)
         assert inside.shown and any(r["name"] == "aten::mm" for r in inside.shown)
-        assert "kernels in forward" in plain(app.query_one("#range-title", Static).content)
+        assert "CPU ops in forward" in plain(app.query_one("#range-title", Static).content)
         # nsys fixture without nvtx_kern_sum: the table says why no kernels show.
         await _view(app, pilot, fixture_profile_record())
         await pilot.press("4")
@@ -183,6 +183,31 @@ async def test_the_kernels_pane_says_where_kernel_time_went_and_what_profiling_c
         title = str(app.query_one("#kernels-title", Static).content)
         assert "backward 51.677 ms" in title and "in no phase 0.0%" in title
         assert "profiled 1.01x the quiet step" in title
+
+
+async def test_a_cpu_profile_s_rows_are_called_cpu_ops_and_a_gpu_s_kernels():
+    """On a CPU run the torch profiler's rows are CPU ops by self time: the titles said "kernels"."""
+    from perfconsole.core import store
+
+    cpu = store.load(ROOT / "tests" / "fixtures" / "ladders" / "ladder_tiny_cpu.json").runs[0]
+    gpu = store.load(shipped("../tests/fixtures/nsys_perfconsole/h200_2.7B_compiled_nsys_run.json"))
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await _view(app, pilot, cpu)
+        await pilot.press("3")
+        await pilot.pause()
+        n = len(cpu.profile.tables["cuda_gpu_kern_sum"])
+        assert f"{cpu.name}: {n} CPU ops (torch)" in plain(app.query_one("#kernels-title", Static).content)
+        await pilot.press("4")
+        await pilot.pause()
+        assert "to see its CPU ops" in plain(app.query_one("#nvtx-title", Static).content)
+        await pilot.press("down")
+        await pilot.pause()
+        assert plain(app.query_one("#range-title", Static).content).startswith("CPU ops in ")
+        await _view(app, pilot, gpu)
+        await pilot.press("3")
+        await pilot.pause()
+        assert " kernels (nsys)" in plain(app.query_one("#kernels-title", Static).content)
 
 
 async def test_live_status_flags_a_throttled_run():

@@ -62,6 +62,14 @@ RANGE_KERNEL_COLUMNS = [
 ]
 
 
+def _units(record: RunRecord | None) -> str:
+    """What a profile's rows are: GPU kernels (nsys, imports, torch on CUDA), or the CPU ops (by self time)
+    that the torch profiler records on a CPU run."""
+    torch_on_cpu = record is not None and record.profile is not None and record.profile.profiler == "torch" \
+        and record.spec.device == "cpu"
+    return "CPU ops" if torch_on_cpu else "kernels"
+
+
 def _no_profile(record: RunRecord | None, table: str) -> str:
     if record is None:
         return "no run selected: pick one in Runs (5) or launch one (1)"
@@ -94,7 +102,7 @@ class KernelsPane(Vertical):
     def show_record(self, record: RunRecord | None) -> None:
         rows = (record.profile.tables.get(KERNELS) if record and record.profile else None) or []
         title = self.query_one("#kernels-title", Static)
-        text = (f"{record.name}: {len(rows)} kernels ({record.profile.profiler})" if rows and record
+        text = (f"{record.name}: {len(rows)} {_units(record)} ({record.profile.profiler})" if rows and record
                 else _no_profile(record, KERNELS))
         if rows and record:
             line = headline(record.profile, record.summary, len(record.steps) or None)
@@ -159,7 +167,7 @@ class NvtxPane(Vertical):
         self.record = record
         rows = (record.profile.tables.get(NVTX) if record and record.profile else None) or []
         self.query_one("#nvtx-title", Static).update(
-            f"{record.name}: {len(rows)} NVTX ranges; move the cursor to a range to see its kernels"
+            f"{record.name}: {len(rows)} NVTX ranges; move the cursor to a range to see its {_units(record)}"
             if rows and record else _no_profile(record, NVTX))
         self.query_one("#nvtx-table", SortableTable).set_rows(rows)
         self._show_range(None)
@@ -179,7 +187,7 @@ class NvtxPane(Vertical):
             kernels.set_rows([])
             return
         top = top_kernels(tables, range_name, n=200)
-        title.update(f"kernels in {shorten(range_name, 50)}: {len(top.kernels)}, {top.total_ns / 1e6:,.3f} ms")
+        title.update(f"{_units(self.record)} in {shorten(range_name, 50)}: {len(top.kernels)}, {top.total_ns / 1e6:,.3f} ms")
         kernels.set_rows([k.to_dict() for k in top.kernels])
 
     @on(DataTable.CellHighlighted, "#nvtx-table")

@@ -15,7 +15,8 @@ On a terminal (rich's `Console.is_terminal`: stdout is a tty, or FORCE_COLOR / T
 Anywhere else (`| less`, `> report.txt`, `| awk`): tab-separated plain text, no ANSI codes, no box
 drawing, nothing shortened. A table is its title as a `# ` line, one header line, one line per row,
 its caption as `# ` lines, then a blank line; numbers lose their thousands separators so awk and
-spreadsheets read them as numbers (an interval stays `[a, b]`). `awk -F'\\t' '!/^#/ && NF'` leaves the header and the rows.
+spreadsheets read them as numbers (an interval stays `[a, b]`). `awk -F'\\t' '!/^#/ && NF'` leaves the
+header and the rows.
 """
 from __future__ import annotations
 

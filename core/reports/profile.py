@@ -177,3 +177,9 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
     if o:
         parts.append(f"profiled {o['ratio']:.2f}x the quiet step")
     return " · ".join(parts) or None
+
+
+def row_units(profile: Profile | None, device: str) -> str:
+    """What a profile's rows are: GPU kernels (nsys, imports, torch on CUDA), or the CPU ops (by self time)
+    that the torch profiler records on a CPU run."""
+    return "CPU ops" if profile is not None and profile.profiler == "torch" and device == "cpu" else "kernels"

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from perfconsole.core.profiling.categories import CATEGORIES, categorize, category_shares, top_kernels
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.profile import headline
+from perfconsole.core.reports.profile import headline, row_units
 from perfconsole.tui.format import shorten
 from perfconsole.tui.widgets.form_input import FormInput
 from perfconsole.tui.glyphs import UNICODE, Glyphs
@@ -63,11 +63,7 @@ RANGE_KERNEL_COLUMNS = [
 
 
 def _units(record: RunRecord | None) -> str:
-    """What a profile's rows are: GPU kernels (nsys, imports, torch on CUDA), or the CPU ops (by self time)
-    that the torch profiler records on a CPU run."""
-    torch_on_cpu = record is not None and record.profile is not None and record.profile.profiler == "torch" \
-        and record.spec.device == "cpu"
-    return "CPU ops" if torch_on_cpu else "kernels"
+    return row_units(record.profile, record.spec.device) if record is not None else "kernels"
 
 
 def _no_profile(record: RunRecord | None, table: str) -> str:
@@ -187,7 +183,8 @@ class NvtxPane(Vertical):
             kernels.set_rows([])
             return
         top = top_kernels(tables, range_name, n=200)
-        title.update(f"{_units(self.record)} in {shorten(range_name, 50)}: {len(top.kernels)}, {top.total_ns / 1e6:,.3f} ms")
+        title.update(f"{_units(self.record)} in {shorten(range_name, 50)}: {len(top.kernels)}, "
+                     f"{top.total_ns / 1e6:,.3f} ms")
         kernels.set_rows([k.to_dict() for k in top.kernels])
 
     @on(DataTable.CellHighlighted, "#nvtx-table")

@@ -163,6 +163,7 @@ def test_piped_numbers_lose_their_thousands_separators_and_an_interval_keeps_its
     t = CliTable("run", [Column("phase", "label"), Column("median (ms)"), Column("95% CI (ms)")])
     t.add_row("total", "1,234,567.500", interval_text(3.083, 8115.122))
     header, row = t.plain().splitlines()[1:3]
+    assert header.split("\t") == ["phase", "median (ms)", "95% CI (ms)"]
     assert row.split("\t") == ["total", "1234567.500", "[3.083, 8115.122]"]
 
 

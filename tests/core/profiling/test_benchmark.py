@@ -1,6 +1,8 @@
 """A 100,000-row kernel CSV parses at a small multiple of reading it with csv.DictReader (best of 3 each,
-interleaved, so a loaded machine slows both alike): 2.0x on an idle 2-core machine (0.75-0.76 s against 0.32-0.38 s).
-The ratio, not a time in seconds, is held: the same test took 2.5 s with three other suites beside it."""
+interleaved): 2.0x on an idle 2-core machine (0.75-0.76 s against 0.32-0.38 s). The ratio, not a time in
+seconds, is held: the same test took 2.5 s with three other suites beside it. Each side is this process's own
+CPU time, not the wall clock: in a loaded CI run the wall-clock ratio reached 4.4x (2.64 s against 0.60 s),
+as other processes took the cores from one side more than from the other."""
 from __future__ import annotations
 
 import csv
@@ -27,14 +29,14 @@ def test_100k_row_kernel_csv_parses_at_a_small_multiple_of_reading_it(tmp_path: 
     path.write_text("".join(lines))
     best = plain = float("inf")
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         tables, warnings = load_profile(path)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         with open(path, newline="") as f:
             read = list(csv.DictReader(f))
-        best, plain = min(best, t1 - t0), min(plain, time.perf_counter() - t1)
+        best, plain = min(best, t1 - t0), min(plain, time.process_time() - t1)
     rows = tables["cuda_gpu_kern_sum"]
     assert len(rows) == ROWS == len(read) and warnings == []
     assert rows[1]["total_time_ns"] == total - 1 and rows[1]["name"].startswith("void at::native::")
-    print(f"100k-row kernel CSV: best of 3 = {best:.3f} s, csv.DictReader {plain:.3f} s ({best / plain:.2f}x)")
+    print(f"100k-row kernel CSV: best of 3 = {best:.3f} CPU-s, csv.DictReader {plain:.3f} CPU-s ({best / plain:.2f}x)")
     assert best / plain < 4.0

@@ -196,6 +196,29 @@ def differs_first(c: Comparison) -> list[str]:
     return heads
 
 
+def apart_first(names: list[str]) -> list[str]:
+    """Each name in a list with the words that tell it from its nearest neighbour first, for a list
+    too narrow for whole names: "bf16 · small ctx1024 b16 train step-sync".
+
+    The neighbour is the row above or below that shares more of its words, of those that lack one of
+    them ("x" against "x #2" below it is told apart by the row above): a queue of fp32, bf16 and fp16
+    runs differs in the precision alone, however unlike the runs before it are. A name that no
+    neighbour tells apart is left as it is.
+    """
+    words = [n.split() for n in names]
+    out = []
+    for i, own in enumerate(words):
+        near = [words[j] for j in (i - 1, i + 1) if 0 <= j < len(words) and set(own) - set(words[j])]
+        if not near:
+            out.append(names[i])
+            continue
+        other = set(max(near, key=lambda w: len(set(w) & set(own))))
+        apart = [w for w in own if w not in other]
+        rest = [w for w in own if w in other]
+        out.append(" ".join(apart) + " · " + " ".join(rest) if apart and rest else names[i])
+    return out
+
+
 def _word(key: str, value: object) -> str:
     if value is None or value is False:
         return f"no {key}" if value is False else ""

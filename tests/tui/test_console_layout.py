@@ -79,3 +79,45 @@ async def test_compare_heads_show_what_differs_and_like_names_get_a_number(tmp_p
         await pilot.pause()
         head = plain(app.query_one("#compare-body").content).split("precision")[0]
         assert "fp32 · small ctx1024" in head and "bf16 · small ctx1024" in head, head   # cut from "... b16 train"
+
+
+def _named(name: str, precision: str, size: str = "small"):
+    r = store.load(shipped(name))
+    r.spec = r.spec.with_(size=size, ctx=1024, batch=16, precision=precision)
+    r.name, r.id = r.spec.label(), f"{size}-{precision}"           # "small ctx1024 b16 fp32 train step-sync"
+    return r
+
+
+def _names_shown(app) -> list[str]:
+    table = app.query_one("#runs-table")
+    return [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
+
+
+async def test_at_80_columns_a_run_s_name_keeps_what_tells_it_from_its_neighbours():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.runs += [_named("tiny-cpu-fwd-ctx64.json", "fp32", size="tiny")]   # unlike the rest in most words
+        app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")]
+        app.refresh_runs()
+        await pilot.press("5")
+        await pilot.pause()
+        shown = _names_shown(app)
+        assert any(len(s) < len(r.name) for s, r in zip(shown, app.runs)), shown   # the names were cut
+        for s, p in zip(shown[1:], ("fp32", "bf16", "fp16")):
+            assert s.startswith(p), shown          # the precision, the one field the queue's runs differ in
+        assert len(set(shown)) == len(shown), shown
+
+
+async def test_runs_fit_a_terminal_resized_while_they_are_shown():
+    app = make_app()
+    async with app.run_test(size=(120, 24)) as pilot:
+        app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")]
+        app.refresh_runs()
+        await pilot.press("5")
+        await pilot.pause()
+        assert _names_shown(app) == [r.name for r in app.runs]
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        table = app.query_one("#runs-table")
+        assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
+        assert _names_shown(app) != [r.name for r in app.runs]

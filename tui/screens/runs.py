@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.compare import apart_first
 from perfconsole.core.reports.sweep import grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
@@ -74,8 +75,11 @@ class RunsPane(Vertical):
                          Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),
                          Text("-", justify="right"), _source(sources.get(g.id))])
         name_w, source_w = self._fit_widths(rows)
-        for key, cells in zip(self.ids, rows):
-            t.add_row(*cells[:2], cut_middle(cells[2], name_w), *cells[3:7], cut_middle(cells[7], source_w), key=key)
+        # A grid's name starts with its kind ("sweep", "attention") and is cut in the middle.
+        apart = apart_first([r.name for r in runs]) + [g.name for g in grids]
+        for key, cells, reordered in zip(self.ids, rows, apart):
+            t.add_row(*cells[:2], _fit_name(cells[2], reordered, name_w), *cells[3:7], cut_middle(cells[7], source_w),
+                      key=key)
         if self.ids:
             t.move_cursor(row=min(row, len(self.ids) - 1))
         n = len(marked)
@@ -116,6 +120,15 @@ class RunsPane(Vertical):
         if not self.ids or t.cursor_row >= len(self.ids):
             return None
         return self.ids[t.cursor_row]
+
+
+def _fit_name(name: str, reordered: str, width: int) -> str:
+    """The name whole where it fits; else with what tells it from its neighbours first, cut at the end."""
+    if len(name) <= width:
+        return name
+    if reordered == name:
+        return cut_middle(name, width)
+    return reordered[: width - 2] + ".."
 
 
 def _source(path: str | None) -> str:

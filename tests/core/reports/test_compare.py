@@ -133,3 +133,18 @@ def test_a_job_s_weak_scaling_efficiency_is_compared_with_its_interval_between_r
     from perfconsole.core.reports.compare import document, markdown
     assert f"| weak-scaling efficiency | - | {eff} [50.0%, 60.0%] |" in markdown(c)
     assert document(c)["scaling_efficiency_ci95"] == [None, [0.5, 0.6]]
+
+
+def test_apart_first_puts_what_tells_a_name_from_its_nearest_neighbour_first():
+    from perfconsole.core.reports.compare import apart_first
+
+    names = ["tiny ctx64 b2 fp32 fwd step-sync",                  # unlike the queue below in most words
+             "small ctx1024 b16 fp32 train step-sync",
+             "small ctx1024 b16 bf16 train step-sync",
+             "small ctx1024 b16 bf16 train step-sync #2"]
+    assert apart_first(names) == [
+        "tiny ctx64 b2 fwd · fp32 step-sync",
+        "fp32 · small ctx1024 b16 train step-sync",               # against bf16 below, not tiny above
+        "bf16 · small ctx1024 b16 train step-sync",               # the row below holds all its words
+        "#2 · small ctx1024 b16 bf16 train step-sync"]
+    assert apart_first(["alone"]) == ["alone"] and apart_first([]) == []

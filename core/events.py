@@ -169,6 +169,14 @@ class CommSteps(Event):
 
 
 @dataclass(frozen=True)
+class Collectives(Event):
+    """DDP only, after the quiet steps: the step's bucket all-reduces run alone, and the link's bus
+    bandwidth (core.measure.collectives.measure's figures)."""
+    type: ClassVar[str] = "collectives"
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Overlap(Event):
     """Per rank, from the profile's kernel intervals: communication kernel time and how much of it ran
     while another kernel ran on the same GPU (core.profiling.overlap's to_dict)."""
@@ -237,7 +245,7 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               CommSteps, Overlap, Baseline, ModelReady, Placed)
+                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed)
 }
 
 

@@ -120,6 +120,7 @@ class RunRecord:
     ranks: list[RankRecord] = field(default_factory=list)
     comm_free_ms: list[float] | None = None         # ev.CommFree: job steps without the all-reduce
     comm_steps: dict[str, list] | None = None       # ev.CommSteps: {total_ms, comm_ms}, steps with the comm timer on
+    collectives: dict[str, Any] | None = None       # ev.Collectives: the step's all-reduces alone, the link
     overlap: list[dict[str, Any]] | None = None     # ev.Overlap: per rank, from the profile
     baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
     model: dict[str, Any] | None = None             # ev.ModelReady: what the model is, and its FLOPs per step
@@ -180,6 +181,8 @@ class RunRecord:
             self.comm_free_ms = list(event.total_ms)
         elif isinstance(event, ev.CommSteps):
             self.comm_steps = {"total_ms": list(event.total_ms), "comm_ms": list(event.comm_ms)}
+        elif isinstance(event, ev.Collectives):
+            self.collectives = dict(event.data)
         elif isinstance(event, ev.Overlap):
             self.overlap = [dict(r) for r in event.ranks]
         elif isinstance(event, ev.Baseline):
@@ -256,7 +259,7 @@ class RunRecord:
             "peaks": self.peaks,
             "world_size": self.spec.nproc, "parallel": self.spec.parallel,
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
-            "comm_steps": self.comm_steps,
+            "comm_steps": self.comm_steps, "collectives": self.collectives,
             "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
             "jobs": self.jobs,
         }
@@ -286,6 +289,7 @@ class RunRecord:
             error=ev.Error(**err) if err else None, peaks=d.get("peaks"),
             ranks=[RankRecord.from_dict(r) for r in d.get("ranks", [])],
             comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"),
+            collectives=d.get("collectives"),
             baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
         )
 

@@ -250,8 +250,8 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         emit(mem_event)
     index = spec.warmup + spec.steps
     if job:
-        job.comm_steps(lambda: timed_step(stepper, index, warmup=False), emit)
-        job.comm_free(lambda n: _steps_apart(stepper, in_flight, index, n), emit)
+        job.after_quiet(lambda: timed_step(stepper, index, warmup=False),
+                        lambda n: _steps_apart(stepper, in_flight, index, n), emit)
     busy = None
     if spec.profile != "none":
         busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)

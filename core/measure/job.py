@@ -9,7 +9,8 @@ flight, core.measure.pipeline), so it never leaves the GPU waiting.
 The quiet steps are the user's program: DDP as configured, nothing timing its collectives. After them,
 DDP runs steps of its own with the communication timer on (`comm_steps`: time in collectives, and
 what timing them cost against the quiet step) and steps without the all-reduce (`comm_free`: the
-step if no communication were waited for).
+step if no communication were waited for), and the step's all-reduces alone with the link's bus
+bandwidth (core.measure.collectives).
 """
 from __future__ import annotations
 
@@ -59,6 +60,25 @@ class Job:
         job_step = ev.Step(**slowest)
         emit(job_step)
         return job_step
+
+    def after_quiet(self, run_step: Callable[[], ev.Step], run_steps: Callable[[int], list[ev.Step]],
+                    emit: Emit) -> None:
+        """DDP only, after the quiet steps: the steps with the collectives timed, those without the
+        all-reduce, then the all-reduces alone."""
+        self.comm_steps(run_step, emit)
+        self.comm_free(run_steps, emit)
+        self.collectives(emit)
+
+    def collectives(self, emit: Emit) -> None:
+        if self.ddp is None:
+            return
+        from perfconsole.core.measure import collectives
+
+        emit(ev.Progress("collectives", "the step's all-reduces alone, and the link's bus bandwidth"))
+        found = collectives.measure(self.ddp, self.spec.comm_hook, self.device, self.rank.world_size,
+                                    self.rank.exchange)
+        if self.rank.is_main:
+            emit(ev.Collectives(found))
 
     def comm_steps(self, run_step: Callable[[], ev.Step], emit: Emit) -> None:
         """DDP only: steps with the communication timer on, each synchronised and read; rank 0 emits the

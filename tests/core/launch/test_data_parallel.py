@@ -13,6 +13,7 @@ import pytest
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
+from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.spec import RunSpec
 
 JOB = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", nproc=2, parallel="ddp")
@@ -68,10 +69,16 @@ def test_ddp_job_has_every_rank_and_measures_communication():
     assert sm.tokens_per_s == pytest.approx(2 * JOB.batch * JOB.ctx / (sm.total_ms.mean / 1e3))
     assert len(record.comm_free_ms) == 3 and sm.comm_free_ms is not None and sm.exposed_comm_ms is not None
     assert sum(sm.slowest_rank.values()) == 3
+    # The step's all-reduces alone: DDP's buckets of fp32 gradients, every parameter's once.
+    c = record.collectives
+    assert c["source"] == "DDP's buckets" and c["dtype"] == "float32" and c["bytes"] == 4 * record.model["params"]
+    assert c["alone_ms"] > 0 and c["busbw_gbps"] == pytest.approx(c["bytes"] / (c["alone_ms"] * 1e6))  # 2(n-1)/n = 1
+    assert c["link_bytes"] == 16 << 20 and c["link_busbw_gbps"] == pytest.approx((16 << 20) / (c["link_ms"] * 1e6))
+    assert "collectives alone" in job_line(record) and "at 16 MiB" in job_line(record)
     doc = record.to_dict()
     assert doc["world_size"] == 2 and doc["parallel"] == "ddp" and len(doc["ranks"]) == 2
     again = RunRecord.from_dict(json.loads(json.dumps(doc)))
-    assert again.comm_steps == record.comm_steps and again.recompute_summary().comm_ms == sm.comm_ms
+    assert again.collectives == record.collectives and again.comm_steps == record.comm_steps and again.recompute_summary().comm_ms == sm.comm_ms
     assert_none_left(procs)
 
 
@@ -80,6 +87,8 @@ def test_ddp_knobs_reach_ddp():
     record, _, _ = run_job(spec)
     assert record.status == "ok", record.error
     assert len(record.comm_steps["comm_ms"]) == 2 and all(c > 0 for c in record.comm_steps["comm_ms"])
+    c = record.collectives  # the bf16 hook sends half the bytes, in buckets of 0.01 MB
+    assert c["dtype"] == "bfloat16" and c["bytes"] == 2 * record.model["params"] and c["buckets"] > 10
 
 
 def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
@@ -87,6 +96,7 @@ def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
     assert record.status == "ok", record.error
     assert len(record.ranks) == 2 and all(s.comm_ms is None for r in record.ranks for s in r.steps)
     assert record.summary.comm_share is None and record.comm_free_ms is None and record.comm_steps is None
+    assert record.collectives is None
     assert_none_left(procs)
 
 

@@ -32,6 +32,9 @@ def test_ddp_on_two_gpus_times_nccl_and_prices_exposed_communication():
     assert 0 < sm.comm_share < 1 and sm.comm_free_ms is not None and sm.comm_free_ms > 0
     assert sm.comm_free_ms < sm.total_ms.median * 1.2  # a step without the all-reduce is not slower
     assert sm.comm_timer_cost is not None and sm.comm_timer_cost > 0.8
+    c = r.collectives  # the step's fp32 gradient buckets all-reduced alone, and the link at 1 GiB
+    assert c["dtype"] == "float32" and c["bytes"] == 4 * r.model["params"] and c["buckets"] > 1
+    assert c["alone_ms"] > 0 and c["link_bytes"] == 1 << 30 and c["link_busbw_gbps"] > 10
 
 
 @pytest.mark.parametrize("changes", [{"parallel": "fsdp"}, {"comm_hook": "bf16", "bucket_mb": 100.0,

@@ -22,15 +22,21 @@ d, n = Path(sys.argv[1]), int(sys.argv[2])
 ours, theirs = [], []
 for i in range(1, n + 1):
     try:
-        ours.append(json.loads((d / f"perfconsole_{i}.json").read_text())["data"]["summary"]["total_ms"]["median"])
-        theirs.append(json.loads((d / f"independent_{i}.jsonl").read_text().splitlines()[-1])["median_step_ms"])
+        doc = json.loads((d / f"perfconsole_{i}.json").read_text())["data"]
+        ind = json.loads((d / f"independent_{i}.jsonl").read_text().splitlines()[-1])
+        ours.append((doc["summary"]["total_ms"]["median"], doc.get("collectives") or {}))
+        theirs.append(ind)
     except Exception as exc:  # a round that failed is named, not hidden
         print(f"round {i}: {exc!r}")
-print("| round | perfconsole quiet DDP step (ms) | independent DDP script (ms) | difference |")
-print("| --: | --: | --: | --: |")
-for i, (a, b) in enumerate(zip(ours, theirs), 1):
-    print(f"| {i} | {a:.1f} | {b:.1f} | {a / b - 1:+.1%} |")
+f = lambda v, spec=".1f": "-" if v is None else format(v, spec)
+print("| round | perfconsole quiet DDP step (ms) | independent DDP script (ms) | difference "
+      "| collectives alone, perfconsole (ms) | gradients' all-reduce, independent (ms) "
+      "| link bus GB/s, perfconsole | link bus GB/s, independent |")
+print("| --: | --: | --: | --: | --: | --: | --: | --: |")
+for i, ((a, c), b) in enumerate(zip(ours, theirs), 1):
+    print(f"| {i} | {a:.1f} | {b['median_step_ms']:.1f} | {a / b['median_step_ms'] - 1:+.1%} | {f(c.get('alone_ms'))} "
+          f"| {f(b.get('grads_allreduce_ms'))} | {f(c.get('link_busbw_gbps'))} | {f(b.get('link_busbw_gbps_1gib'))} |")
 if ours and theirs:
-    a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"| median | {a:.1f} | {b:.1f} | {a / b - 1:+.1%} |")
+    a, b = statistics.median(x[0] for x in ours), statistics.median(x["median_step_ms"] for x in theirs)
+    print(f"| median | {a:.1f} | {b:.1f} | {a / b - 1:+.1%} | | | | |")
 PY

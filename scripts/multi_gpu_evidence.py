@@ -25,16 +25,6 @@ def _med(xs):
     return statistics.median(xs) if xs else None
 
 
-def grad_bytes(r) -> int:
-    """Bytes all-reduced per step: every parameter's gradient, in bf16 with the bf16 hook or bf16 weights."""
-    import torch
-
-    from perfconsole.core.measure.bench import build_model
-
-    n = sum(p.numel() for p in build_model(r.spec.with_(device="cpu"), torch.device("meta")).parameters())
-    return n * (2 if r.spec.comm_hook == "bf16" or r.spec.weights == "bf16" else 4)
-
-
 def variant_row(name: str, path: Path, single_ms: float | None) -> dict:
     r = store.load(path)
     sm = r.summary
@@ -45,18 +35,18 @@ def variant_row(name: str, path: Path, single_ms: float | None) -> dict:
     if sm is None:
         return row
     med = sm.total_ms.median
-    nccl = busbw = None
-    if r.overlap and r.profile is not None:  # the collectives' own time: NCCL kernel time in the capture
+    nccl = None
+    if r.overlap and r.profile is not None:  # NCCL kernel time in the capture, each kernel from its launch
         steps = (r.profile.overhead or {}).get("profiled_steps") or len(r.steps)
         rank0 = next((o for o in r.overlap if o.get("rank") == 0), {})
         if rank0.get("comm_kernel_ms") and steps:
             nccl = rank0["comm_kernel_ms"] / steps
-            if r.spec.parallel == "ddp":
-                busbw = grad_bytes(r) * 2 * (r.spec.nproc - 1) / r.spec.nproc / nccl / 1e6
+    alone = r.collectives or {}  # the step's all-reduces with nothing beside them, and the link
     row.update(
         median_step_ms=med, world_size=sm.world_size,
         comm_ms=sm.comm_ms.median if sm.comm_ms else None, comm_share=sm.comm_share,
-        nccl_kernel_ms_per_step_rank0=nccl, nccl_busbw_gbps=busbw,
+        nccl_kernel_ms_per_step_rank0=nccl, collectives_alone_ms=alone.get("alone_ms"),
+        collectives_busbw_gbps=alone.get("busbw_gbps"), link_busbw_gbps=alone.get("link_busbw_gbps"),
         comm_timed_ms=sm.comm_timed_ms, comm_timer_cost=sm.comm_timer_cost,
         comm_free_ms=sm.comm_free_ms, exposed_comm_ms=sm.exposed_comm_ms, comm_hidden_share=sm.comm_hidden_share,
         nccl_overlap_share=overlap_share(r), slowest_rank=sm.slowest_rank,
@@ -126,9 +116,11 @@ def markdown(doc: dict) -> str:
             out.append(f"| {i['variant']} | {ms(ours)} | {ms(i.get('median_step_ms'))} | {diff} | "
                        f"{ms(i.get('grads_allreduce_ms'))} | {ms(i.get('grads_busbw_gbps'))} | "
                        f"{ms(i.get('link_busbw_gbps_1gib'))} |")
-    out += ["", "| variant | NCCL kernel time per step, rank 0 (ms) | its bus bandwidth (GB/s) | steps with the "
-            "collectives timed (ms) | their cost against the quiet step |", "| --- | --: | --: | --: | --: |"]
-    out += [f"| {v['variant']} | {ms(v.get('nccl_kernel_ms_per_step_rank0'))} | {ms(v.get('nccl_busbw_gbps'))} | "
+    out += ["", "| variant | collectives alone (ms/step) | their bus bandwidth (GB/s) | link bus bandwidth, 1 GiB "
+            "(GB/s) | NCCL kernel time per step, rank 0, waits included (ms) | steps with the collectives timed (ms) "
+            "| their cost against the quiet step |", "| --- | --: | --: | --: | --: | --: | --: |"]
+    out += [f"| {v['variant']} | {ms(v.get('collectives_alone_ms'))} | {ms(v.get('collectives_busbw_gbps'))} | "
+            f"{ms(v.get('link_busbw_gbps'))} | {ms(v.get('nccl_kernel_ms_per_step_rank0'))} | "
             f"{ms(v.get('comm_timed_ms'))} | {times(v.get('comm_timer_cost'))} |"
             for v in doc["variants"]]
     for name, sw in (doc.get("sweeps") or {}).items():

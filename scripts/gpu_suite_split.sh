@@ -11,7 +11,7 @@ CAP=${CAP:-540}
 T0=$(date +%s)
 source scripts/gpu_suite_setup.sh
 A=(tests/tui/test_console_gpu.py tests/core/grids/test_attention.py tests/core/telemetry/test_recorder.py
-   tests/core/measure/test_peaks_fast_paths.py)
+   tests/core/measure/test_peaks_fast_paths.py tests/core/measure/test_collectives_gpu.py)
 B=(tests/core/measure/test_phase_ranges.py tests/core/measure/test_gpu_timing.py
    tests/core/measure/test_memory_profile.py tests/core/profiling/test_nsys_gpu.py)
 C=(tests/core/launch/test_data_parallel_gpu.py)

@@ -109,15 +109,25 @@ async def test_at_80_columns_a_run_s_name_keeps_what_tells_it_from_its_neighbour
 
 
 async def test_runs_fit_a_terminal_resized_while_they_are_shown():
+    from console_helpers import screen_lines
+
     app = make_app()
     async with app.run_test(size=(120, 24)) as pilot:
         app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")]
         app.refresh_runs()
         await pilot.press("5")
         await pilot.pause()
-        assert _names_shown(app) == [r.name for r in app.runs]
-        await pilot.resize_terminal(80, 24)
-        await pilot.pause()
-        table = app.query_one("#runs-table")
-        assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
-        assert _names_shown(app) != [r.name for r in app.runs]
+        full = [r.name for r in app.runs]
+        assert _names_shown(app) == full
+        for size in ((66, 24), (120, 24)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            await pilot.pause()
+            table = app.query_one("#runs-table")
+            assert table.virtual_size.width <= table.size.width, (size, table.virtual_size, table.size)
+            shown = _names_shown(app)
+            assert (shown == full) == (size[0] == 120), shown
+            screen = "\n".join(screen_lines(app))
+            for name, p in zip(shown, ("fp32", "bf16", "fp16")):
+                assert name in screen, (name, screen)          # drawn at the width it was cut to
+                assert name.startswith(p) or size[0] == 120, shown

@@ -47,7 +47,10 @@ class RunsPane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#runs-queue", Static).display = False
-        t = self.query_one("#runs-table", DataTable)
+        self._columns(self.query_one("#runs-table", DataTable))
+
+    @staticmethod
+    def _columns(t: DataTable) -> None:
         for col in ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source"):
             t.add_column(col, key=col or "mark")
 
@@ -56,7 +59,8 @@ class RunsPane(Vertical):
         self._shown = (runs, marked, sources, grids)
         t = self.query_one("#runs-table", DataTable)
         row = t.cursor_row
-        t.clear()
+        t.clear(columns=True)  # a column stays as wide as its widest cell ever was: narrower names need new ones
+        self._columns(t)
         self.ids = [r.id for r in runs] + [g.id for g in grids]
         rows: list[list[Any]] = []
         for r in runs:
@@ -102,8 +106,10 @@ class RunsPane(Vertical):
         return max(12, room - source), source
 
     def on_resize(self) -> None:
+        # After the resize's own refresh: refilled inside it, the table drew its new rows at the widths of
+        # its column heads ("tin" for every name) and kept drawing them so.
         if self._shown is not None:
-            self.show_runs(*self._shown)
+            self.call_after_refresh(lambda: self.show_runs(*self._shown))
 
     def show_queue(self, text: str) -> None:
         box = self.query_one("#runs-queue", Static)

@@ -40,6 +40,9 @@ def job_line(r: RunRecord) -> str | None:
     alone = collectives_text(r.collectives)
     if alone:
         text += f" · {alone}"
+        own = (r.collectives or {}).get("alone_ms")
+        if own and sm.exposed_comm_ms is not None:  # above 1: the step lost more than the transfer takes
+            text += f" · exposed {sm.exposed_comm_ms / own:.2f}x the collectives alone"
     share = overlap_share(r)
     if share is not None:
         text += f" · NCCL kernels overlapping compute {share:.1%}"

@@ -74,7 +74,9 @@ def test_ddp_job_has_every_rank_and_measures_communication():
     assert c["source"] == "DDP's buckets" and c["dtype"] == "float32" and c["bytes"] == 4 * record.model["params"]
     assert c["alone_ms"] > 0 and c["busbw_gbps"] == pytest.approx(c["bytes"] / (c["alone_ms"] * 1e6))  # 2(n-1)/n = 1
     assert c["link_bytes"] == 16 << 20 and c["link_busbw_gbps"] == pytest.approx((16 << 20) / (c["link_ms"] * 1e6))
-    assert "collectives alone" in job_line(record) and "at 16 MiB" in job_line(record)
+    line = job_line(record)
+    assert "collectives alone" in line and "at 16 MiB" in line
+    assert f"exposed {sm.exposed_comm_ms / c['alone_ms']:.2f}x the collectives alone" in line
     doc = record.to_dict()
     assert doc["world_size"] == 2 and doc["parallel"] == "ddp" and len(doc["ranks"]) == 2
     again = RunRecord.from_dict(json.loads(json.dumps(doc)))

@@ -68,6 +68,13 @@ if want dp2; then  # what did not fit in the first call
     measure ddp_bf16 120 "${J[@]}" --parallel ddp --comm-hook bf16 --save "$OUT/ddp_bf16.json"
     measure fsdp_profiled 180 "${J[@]}" --parallel fsdp --profile torch --save "$OUT/fsdp_profiled.json"
 fi
+if want target; then  # the 90 % weak-scaling target: fewer host launches (compile, DDPOptimizer at DDP's buckets)
+    section "data parallel, compiled"
+    measure ddp_compile 240 "${J[@]}" --parallel ddp --compile --scaling --save "$OUT/ddp_compile.json"
+    measure ddp_compile_all 240 "${J[@]}" --parallel ddp --compile --bucket-mb 100 --grad-as-bucket-view \
+        --comm-hook bf16 --save "$OUT/ddp_compile_all.json"
+    measure fsdp_compile 240 "${J[@]}" --parallel fsdp --compile --save "$OUT/fsdp_compile.json"
+fi
 
 SW=(sweep --sizes small,medium --ctx 256,512 --precision bf16 --mode train --attention sdpa --warmup 2 --steps 5
     --device cuda)
@@ -78,7 +85,7 @@ if want sweep; then
     s=$(date +%s.%N); measure sweep_serial 300 "${SW[@]}" --gpus 0 --save "$OUT/sweep_serial.json"
     python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_serial.wall"
 fi
-want dp || want dp2 || want sweep || exit 0
+want dp || want dp2 || want target || want sweep || exit 0
 W1=$(cat "$OUT/sweep_gpus.wall" 2>/dev/null); W2=$(cat "$OUT/sweep_serial.wall" 2>/dev/null)
 
 section evidence
@@ -89,6 +96,8 @@ python3 scripts/multi_gpu_evidence.py "$RES/multi_gpu_${SIZE}_$DEV" "$DEV" "SECT
            "ddp default, torch profile=$OUT/ddp_profiled.json" "fsdp=$OUT/fsdp.json" \
            "ddp bucket 100 MB=$OUT/ddp_bucket100.json" "ddp grad as bucket view=$OUT/ddp_view.json" \
            "ddp bf16 hook=$OUT/ddp_bf16.json" "fsdp, torch profile=$OUT/fsdp_profiled.json" \
+           "ddp compiled=$OUT/ddp_compile.json" "ddp compiled + bucket 100 MB + bucket view + bf16 hook=$OUT/ddp_compile_all.json" \
+           "fsdp compiled=$OUT/fsdp_compile.json" \
     --independent "ddp default=$OUT/ind_default.jsonl" \
                   "ddp bucket 100 MB + bucket view + bf16 hook=$OUT/ind_all.jsonl" "ddp bf16 weights=$OUT/ind_bf16w.jsonl" \
     --sweep "all GPUs=$OUT/sweep_gpus.json:${W1:-}" "GPU 0 only=$OUT/sweep_serial.json:${W2:-}" \

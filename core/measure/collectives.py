@@ -1,22 +1,29 @@
-"""The collectives alone: what a DDP step's communication costs with nothing else running, and the
-bus bandwidth of the link it runs over.
+"""The collectives alone: what a data-parallel step's communication costs with nothing else running,
+and the bus bandwidth of the link it runs over.
 
-After the quiet steps, every rank all-reduces buffers of the sizes DDP's buckets have (read from DDP's
-own logging data, after it rebuilt its buckets in the order the gradients became ready), in the dtype
-DDP sends (the parameters', or bf16 under the bf16 compression hook), back to back as DDP issues them,
-with no compute beside them. That is the step's communication at the speed the link gives it; held
-against `exposed_comm_ms` it says how much of it the step failed to hide, and against `comm_ms` how much
-longer the collectives took beside the backward.
+After the quiet steps, every rank runs the step's collectives back to back with no compute beside them,
+in the dtype they carry:
+- DDP: one all-reduce per gradient bucket, of the sizes DDP's buckets have (read from DDP's own logging
+  data, after it rebuilt its buckets in the order the gradients became ready), in the parameters' dtype
+  or bf16 under the bf16 compression hook.
+- FSDP (`fully_shard` per Transformer block, then the root; core.measure.distributed): per block, an
+  all-gather of its parameters for the forward, another for the backward (a block is resharded after
+  its forward) and a reduce-scatter of its gradients; the root's own parameters (embeddings, final
+  norm, head) gathered once and reduced once.
+That is the step's communication at the speed the link gives it; held against `exposed_comm_ms` it says
+how much of it the step failed to hide, and against `comm_ms` how much longer the collectives took
+beside the backward.
 
 The link's bus bandwidth is measured in the same job, with one all-reduce of LINK_BYTES: which GPUs a
 job gets (two on one NVLink switch, or across PCIe or nodes) sets it, so a figure kept per machine
 could describe another pair. It takes about 20 ms on two H200s (1 GiB at about 330 GB/s, six times);
 on the CPU gloo sums 16 MiB.
 
-Bus bandwidth is the figure nccl-tests calls busbw: bytes x 2(n-1)/n over the time, which for a ring
-all-reduce is what each link carried, comparable across world sizes. Each figure is the fastest of
-REPEATS timed series after one warm-up, every series started together on all ranks (a barrier on the
-host): CUDA events on the GPU, perf_counter around gloo's synchronous calls on the CPU.
+Bus bandwidth is the figure nccl-tests calls busbw, comparable across world sizes and collectives: the
+full tensor's bytes x 2(n-1)/n for an all-reduce, x (n-1)/n for an all-gather or a reduce-scatter, over
+the time. Each figure is the fastest of REPEATS timed series after one warm-up, every series started
+together on all ranks (a barrier on the host): CUDA events on the GPU, perf_counter around gloo's
+synchronous calls on the CPU.
 """
 from __future__ import annotations
 
@@ -25,6 +32,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+Op = tuple[str, int]  # (all_reduce | all_gather | reduce_scatter, elements of the full tensor)
 
 LINK_BYTES = {"cuda": 1 << 30, "cpu": 16 << 20}  # fp32: a bf16 sum costs gloo a conversion
 REPEATS = 5
@@ -45,23 +54,50 @@ def bucket_bytes(ddp: torch.nn.Module) -> tuple[list[int], str]:
     return [sum(p.numel() * p.element_size() for p in params)], "the gradients as one buffer"
 
 
-def sent_dtype(ddp: torch.nn.Module, comm_hook: str) -> torch.dtype:
+def ddp_ops(ddp: torch.nn.Module, comm_hook: str) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
+    sizes, source = bucket_bytes(ddp)
     param = next(p for p in ddp.parameters() if p.requires_grad)
-    return torch.bfloat16 if comm_hook == "bf16" and param.dtype != torch.bfloat16 else param.dtype
+    dtype = torch.bfloat16 if comm_hook == "bf16" and param.dtype != torch.bfloat16 else param.dtype
+    ops = [("all_reduce", max(1, b // param.element_size())) for b in sizes]  # a bucket holds the params' dtype
+    return ops, dtype, {"buckets": len(sizes), "source": source}
 
 
-def bus_gbps(nbytes: int, ms: float, world: int) -> float:
-    return nbytes * 2 * (world - 1) / world / (ms * 1e6)
+def fsdp_ops(model: torch.nn.Module) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
+    """FSDP's units as core.measure.distributed shards them: `model.layers`' blocks, then the root."""
+    blocks = list(getattr(model, "layers", []))
+    sizes = [sum(p.numel() for p in b.parameters() if p.requires_grad) for b in blocks]
+    root = sum(p.numel() for p in model.parameters() if p.requires_grad) - sum(sizes)
+    ops: list[Op] = [op for n in sizes for op in (("all_gather", n), ("all_gather", n), ("reduce_scatter", n))]
+    if root > 0:
+        ops += [("all_gather", root), ("reduce_scatter", root)]
+    dtype = next(p for p in model.parameters() if p.requires_grad).dtype
+    return ops, dtype, {"units": len(sizes) + (root > 0), "source": "FSDP's units"}
 
 
-def _series_ms(sizes: list[int], dtype: torch.dtype, device: torch.device, exchange: Any) -> float:
-    """The fastest of REPEATS runs of one all-reduce per size (in elements), back to back, after one warm-up."""
-    buf = torch.zeros(max(sizes), dtype=dtype, device=device)
+def _factor(kind: str, world: int) -> float:
+    return (2 if kind == "all_reduce" else 1) * (world - 1) / world
+
+
+def bus_gbps(ops: list[Op], item: int, world: int, ms: float) -> float:
+    return sum(n * item * _factor(kind, world) for kind, n in ops) / (ms * 1e6)
+
+
+def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: int, exchange: Any) -> float:
+    """The fastest of REPEATS runs of `ops`, back to back, after one warm-up. A gathered or scattered
+    tensor is padded to a multiple of the world size, as FSDP pads its shards."""
+    ops = [(kind, -(-n // world) * world if kind != "all_reduce" else n) for kind, n in ops]
+    full = torch.zeros(max(n for _, n in ops), dtype=dtype, device=device)
+    shard = torch.zeros(max(n // world for _, n in ops) or 1, dtype=dtype, device=device)
     cuda = device.type == "cuda"
 
     def series() -> None:
-        for n in sizes:
-            dist.all_reduce(buf[:n])
+        for kind, n in ops:
+            if kind == "all_reduce":
+                dist.all_reduce(full[:n])
+            elif kind == "all_gather":
+                dist.all_gather_into_tensor(full[:n], shard[:n // world])
+            else:
+                dist.reduce_scatter_tensor(shard[:n // world], full[:n])
 
     series()
     best = float("inf")
@@ -80,35 +116,34 @@ def _series_ms(sizes: list[int], dtype: torch.dtype, device: torch.device, excha
             t0 = time.perf_counter()
             series()
             best = min(best, (time.perf_counter() - t0) * 1e3)
-    del buf
+    del full, shard
     return best
 
 
-def measure(ddp: torch.nn.Module, comm_hook: str, device: torch.device, world: int, exchange: Any) -> dict[str, Any]:
+def measure(model: torch.nn.Module, parallel: str, comm_hook: str, device: torch.device, world: int,
+            exchange: Any) -> dict[str, Any]:
     """Every rank calls this together and gets the same kind of figures (rank 0's are the record's)."""
-    sizes, source = bucket_bytes(ddp)
-    dtype = sent_dtype(ddp, comm_hook)
-    param_size = next(p for p in ddp.parameters() if p.requires_grad).element_size()
-    elems = [max(1, b // param_size) for b in sizes]  # a bucket holds gradients of the parameters' dtype
+    ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model)
     item = torch.empty((), dtype=dtype).element_size()
-    sent = sum(elems) * item
+    counts = {k: sum(kind == k for kind, _ in ops) for k in ("all_reduce", "all_gather", "reduce_scatter")}
+    out.update(dtype=str(dtype).removeprefix("torch."), world=world, repeats=REPEATS,
+               bytes=sum(n for _, n in ops) * item,  # the full tensors' bytes, every collective of the step
+               ops={k: v for k, v in counts.items() if v})
     link = LINK_BYTES[device.type]
-    out: dict[str, Any] = {"buckets": len(sizes), "source": source, "dtype": str(dtype).removeprefix("torch."),
-                           "bytes": sent, "world": world, "repeats": REPEATS}
-    need = max(max(elems) * item, link)
+    need = max(max(n for _, n in ops) * item * (1 + 1 / world), link)
     if not _all_have(need, device, exchange):  # decided together: a rank alone in a collective waits forever
         out["error"] = f"not measured: a rank had less than {need / 2**20:,.0f} MiB of GPU memory free"
         return out
-    ms = _series_ms(elems, dtype, device, exchange)
-    link_ms = _series_ms([link // 4], torch.float32, device, exchange)
+    ms = _series_ms(ops, dtype, device, world, exchange)
+    link_ms = _series_ms([("all_reduce", link // 4)], torch.float32, device, world, exchange)
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    out.update(alone_ms=ms, busbw_gbps=bus_gbps(sent, ms, world),
-               link_bytes=link, link_ms=link_ms, link_busbw_gbps=bus_gbps(link, link_ms, world))
+    out.update(alone_ms=ms, busbw_gbps=bus_gbps(ops, item, world, ms),
+               link_bytes=link, link_ms=link_ms, link_busbw_gbps=bus_gbps([("all_reduce", link // 4)], 4, world, link_ms))
     return out
 
 
-def _all_have(nbytes: int, device: torch.device, exchange: Any) -> bool:
+def _all_have(nbytes: float, device: torch.device, exchange: Any) -> bool:
     """Whether every rank has `nbytes` of device memory free (the CPU's is not counted)."""
     ok = device.type != "cuda" or torch.cuda.mem_get_info(device)[0] > nbytes * 1.1 + (256 << 20)
     flag = torch.tensor([int(ok)])

@@ -35,6 +35,7 @@ class Job:
         self.rank = rank
         self.timer: distributed.CommTimer | None = None
         self.ddp: torch.nn.Module | None = None
+        self.wrapped: torch.nn.Module | None = None
         self.comm_free_ms: list[float] | None = None
         self.comm_steps_ms: dict[str, list] | None = None
 
@@ -44,6 +45,7 @@ class Job:
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         wrapped, self.timer = distributed.wrap_model(self.spec, model, self.rank)
+        self.wrapped = wrapped
         if self.timer is not None:
             self.ddp = wrapped
         return wrapped
@@ -63,20 +65,20 @@ class Job:
 
     def after_quiet(self, run_step: Callable[[], ev.Step], run_steps: Callable[[int], list[ev.Step]],
                     emit: Emit) -> None:
-        """DDP only, after the quiet steps: the steps with the collectives timed, those without the
-        all-reduce, then the all-reduces alone."""
+        """After the quiet steps: for DDP the steps with the collectives timed and those without the
+        all-reduce; then, DDP or FSDP, the step's collectives alone."""
         self.comm_steps(run_step, emit)
         self.comm_free(run_steps, emit)
         self.collectives(emit)
 
     def collectives(self, emit: Emit) -> None:
-        if self.ddp is None:
+        if self.wrapped is None:
             return
         from perfconsole.core.measure import collectives
 
-        emit(ev.Progress("collectives", "the step's all-reduces alone, and the link's bus bandwidth"))
-        found = collectives.measure(self.ddp, self.spec.comm_hook, self.device, self.rank.world_size,
-                                    self.rank.exchange)
+        emit(ev.Progress("collectives", "the step's collectives alone, and the link's bus bandwidth"))
+        found = collectives.measure(self.wrapped, self.spec.parallel, self.spec.comm_hook, self.device,
+                                    self.rank.world_size, self.rank.exchange)
         if self.rank.is_main:
             emit(ev.Collectives(found))
 

@@ -61,15 +61,15 @@ def job_line(r: RunRecord) -> str | None:
 
 
 def collectives_text(c: dict[str, Any] | None) -> str | None:
-    """"collectives alone 39.20 ms/step (433 buckets, 10.80 GB fp32 at 347.6 GB/s bus bandwidth; the link
-    330.4 GB/s at 1 GiB)" (core.measure.collectives), or why they were not measured."""
+    """"collectives alone 39.20 ms/step (433 all-reduces, 10.80 GB float32 at 347.6 GB/s bus bandwidth;
+    the link 330.4 GB/s at 1 GiB)" (core.measure.collectives), or why they were not measured."""
     if not c:
         return None
     if c.get("alone_ms") is None:
         return f"collectives alone {c.get('error') or 'not measured'}"
-    n = c["buckets"]
-    return (f"collectives alone {_ms(c['alone_ms'])}/step ({n} bucket{'s' * (n != 1)}, {_bytes(c['bytes'])} "
-            f"{c['dtype']} at {c['busbw_gbps']:,.1f} GB/s bus bandwidth; the link {c['link_busbw_gbps']:,.1f} GB/s "
+    ops = ", ".join(f"{n} {kind.replace('_', '-')}{'s' * (n != 1)}" for kind, n in (c.get("ops") or {}).items())
+    return (f"collectives alone {_ms(c['alone_ms'])}/step ({ops}, {_bytes(c['bytes'])} {c['dtype']} at "
+            f"{c['busbw_gbps']:,.1f} GB/s bus bandwidth; the link {c['link_busbw_gbps']:,.1f} GB/s "
             f"at {_size(c['link_bytes'])})")
 
 

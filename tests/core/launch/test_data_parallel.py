@@ -15,6 +15,7 @@ from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.spec import RunSpec
+from perfconsole.model.config import config_for
 
 JOB = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", nproc=2, parallel="ddp")
 
@@ -98,7 +99,13 @@ def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
     assert record.status == "ok", record.error
     assert len(record.ranks) == 2 and all(s.comm_ms is None for r in record.ranks for s in r.steps)
     assert record.summary.comm_share is None and record.comm_free_ms is None and record.comm_steps is None
-    assert record.collectives is None
+    # FSDP's collectives alone: per block two all-gathers and a reduce-scatter, the root's gathered once.
+    c, cfg = record.collectives, config_for("tiny", JOB.ctx)
+    assert c["source"] == "FSDP's units" and c["units"] == cfg.n_layers + 1, c
+    assert c["ops"] == {"all_gather": 2 * cfg.n_layers + 1, "reduce_scatter": cfg.n_layers + 1}, c
+    root = 2 * cfg.vocab_size * cfg.d_model + cfg.d_model          # embedding, head, final norm
+    assert c["bytes"] == 4 * (3 * cfg.param_count() - root) and c["alone_ms"] > 0, c
+    assert "2 reduce-scatters" not in job_line(record) and "5 all-gathers, 3 reduce-scatters" in job_line(record)
     assert_none_left(procs)
 
 

@@ -43,6 +43,9 @@ def test_fsdp_and_the_ddp_settings_run_on_two_gpus(changes):
     r = run(JOB.with_(**changes))
     assert r.status == "ok", r.error
     assert len(r.ranks) == 2
+    c = r.collectives  # FSDP: all-gathers and reduce-scatters; DDP under the bf16 hook: bf16 all-reduces
+    assert c["alone_ms"] > 0 and c["link_busbw_gbps"] > 10, c
+    assert c["dtype"] == ("float32" if changes.get("parallel") == "fsdp" else "bfloat16"), c
 
 
 def test_torch_profile_gives_nccl_kernels_and_their_overlap(tmp_path):

@@ -1,7 +1,8 @@
 """One rank of a DDP job that measures its collectives alone (core.measure.collectives); run by torchrun.
 
-    torchrun --nproc-per-node N tests/core/measure/collectives_rank.py cuda|cpu none|bf16
-Rank 0 prints the figures as one JSON line, with the model's parameter count beside them.
+    torchrun --nproc-per-node N tests/core/measure/collectives_rank.py cuda|cpu ddp|fsdp none|bf16
+A model of eight blocks (`layers`) under DDP, or FSDP2 per block as perfconsole shards it. Rank 0 prints
+the figures as one JSON line, with the model's parameter count beside them.
 """
 import json
 import os
@@ -13,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from perfconsole.core.measure import collectives
 
-cuda, hook = sys.argv[1] == "cuda", sys.argv[2]
+cuda, parallel, hook = sys.argv[1] == "cuda", sys.argv[2], sys.argv[3]
 local = int(os.environ["LOCAL_RANK"])
 if cuda:
     torch.cuda.set_device(local)
@@ -23,11 +24,30 @@ else:
     device = torch.device("cpu")
     dist.init_process_group("gloo")
 exchange = dist.new_group(backend="gloo")
-model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(8)]).to(device)
-ddp = DDP(model, device_ids=[local] if cuda else None, bucket_cap_mb=0.5)
+
+
+class Blocks(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(8))
+        self.head = torch.nn.Linear(256, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+model = Blocks().to(device)
+params = sum(p.numel() for p in model.parameters())
+if parallel == "ddp":
+    wrapped = DDP(model, device_ids=[local] if cuda else None, bucket_cap_mb=0.5)
+else:
+    from perfconsole.core.measure.distributed import _fsdp
+    wrapped = _fsdp(model)
 for _ in range(3):  # DDP rebuilds its buckets in the second step, and logs them after it
-    ddp(torch.randn(4, 256, device=device)).sum().backward()
-found = collectives.measure(ddp, hook, device, dist.get_world_size(), exchange)
+    wrapped(torch.randn(4, 256, device=device)).sum().backward()
+found = collectives.measure(wrapped, parallel, hook, device, dist.get_world_size(), exchange)
 if dist.get_rank() == 0:
-    print(json.dumps({**found, "params": sum(p.numel() for p in model.parameters())}), flush=True)
+    print(json.dumps({**found, "params": params}), flush=True)
 dist.destroy_process_group()

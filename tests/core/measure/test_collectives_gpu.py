@@ -11,13 +11,26 @@ import pytest
 SCRIPT = pathlib.Path(__file__).with_name("collectives_rank.py")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("hook, dtype, size", [("none", "float32", 4), ("bf16", "bfloat16", 2)])
-def test_the_collectives_alone_run_on_nccl(hook, dtype, size):
+def rank_figures(parallel: str, hook: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1",
-                           str(SCRIPT), "cuda", hook], capture_output=True, text=True, timeout=180)
+                           str(SCRIPT), "cuda", parallel, hook], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     c = json.loads(done.stdout.strip().splitlines()[-1])
-    assert c["source"] == "DDP's buckets" and c["buckets"] >= 2, c
-    assert c["dtype"] == dtype and c["bytes"] == size * c["params"], c
     assert c["alone_ms"] > 0 and c["link_ms"] > 0 and c["link_bytes"] == 1 << 30, c
+    return c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hook, dtype, size", [("none", "float32", 4), ("bf16", "bfloat16", 2)])
+def test_ddp_s_collectives_alone_run_on_nccl(hook, dtype, size):
+    c = rank_figures("ddp", hook)
+    assert c["source"] == "DDP's buckets" and c["buckets"] >= 2 and c["ops"] == {"all_reduce": c["buckets"]}, c
+    assert c["dtype"] == dtype and c["bytes"] == size * c["params"], c
+
+
+@pytest.mark.gpu
+def test_fsdp_s_collectives_alone_run_on_nccl():
+    c = rank_figures("fsdp", "none")
+    assert c["ops"] == {"all_gather": 2 * 8 + 1, "reduce_scatter": 8 + 1} and c["units"] == 9, c
+    head = 256 * 16 + 16
+    assert c["dtype"] == "float32" and c["bytes"] == 4 * (3 * c["params"] - head), c

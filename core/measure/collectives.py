@@ -144,8 +144,13 @@ def measure(model: torch.nn.Module, parallel: str, comm_hook: str, device: torch
 
 
 def _all_have(nbytes: float, device: torch.device, exchange: Any) -> bool:
-    """Whether every rank has `nbytes` of device memory free (the CPU's is not counted)."""
-    ok = device.type != "cuda" or torch.cuda.mem_get_info(device)[0] > nbytes * 1.1 + (256 << 20)
+    """Whether every rank has `nbytes` of device memory free, counting what PyTorch's allocator holds
+    unused (a large train step can leave much of the GPU reserved), which it frees for a block it lacks;
+    the CPU's is not counted."""
+    ok = True
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        ok = free > nbytes * 1.1 + (256 << 20)
     flag = torch.tensor([int(ok)])
     dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=exchange)
     return bool(flag.item())

@@ -129,6 +129,13 @@ def markdown(doc: dict) -> str:
                 "", "| cell | status | GPU | cell seconds | median step (ms) |", "| --- | --- | --: | --: | --: |"]
         out += [f"| {c['cell']} | {c['status']} | {c['gpu'] or '-'} | {ms(c['seconds'])} | {ms(c['median_step_ms'])} |"
                 for c in sw["cells"]]
+    sweeps = list((doc.get("sweeps") or {}).values())
+    if len(sweeps) == 2:  # per-cell agreement: the same cell on its own GPU beside others, and on GPU 0 alone
+        alone = {c["cell"]: c.get("median_step_ms") for c in sweeps[1]["cells"]}
+        out += ["", "| cell | median step, cells side by side (ms) | on GPU 0 alone (ms) | ratio |", "| --- | --: | --: | --: |"]
+        for c in sweeps[0]["cells"]:
+            a, b = c.get("median_step_ms"), alone.get(c["cell"])
+            out.append(f"| {c['cell']} | {ms(a)} | {ms(b)} | {times(a / b) if a and b else '-'} |")
     return "\n".join(out) + "\n"
 
 

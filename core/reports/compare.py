@@ -125,6 +125,22 @@ class Comparison:
             out.append(text)
         return out
 
+    def communication(self) -> dict[str, list[float | None]]:
+        """A data-parallel run's communication figures by row (README, "Data parallel"): the median
+        time with a collective in flight, what the step waited for, the collectives alone and their bus
+        bandwidth, and the link's. Only rows some run has; None for the runs without them."""
+        def alone(r: RunRecord, key: str) -> float | None:
+            return (r.collectives or {}).get(key)
+
+        rows = {
+            "comm (ms)": [r.summary.comm_ms.median if r.summary and r.summary.comm_ms else None for r in self.runs],
+            "exposed (ms)": [r.summary.exposed_comm_ms if r.summary else None for r in self.runs],
+            "collectives alone (ms)": [alone(r, "alone_ms") for r in self.runs],
+            "their bus GB/s": [alone(r, "busbw_gbps") for r in self.runs],
+            "link bus GB/s": [alone(r, "link_busbw_gbps") for r in self.runs],
+        }
+        return {k: v for k, v in rows.items() if any(x is not None for x in v)}
+
     def peak_memory_mib(self) -> list[float | None]:
         out: list[float | None] = []
         for r in self.runs:
@@ -269,6 +285,7 @@ def document(c: Comparison) -> dict[str, Any]:
         "tokens_per_s": c.tokens_per_s(),
         "scaling_efficiency": [r.summary.scaling_efficiency if r.summary else None for r in c.runs],
         "scaling_efficiency_ci95": [r.summary.scaling_efficiency_ci95 if r.summary else None for r in c.runs],
+        "communication": c.communication(),
         "peak_allocated_mib": c.peak_memory_mib(),
         "category_shares": c.category_shares(),
         "kernel_moves": [m.to_dict() for m in c.kernel_moves()],
@@ -309,6 +326,7 @@ def markdown(c: Comparison) -> str:
     lines.append("| peak allocated (MiB) | " + " | ".join(_f(v, ",.0f") for v in c.peak_memory_mib()) + " |")
     if any(s != "-" for s in c.scaling()):
         lines.append("| weak-scaling efficiency | " + " | ".join(c.scaling()) + " |")
+    lines += [f"| {k} | " + " | ".join(_f(v, ",.2f") for v in vals) + " |" for k, vals in c.communication().items()]
     shares = c.category_shares()
     if any(s is not None for s in shares):
         cats = sorted({k for s in shares if s for k in s}, key=lambda k: -max((s or {}).get(k, 0) for s in shares))
@@ -352,6 +370,8 @@ def csv_text(c: Comparison) -> str:
     rows("throughput", "tokens_per_s", c.tokens_per_s())
     rows("memory", "peak_allocated_mib", c.peak_memory_mib())
     rows("scaling", "efficiency", [r.summary.scaling_efficiency if r.summary else None for r in c.runs])
+    for k, vals in c.communication().items():
+        rows("communication", k, vals)
     shares = c.category_shares()
     for k in sorted({k for s in shares if s for k in s}):
         rows("category_share", k, [None if s is None else s.get(k, 0.0) for s in shares])

@@ -50,6 +50,7 @@ async def test_live_shows_every_rank_of_a_real_job():
         assert box.display
         text = plain(box.content)
         assert "ddp over 2 processes" in text and "weak-scaling efficiency" in text
+        assert "collectives alone" in text and "bus bandwidth" in text and "the link" in text
         assert "rank 0: median" in text and "rank 1: median" in text
         slowest = record.summary.slowest_rank
         for rank, n in slowest.items():

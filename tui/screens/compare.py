@@ -77,6 +77,8 @@ class ComparePane(VerticalScroll):
         times.add_row("peak MiB", *(num(v, ",.0f") for v in c.peak_memory_mib()))
         if any(s != "-" for s in c.scaling()):
             times.add_row("scaling eff.", *c.scaling())
+        for k, vals in c.communication().items():
+            times.add_row(k, *(num(v, ",.2f") for v in vals))
         out += [times, Text("")]
         sp = Text("Speedup of the step against run 1:\n", style="bold")
         note = c.work_note()

@@ -125,7 +125,8 @@ def test_runs_that_differ_only_in_profiler_have_different_names():
 def test_a_job_s_weak_scaling_efficiency_is_compared_with_its_interval_between_ranks():
     job = store.load(Path(__file__).resolve().parents[2] / "fixtures" / "parallel" / "ddp2_tiny_cpu.json")
     one = RunRecord.from_dict({**job.to_dict(), "id": "one", "name": "one"})
-    one.summary = job.summary.__class__.from_dict({**job.summary.to_dict(), "scaling_efficiency": None})
+    one.summary = job.summary.__class__.from_dict({**job.summary.to_dict(), "scaling_efficiency": None,
+                                                   "scaling_efficiency_ci95": None})   # one process: neither
     job.summary = job.summary.__class__.from_dict({**job.summary.to_dict(), "scaling_efficiency_ci95": [0.5, 0.6]})
     c = Comparison([one, job])
     eff = f"{job.summary.scaling_efficiency:.1%}"
@@ -148,3 +149,21 @@ def test_apart_first_puts_what_tells_a_name_from_its_nearest_neighbour_first():
         "bf16 · small ctx1024 b16 train step-sync",               # the row below holds all its words
         "#2 · small ctx1024 b16 bf16 train step-sync"]
     assert apart_first(["alone"]) == ["alone"] and apart_first([]) == []
+
+
+def test_a_job_s_communication_is_compared_beside_a_one_process_run():
+    from perfconsole.core.reports.compare import csv_text, document, markdown
+
+    job = store.load(Path(__file__).resolve().parents[2] / "fixtures" / "parallel" / "ddp2_tiny_cpu.json")
+    one = RunRecord.from_dict({**job.to_dict(), "id": "one", "name": "one", "collectives": None})
+    one.spec = one.spec.with_(nproc=1, parallel="none")
+    one.summary = job.summary.__class__.from_dict({**job.summary.to_dict(), "comm_ms": None, "exposed_comm_ms": None})
+    c = Comparison([one, job])
+    rows = c.communication()
+    assert list(rows) == ["comm (ms)", "exposed (ms)", "collectives alone (ms)", "their bus GB/s", "link bus GB/s"]
+    assert rows["collectives alone (ms)"] == [None, job.collectives["alone_ms"]]
+    assert rows["exposed (ms)"] == [None, job.summary.exposed_comm_ms]
+    assert f"| collectives alone (ms) | - | {job.collectives['alone_ms']:,.2f} |" in markdown(c)
+    assert document(c)["communication"]["link bus GB/s"] == [None, job.collectives["link_busbw_gbps"]]
+    assert f"communication,collectives alone (ms),1,{job.name}," in csv_text(c)
+    assert Comparison([one, one]).communication() == {}       # no job: no rows

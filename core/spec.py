@@ -75,6 +75,7 @@ class RunSpec:
     bucket_mb: float | None = None     # DDP's bucket_cap_mb; None keeps DDP's default (25)
     grad_as_bucket_view: bool = False  # DDP's gradient_as_bucket_view
     comm_hook: str = "none"            # bf16: DDP's bf16_compress_hook
+    reshard: bool = True               # FSDP's reshard_after_forward for each block (False: kept gathered)
     scaling: bool = False              # also run the 1-process spec, for weak-scaling efficiency
     # Where the model comes from (model.sources): builtin, hf:ARCH, PATH.py:FACTORY or package.module:FACTORY,
     # and the free-form KEY=VALUE pairs the hf config or the factory receives.
@@ -238,7 +239,7 @@ def _validate_parallel(s: RunSpec) -> None:
     _int_range("nproc", s.nproc, 1, MAX_NPROC)
     _choice("parallel", s.parallel, PARALLELS)
     _choice("comm_hook", s.comm_hook, COMM_HOOKS)
-    for name in ("grad_as_bucket_view", "scaling"):
+    for name in ("grad_as_bucket_view", "scaling", "reshard"):
         if not isinstance(getattr(s, name), bool):
             raise SpecError(name, f"must be true or false, not {getattr(s, name)!r}")
     if s.nproc > 1 and s.parallel == "none":
@@ -252,6 +253,9 @@ def _validate_parallel(s: RunSpec) -> None:
                  s.grad_as_bucket_view), ("comm_hook", s.comm_hook != "none")) if on]
     if ddp_knobs and s.parallel != "ddp":
         raise SpecError(ddp_knobs[0], f"is a DDP setting; it needs parallel ddp, not {s.parallel!r}")
+    if not s.reshard and s.parallel != "fsdp":
+        raise SpecError("reshard", f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, "
+                                   f"not {s.parallel!r}")
     if s.nproc > 1 and s.mode == "fwd":
         raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
     if s.nproc > 1 and s.memory:

@@ -74,6 +74,7 @@ if want target; then  # the 90 % weak-scaling target: fewer host launches (compi
     measure ddp_compile_all 240 "${J[@]}" --parallel ddp --compile --bucket-mb 100 --grad-as-bucket-view \
         --comm-hook bf16 --save "$OUT/ddp_compile_all.json"
     measure fsdp_compile 240 "${J[@]}" --parallel fsdp --compile --save "$OUT/fsdp_compile.json"
+    measure fsdp_noreshard 150 "${J[@]}" --parallel fsdp --no-reshard --save "$OUT/fsdp_noreshard.json"
 fi
 
 SW=(sweep --sizes small,medium --ctx 256,512 --precision bf16 --mode train --attention sdpa --warmup 2 --steps 5
@@ -97,7 +98,7 @@ python3 scripts/multi_gpu_evidence.py "$RES/multi_gpu_${SIZE}_$DEV" "$DEV" "SECT
            "ddp bucket 100 MB=$OUT/ddp_bucket100.json" "ddp grad as bucket view=$OUT/ddp_view.json" \
            "ddp bf16 hook=$OUT/ddp_bf16.json" "fsdp, torch profile=$OUT/fsdp_profiled.json" \
            "ddp compiled=$OUT/ddp_compile.json" "ddp compiled + bucket 100 MB + bucket view + bf16 hook=$OUT/ddp_compile_all.json" \
-           "fsdp compiled=$OUT/fsdp_compile.json" \
+           "fsdp compiled=$OUT/fsdp_compile.json" "fsdp, blocks kept gathered=$OUT/fsdp_noreshard.json" \
     --independent "ddp default=$OUT/ind_default.jsonl" \
                   "ddp bucket 100 MB + bucket view + bf16 hook=$OUT/ind_all.jsonl" "ddp bf16 weights=$OUT/ind_bf16w.jsonl" \
     --sweep "all GPUs=$OUT/sweep_gpus.json:${W1:-}" "GPU 0 only=$OUT/sweep_serial.json:${W2:-}" \

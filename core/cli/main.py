@@ -123,6 +123,9 @@ def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
                    help="DDP's gradient bucket size, bucket_cap_mb (default: DDP's 25)")
     p.add_argument("--grad-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
     p.add_argument("--comm-hook", default=d.comm_hook, help=f"{', '.join(COMM_HOOKS)}: DDP's bf16_compress_hook")
+    p.add_argument("--no-reshard", dest="reshard", action="store_false",
+                   help="FSDP: keep each block's parameters gathered from its forward to its backward "
+                        "(reshard_after_forward=False): one all-gather fewer per block, more memory")
     p.add_argument("--scaling", action="store_true",
                    help="also run the one-process spec first, for weak-scaling efficiency")
 
@@ -228,6 +231,7 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         kernels=args.kernels, fp8=args.fp8, weights=args.weights, peak_gbps=args.peak_gbps, nproc=args.nproc,
         parallel=args.parallel or ("ddp" if args.nproc > 1 else "none"), bucket_mb=args.bucket_mb,
         grad_as_bucket_view=args.grad_as_bucket_view, comm_hook=args.comm_hook, scaling=args.scaling,
+        reshard=getattr(args, "reshard", True),
     )
     if validate:
         spec.validate()

@@ -8,8 +8,8 @@ in the dtype they carry:
   or bf16 under the bf16 compression hook.
 - FSDP (`fully_shard` per Transformer block, then the root; core.measure.distributed): per block, an
   all-gather of its parameters for the forward, another for the backward (a block is resharded after
-  its forward) and a reduce-scatter of its gradients; the root's own parameters (embeddings, final
-  norm, head) gathered once and reduced once.
+  its forward, unless the spec keeps it gathered: `reshard` False) and a reduce-scatter of its
+  gradients; the root's own parameters (embeddings, final norm, head) gathered once and reduced once.
 That is the step's communication at the speed the link gives it; held against `exposed_comm_ms` it says
 how much of it the step failed to hide, and against `comm_ms` how much longer the collectives took
 beside the backward.
@@ -62,12 +62,14 @@ def ddp_ops(ddp: torch.nn.Module, comm_hook: str) -> tuple[list[Op], torch.dtype
     return ops, dtype, {"buckets": len(sizes), "source": source}
 
 
-def fsdp_ops(model: torch.nn.Module) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
-    """FSDP's units as core.measure.distributed shards them: `model.layers`' blocks, then the root."""
+def fsdp_ops(model: torch.nn.Module, reshard: bool) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
+    """FSDP's units as core.measure.distributed shards them: `model.layers`' blocks, then the root. A
+    block kept gathered after its forward (`reshard` False) is gathered once."""
     blocks = list(getattr(model, "layers", []))
     sizes = [sum(p.numel() for p in b.parameters() if p.requires_grad) for b in blocks]
     root = sum(p.numel() for p in model.parameters() if p.requires_grad) - sum(sizes)
-    ops: list[Op] = [op for n in sizes for op in (("all_gather", n), ("all_gather", n), ("reduce_scatter", n))]
+    gathers = (("all_gather",) * (2 if reshard else 1)) + ("reduce_scatter",)
+    ops: list[Op] = [(kind, n) for n in sizes for kind in gathers]
     if root > 0:
         ops += [("all_gather", root), ("reduce_scatter", root)]
     dtype = next(p for p in model.parameters() if p.requires_grad).dtype
@@ -121,9 +123,9 @@ def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: i
 
 
 def measure(model: torch.nn.Module, parallel: str, comm_hook: str, device: torch.device, world: int,
-            exchange: Any) -> dict[str, Any]:
+            exchange: Any, reshard: bool = True) -> dict[str, Any]:
     """Every rank calls this together and gets the same kind of figures (rank 0's are the record's)."""
-    ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model)
+    ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model, reshard)
     item = torch.empty((), dtype=dtype).element_size()
     counts = {k: sum(kind == k for kind, _ in ops) for k in ("all_reduce", "all_gather", "reduce_scatter")}
     out.update(dtype=str(dtype).removeprefix("torch."), world=world, repeats=REPEATS,

@@ -177,7 +177,7 @@ def wrap_model(spec: RunSpec, model: torch.nn.Module, rank: Rank) -> tuple[torch
             ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.bf16_compress_hook))
             timer.registered = True
         return ddp, timer
-    return _fsdp(model), None
+    return _fsdp(model, spec.reshard), None
 
 
 def time_comm(ddp: torch.nn.Module, timer: CommTimer, spec: RunSpec) -> None:
@@ -191,9 +191,11 @@ def time_comm(ddp: torch.nn.Module, timer: CommTimer, spec: RunSpec) -> None:
     timer.on = True
 
 
-def _fsdp(model: torch.nn.Module) -> torch.nn.Module:
+def _fsdp(model: torch.nn.Module, reshard: bool = True) -> torch.nn.Module:
     """FSDP2 (`fully_shard`) per Transformer block, then the root: the blocks' all-gathers and
-    reduce-scatters can overlap the neighbouring blocks' compute. FSDP1 where FSDP2 is missing."""
+    reduce-scatters can overlap the neighbouring blocks' compute. With `reshard` False a block keeps its
+    parameters gathered from its forward to its backward (no second all-gather; ZeRO-2's memory). FSDP1
+    (its SHARD_GRAD_OP for `reshard` False) where FSDP2 is missing."""
     blocks = list(getattr(model, "layers", []))
     try:
         from torch.distributed.fsdp import fully_shard
@@ -201,10 +203,13 @@ def _fsdp(model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
+        from torch.distributed.fsdp import ShardingStrategy
+
         kinds = {type(b) for b in blocks}
-        return FSDP(model, auto_wrap_policy=ModuleWrapPolicy(kinds) if kinds else None, use_orig_params=True)
+        return FSDP(model, auto_wrap_policy=ModuleWrapPolicy(kinds) if kinds else None, use_orig_params=True,
+                    sharding_strategy=ShardingStrategy.FULL_SHARD if reshard else ShardingStrategy.SHARD_GRAD_OP)
     for block in blocks:
-        fully_shard(block)
+        fully_shard(block, reshard_after_forward=reshard)
     fully_shard(model)
     return model
 

@@ -24,7 +24,8 @@ def job_line(r: RunRecord) -> str | None:
     s, sm = r.spec, r.summary
     knobs = [k for k, on in ((f"bucket {s.bucket_mb:g} MB" if s.bucket_mb else "", bool(s.bucket_mb)),
                              ("grad as bucket view", s.grad_as_bucket_view),
-                             (f"{s.comm_hook} hook", s.comm_hook != "none")) if on]
+                             (f"{s.comm_hook} hook", s.comm_hook != "none"),
+                             ("blocks kept gathered from forward to backward", not s.reshard)) if on]
     text = (f"{s.parallel} over {s.nproc} processes, global batch {s.nproc * s.batch}"
             + (f" ({', '.join(knobs)})" if knobs else ""))
     if sm is None:

@@ -107,6 +107,8 @@ def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
     ({"nproc": 2, "parallel": "ddp", "comm_hook": "fp8"}, "comm_hook", "must be one of none, bf16"),
     ({"nproc": 2, "parallel": "fsdp", "grad_as_bucket_view": True}, "grad_as_bucket_view", "needs parallel ddp"),
     ({"nproc": 2, "parallel": "ddp", "mode": "fwd"}, "mode", "needs gradients"),
+    ({"nproc": 2, "parallel": "ddp", "reshard": False}, "reshard", "needs parallel fsdp"),
+    ({"nproc": 2, "parallel": "fsdp", "reshard": "no"}, "reshard", "must be true or false"),
     ({"scaling": True}, "scaling", "nproc 2 or more"),
     ({"nproc": 2, "parallel": "ddp", "repeat": 3}, "repeat", "use repeat 1"),
 ])
@@ -121,5 +123,5 @@ def test_a_valid_job_and_old_snapshots_without_the_fields():
                   scaling=True).validate()
     assert "ddpx2" in job.label()
     old = {k: v for k, v in RunSpec().to_dict().items()
-           if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling")}
+           if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling", "reshard")}
     assert RunSpec.from_dict(old).nproc == 1

@@ -32,6 +32,14 @@ async def test_form_takes_a_job_and_says_what_is_wrong():
         pane.set_value("bucket_mb", "lots")
         await pilot.pause()
         assert pane.spec is None and "number" in pane.errors["bucket_mb"]
+        pane.set_value("bucket_mb", "")
+        pane.set_value("reshard", False)                    # an FSDP setting, on a DDP job
+        await pilot.pause()
+        assert pane.spec is None and "needs parallel fsdp" in pane.errors["reshard"]
+        pane.set_value("comm_hook", "none")
+        pane.set_value("parallel", "fsdp")
+        await pilot.pause()
+        assert pane.spec is not None and (pane.spec.parallel, pane.spec.reshard) == ("fsdp", False)
 
 
 def test_an_empty_bucket_size_keeps_the_library_default():

@@ -28,14 +28,15 @@ CHOICES: dict[str, tuple[str, ...]] = {"precision": PRECISIONS, "mode": MODES,
                                        "parallel": PARALLELS, "comm_hook": COMM_HOOKS}
 INTS = ("ctx", "batch", "warmup", "steps", "repeat", "nproc")
 DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
-FLAGS = ("compile", "tf32", "grad_as_bucket_view", "scaling")
+FLAGS = ("compile", "tf32", "grad_as_bucket_view", "reshard", "scaling")
 FLOATS = ("bucket_mb",)  # empty: the library's default
 # The data-parallel settings come last: most runs leave them alone.
 ORDER = ("model", "model_args", "size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat",
-         "attention", "compile", "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling")
+         "attention", "compile", "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "reshard",
+         "scaling")
 LABELS = {"model_args": "  model args", "profile": "profiler", "repeat": "processes", "d_model": "  d_model",
           "d_ff": "  d_ff", "n_layers": "  n_layers", "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
-          "comm_hook": "  comm hook", "scaling": "  scaling"}
+          "comm_hook": "  comm hook", "reshard": "  reshard", "scaling": "  scaling"}
 
 
 def split_args(text: str) -> tuple[str, ...]:

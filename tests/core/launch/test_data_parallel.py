@@ -109,6 +109,15 @@ def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
     assert_none_left(procs)
 
 
+def test_fsdp_keeps_each_block_gathered_without_reshard():
+    record, _, procs = run_job(JOB.with_(parallel="fsdp", steps=2, reshard=False))
+    assert record.status == "ok", record.error
+    cfg = config_for("tiny", JOB.ctx)
+    assert record.collectives["ops"] == {"all_gather": cfg.n_layers + 1, "reduce_scatter": cfg.n_layers + 1}
+    assert "blocks kept gathered from forward to backward" in job_line(record)
+    assert_none_left(procs)
+
+
 @pytest.mark.parametrize("fault, status, kind", [("1:raise:2", "error", "crash"), ("1:oom:2", "oom", "oom")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
     record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault})

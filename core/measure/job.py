@@ -9,8 +9,8 @@ flight, core.measure.pipeline), so it never leaves the GPU waiting.
 The quiet steps are the user's program: DDP as configured, nothing timing its collectives. After them,
 DDP runs steps of its own with the communication timer on (`comm_steps`: time in collectives, and
 what timing them cost against the quiet step) and steps without the all-reduce (`comm_free`: the
-step if no communication were waited for), and the step's all-reduces alone with the link's bus
-bandwidth (core.measure.collectives).
+step if no communication were waited for). Then DDP or FSDP runs the step's collectives alone, and
+the link's bus bandwidth is measured (core.measure.collectives).
 """
 from __future__ import annotations
 

@@ -45,10 +45,15 @@ async def test_at_80_columns_runs_and_nvtx_keep_every_column_in_view():
         sources = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
         full = ["tiny-cpu-train-fp32", "session", "tiny-cpu-sweep"]
         assert all(s == f or (len(s) >= 12 and ".." in s and s.endswith(f[-4:])) for s, f in zip(sources, full)), sources
+        await pilot.press("3")
+        await pilot.pause()
+        kernels = app.query_one("#kernel-table")
+        # every column in view, and a cut kernel name takes the room there is (10 columns were left empty)
+        assert kernels.size.width - 5 <= kernels.virtual_size.width <= kernels.size.width, (kernels.virtual_size, kernels.size)
         await pilot.press("4")
         await pilot.pause()
         nvtx = app.query_one("#nvtx-table")
-        assert nvtx.virtual_size.width <= nvtx.size.width
+        assert nvtx.size.width - 5 <= nvtx.virtual_size.width <= nvtx.size.width, (nvtx.virtual_size, nvtx.size)
         names = [r["range"] for r in nvtx.shown]
         shown = [str(nvtx.get_row_at(i)[-1]) for i in range(nvtx.row_count)]
         long = [(n, s) for n, s in zip(names, shown) if n != s]

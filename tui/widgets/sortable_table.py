@@ -105,7 +105,8 @@ class SortableTable(ConsoleTable):
         used = 0
         for i, c in enumerate(self.cols):
             if i != fill:
-                used += 2 + (c.width or max([len(c.label) + 2] + [len(str(row[i])) for row in cells]))
+                head = len(c.label) + (2 if c.key == self.sort_key else 0)   # the sorted column's arrow
+                used += 2 + (c.width or max([head] + [len(str(row[i])) for row in cells]))
         return max(16, width - used - 2)
 
     def on_resize(self) -> None:

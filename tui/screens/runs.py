@@ -20,6 +20,9 @@ from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
 from perfconsole.tui.screens.live import STATUS_STYLE
 
 
+HEADS = ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source")
+
+
 class RunsPane(Vertical):
     BINDINGS = [
         # At 80 columns the footer holds seven keys beside the app's ? and q; Enter (view) and i (import)
@@ -47,11 +50,8 @@ class RunsPane(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#runs-queue", Static).display = False
-        self._columns(self.query_one("#runs-table", DataTable))
-
-    @staticmethod
-    def _columns(t: DataTable) -> None:
-        for col in ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source"):
+        t = self.query_one("#runs-table", DataTable)
+        for col in HEADS:
             t.add_column(col, key=col or "mark")
 
     def show_runs(self, runs: list[RunRecord], marked: list[str], sources: dict[str, str],
@@ -59,8 +59,6 @@ class RunsPane(Vertical):
         self._shown = (runs, marked, sources, grids)
         t = self.query_one("#runs-table", DataTable)
         row = t.cursor_row
-        t.clear(columns=True)  # a column stays as wide as its widest cell ever was: narrower names need new ones
-        self._columns(t)
         self.ids = [r.id for r in runs] + [g.id for g in grids]
         rows: list[list[Any]] = []
         for r in runs:
@@ -78,7 +76,13 @@ class RunsPane(Vertical):
             rows.append([" ", "", g.name, Text(g.status, style=STATUS_STYLE.get(g.status, "")),
                          Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),
                          Text("-", justify="right"), _source(sources.get(g.id))])
-        name_w, source_w = self._fit_widths(rows)
+        widths = self._fit_widths(rows)
+        name_w, source_w = widths[2], widths[7]
+        # New columns of the widths computed here: a DataTable column stays as wide as its widest cell ever
+        # was, and one that measures its cells itself can be drawn before it has (every name as "tin").
+        t.clear(columns=True)
+        for col, w in zip(HEADS, widths):
+            t.add_column(col, key=col or "mark", width=w)
         # A grid's name starts with its kind ("sweep", "attention") and is cut in the middle.
         apart = apart_first([r.name for r in runs]) + [g.name for g in grids]
         for key, cells, reordered in zip(self.ids, rows, apart):
@@ -92,24 +96,21 @@ class RunsPane(Vertical):
             + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
 
-    def _fit_widths(self, rows: list[list[Any]]) -> tuple[int, int]:
-        """Widths for the run's name and its source that keep every column in view: at 80 columns a long
-        name (grid names list every axis value) pushed the source out, leaving one letter of it."""
+    def _fit_widths(self, rows: list[list[Any]]) -> list[int]:
+        """Every column's width, the run's name and its source cut to keep every column in view: at 80
+        columns a long name (grid names list every axis value) pushed the source out, leaving one letter."""
         width = (self.size.width or self.app.size.width) - 2            # the vertical scrollbar
-        heads = ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source")
-        cols = [max([len(heads[i])] + [len(str(r[i])) for r in rows]) for i in range(len(heads))]
-        room = width - 2 * len(heads) - sum(cols[:2]) - sum(cols[3:7])   # a cell's padding is 1 a side
+        cols = [max([len(HEADS[i])] + [len(str(r[i])) for r in rows]) for i in range(len(HEADS))]
+        room = width - 2 * len(HEADS) - sum(cols[:2]) - sum(cols[3:7])   # a cell's padding is 1 a side
         name, source = cols[2], cols[7]
-        if name + source <= room:
-            return name, source
-        source = min(source, max(10, room // 2))   # a file's start and its end (its date, its kind)
-        return max(12, room - source), source
+        if name + source > room:
+            source = min(source, max(10, room // 2))   # a file's start and its end (its date, its kind)
+            name = max(12, room - source)
+        return [*cols[:2], name, *cols[3:7], source]
 
     def on_resize(self) -> None:
-        # After the resize's own refresh: refilled inside it, the table drew its new rows at the widths of
-        # its column heads ("tin" for every name) and kept drawing them so.
         if self._shown is not None:
-            self.call_after_refresh(lambda: self.show_runs(*self._shown))
+            self.show_runs(*self._shown)
 
     def show_queue(self, text: str) -> None:
         box = self.query_one("#runs-queue", Static)

@@ -76,6 +76,7 @@ class RunSpec:
     grad_as_bucket_view: bool = False  # DDP's gradient_as_bucket_view
     comm_hook: str = "none"            # bf16: DDP's bf16_compress_hook
     reshard: bool = True               # FSDP's reshard_after_forward for each block (False: kept gathered)
+    fsdp_bf16: bool = False            # FSDP's MixedPrecisionPolicy: gathers and reduce-scatters in bf16
     scaling: bool = False              # also run the 1-process spec, for weak-scaling efficiency
     # Where the model comes from (model.sources): builtin, hf:ARCH, PATH.py:FACTORY or package.module:FACTORY,
     # and the free-form KEY=VALUE pairs the hf config or the factory receives.
@@ -234,12 +235,25 @@ def _int_range(field: str, value: object, lo: int, hi: int) -> None:
         raise SpecError(field, f"must be from {lo} to {hi}, not {value}")
 
 
+def _validate_fsdp_bf16(s: RunSpec) -> None:
+    """FSDP's bf16 parameters and gradients stand in for autocast's casts: they need FSDP, bf16 compute
+    and the fp32 master weights they are cast from."""
+    if s.parallel != "fsdp":
+        raise SpecError("fsdp_bf16", f"is an FSDP setting (bf16 gathers and reduce-scatters); it needs parallel "
+                                     f"fsdp, not {s.parallel!r}")
+    if s.precision != "bf16":
+        raise SpecError("fsdp_bf16", f"computes in bf16; it needs precision bf16, not {s.precision!r}")
+    if s.weights != "fp32":
+        raise SpecError("fsdp_bf16", "casts fp32 weights to bf16 for each gather; with weights bf16 every "
+                                     "collective is bf16 already")
+
+
 def _validate_parallel(s: RunSpec) -> None:
     """The data-parallel fields: a parallel strategy exactly when there is more than one process."""
     _int_range("nproc", s.nproc, 1, MAX_NPROC)
     _choice("parallel", s.parallel, PARALLELS)
     _choice("comm_hook", s.comm_hook, COMM_HOOKS)
-    for name in ("grad_as_bucket_view", "scaling", "reshard"):
+    for name in ("grad_as_bucket_view", "scaling", "reshard", "fsdp_bf16"):
         if not isinstance(getattr(s, name), bool):
             raise SpecError(name, f"must be true or false, not {getattr(s, name)!r}")
     if s.nproc > 1 and s.parallel == "none":
@@ -256,6 +270,8 @@ def _validate_parallel(s: RunSpec) -> None:
     if not s.reshard and s.parallel != "fsdp":
         raise SpecError("reshard", f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, "
                                    f"not {s.parallel!r}")
+    if s.fsdp_bf16:
+        _validate_fsdp_bf16(s)
     if s.nproc > 1 and s.mode == "fwd":
         raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
     if s.nproc > 1 and s.memory:

@@ -5,7 +5,8 @@
 # PACK=1 packs $OUT into $OUT/all.tgz at the end.
 # Snapshots and logs go to $OUT; the evidence to docs/results/multi_gpu_<size>_<n>x<gpu>.md/.json, written
 # when dp or sweep ran, from the snapshots in $OUT. About 9 min on two H200s in all; to stay inside a
-# 10-minute call, run SECTIONS="dp sweep" and SECTIONS=tests apart. SIZE=xl for a smaller model.
+# 10-minute call, run SECTIONS="dp sweep" and SECTIONS=tests apart; SECTIONS=target (compiled DDP) and
+# SECTIONS=fsdp (FSDP's settings) take a call each. SIZE=xl for a smaller model.
 set -uo pipefail
 OUT=${OUT:-"$PWD/out-multi"}
 RES=docs/results
@@ -73,8 +74,14 @@ if want target; then  # the 90 % weak-scaling target: fewer host launches (compi
     measure ddp_compile 240 "${J[@]}" --parallel ddp --compile --scaling --save "$OUT/ddp_compile.json"
     measure ddp_compile_all 240 "${J[@]}" --parallel ddp --compile --bucket-mb 100 --grad-as-bucket-view \
         --comm-hook bf16 --save "$OUT/ddp_compile_all.json"
+fi
+if want fsdp; then  # FSDP's settings: fewer host launches (compile), fewer gathers, half the bytes (bf16)
+    section "fsdp settings"
     measure fsdp_compile 240 "${J[@]}" --parallel fsdp --compile --save "$OUT/fsdp_compile.json"
     measure fsdp_noreshard 150 "${J[@]}" --parallel fsdp --no-reshard --save "$OUT/fsdp_noreshard.json"
+    measure fsdp_bf16 150 "${J[@]}" --parallel fsdp --fsdp-bf16 --save "$OUT/fsdp_bf16.json"
+    measure fsdp_bf16_compile 240 "${J[@]}" --parallel fsdp --fsdp-bf16 --no-reshard --compile \
+        --save "$OUT/fsdp_bf16_compile.json"
 fi
 
 SW=(sweep --sizes small,medium --ctx 256,512 --precision bf16 --mode train --attention sdpa --warmup 2 --steps 5
@@ -86,7 +93,7 @@ if want sweep; then
     s=$(date +%s.%N); measure sweep_serial 300 "${SW[@]}" --gpus 0 --save "$OUT/sweep_serial.json"
     python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_serial.wall"
 fi
-want dp || want dp2 || want target || want sweep || exit 0
+want dp || want dp2 || want target || want fsdp || want sweep || exit 0
 W1=$(cat "$OUT/sweep_gpus.wall" 2>/dev/null); W2=$(cat "$OUT/sweep_serial.wall" 2>/dev/null)
 
 section evidence
@@ -99,6 +106,7 @@ python3 scripts/multi_gpu_evidence.py "$RES/multi_gpu_${SIZE}_$DEV" "$DEV" "SECT
            "ddp bf16 hook=$OUT/ddp_bf16.json" "fsdp, torch profile=$OUT/fsdp_profiled.json" \
            "ddp compiled=$OUT/ddp_compile.json" "ddp compiled + bucket 100 MB + bucket view + bf16 hook=$OUT/ddp_compile_all.json" \
            "fsdp compiled=$OUT/fsdp_compile.json" "fsdp, blocks kept gathered=$OUT/fsdp_noreshard.json" \
+           "fsdp bf16=$OUT/fsdp_bf16.json" "fsdp bf16, blocks kept gathered, compiled=$OUT/fsdp_bf16_compile.json" \
     --independent "ddp default=$OUT/ind_default.jsonl" \
                   "ddp bucket 100 MB + bucket view + bf16 hook=$OUT/ind_all.jsonl" "ddp bf16 weights=$OUT/ind_bf16w.jsonl" \
     --sweep "all GPUs=$OUT/sweep_gpus.json:${W1:-}" "GPU 0 only=$OUT/sweep_serial.json:${W2:-}" \

@@ -126,6 +126,9 @@ def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
     p.add_argument("--no-reshard", dest="reshard", action="store_false",
                    help="FSDP: keep each block's parameters gathered from its forward to its backward "
                         "(reshard_after_forward=False): one all-gather fewer per block, more memory")
+    p.add_argument("--fsdp-bf16", action="store_true",
+                   help="FSDP's mixed precision (MixedPrecisionPolicy): gather parameters and reduce-scatter "
+                        "gradients in bf16, half the bytes; the fp32 shards stay the master copy (precision bf16)")
     p.add_argument("--scaling", action="store_true",
                    help="also run the one-process spec first, for weak-scaling efficiency")
 
@@ -231,7 +234,7 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         kernels=args.kernels, fp8=args.fp8, weights=args.weights, peak_gbps=args.peak_gbps, nproc=args.nproc,
         parallel=args.parallel or ("ddp" if args.nproc > 1 else "none"), bucket_mb=args.bucket_mb,
         grad_as_bucket_view=args.grad_as_bucket_view, comm_hook=args.comm_hook, scaling=args.scaling,
-        reshard=getattr(args, "reshard", True),
+        reshard=getattr(args, "reshard", True), fsdp_bf16=getattr(args, "fsdp_bf16", False),
     )
     if validate:
         spec.validate()

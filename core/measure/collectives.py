@@ -10,6 +10,7 @@ in the dtype they carry:
   all-gather of its parameters for the forward, another for the backward (a block is resharded after
   its forward, unless the spec keeps it gathered: `reshard` False) and a reduce-scatter of its
   gradients; the root's own parameters (embeddings, final norm, head) gathered once and reduced once.
+  In the parameters' dtype, or bf16 under FSDP's bf16 mixed precision (`fsdp_bf16`).
 That is the step's communication at the speed the link gives it; held against `exposed_comm_ms` it says
 how much of it the step failed to hide, and against `comm_ms` how much longer the collectives took
 beside the backward.
@@ -62,9 +63,10 @@ def ddp_ops(ddp: torch.nn.Module, comm_hook: str) -> tuple[list[Op], torch.dtype
     return ops, dtype, {"buckets": len(sizes), "source": source}
 
 
-def fsdp_ops(model: torch.nn.Module, reshard: bool) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
+def fsdp_ops(model: torch.nn.Module, reshard: bool, bf16: bool = False) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
     """FSDP's units as core.measure.distributed shards them: `model.layers`' blocks, then the root. A
-    block kept gathered after its forward (`reshard` False) is gathered once."""
+    block kept gathered after its forward (`reshard` False) is gathered once; with FSDP's bf16 mixed
+    precision every collective carries bf16."""
     blocks = list(getattr(model, "layers", []))
     sizes = [sum(p.numel() for p in b.parameters() if p.requires_grad) for b in blocks]
     root = sum(p.numel() for p in model.parameters() if p.requires_grad) - sum(sizes)
@@ -72,7 +74,7 @@ def fsdp_ops(model: torch.nn.Module, reshard: bool) -> tuple[list[Op], torch.dty
     ops: list[Op] = [(kind, n) for n in sizes for kind in gathers]
     if root > 0:
         ops += [("all_gather", root), ("reduce_scatter", root)]
-    dtype = next(p for p in model.parameters() if p.requires_grad).dtype
+    dtype = torch.bfloat16 if bf16 else next(p for p in model.parameters() if p.requires_grad).dtype
     return ops, dtype, {"units": len(sizes) + (root > 0), "source": "FSDP's units"}
 
 
@@ -123,9 +125,9 @@ def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: i
 
 
 def measure(model: torch.nn.Module, parallel: str, comm_hook: str, device: torch.device, world: int,
-            exchange: Any, reshard: bool = True) -> dict[str, Any]:
+            exchange: Any, reshard: bool = True, fsdp_bf16: bool = False) -> dict[str, Any]:
     """Every rank calls this together and gets the same kind of figures (rank 0's are the record's)."""
-    ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model, reshard)
+    ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model, reshard, fsdp_bf16)
     item = torch.empty((), dtype=dtype).element_size()
     counts = {k: sum(kind == k for kind, _ in ops) for k in ("all_reduce", "all_gather", "reduce_scatter")}
     out.update(dtype=str(dtype).removeprefix("torch."), world=world, repeats=REPEATS,

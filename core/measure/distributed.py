@@ -177,7 +177,7 @@ def wrap_model(spec: RunSpec, model: torch.nn.Module, rank: Rank) -> tuple[torch
             ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.bf16_compress_hook))
             timer.registered = True
         return ddp, timer
-    return _fsdp(model, spec.reshard), None
+    return _fsdp(model, spec.reshard, spec.fsdp_bf16), None
 
 
 def time_comm(ddp: torch.nn.Module, timer: CommTimer, spec: RunSpec) -> None:
@@ -191,26 +191,30 @@ def time_comm(ddp: torch.nn.Module, timer: CommTimer, spec: RunSpec) -> None:
     timer.on = True
 
 
-def _fsdp(model: torch.nn.Module, reshard: bool = True) -> torch.nn.Module:
+def _fsdp(model: torch.nn.Module, reshard: bool = True, bf16: bool = False) -> torch.nn.Module:
     """FSDP2 (`fully_shard`) per Transformer block, then the root: the blocks' all-gathers and
     reduce-scatters can overlap the neighbouring blocks' compute. With `reshard` False a block keeps its
-    parameters gathered from its forward to its backward (no second all-gather; ZeRO-2's memory). FSDP1
-    (its SHARD_GRAD_OP for `reshard` False) where FSDP2 is missing."""
+    parameters gathered from its forward to its backward (no second all-gather; ZeRO-2's memory). With
+    `bf16` FSDP's mixed precision gathers the parameters and reduce-scatters the gradients in bf16; the
+    fp32 shards stay the master copy that AdamW updates. FSDP1 (its SHARD_GRAD_OP for `reshard` False,
+    its MixedPrecision for `bf16`) where FSDP2 is missing."""
     blocks = list(getattr(model, "layers", []))
+    low = torch.bfloat16 if bf16 else None
     try:
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     except ImportError:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-
-        from torch.distributed.fsdp import ShardingStrategy
 
         kinds = {type(b) for b in blocks}
         return FSDP(model, auto_wrap_policy=ModuleWrapPolicy(kinds) if kinds else None, use_orig_params=True,
-                    sharding_strategy=ShardingStrategy.FULL_SHARD if reshard else ShardingStrategy.SHARD_GRAD_OP)
+                    sharding_strategy=ShardingStrategy.FULL_SHARD if reshard else ShardingStrategy.SHARD_GRAD_OP,
+                    mixed_precision=MixedPrecision(param_dtype=low, reduce_dtype=low) if bf16 else None)
+    policy = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=low)
     for block in blocks:
-        fully_shard(block, reshard_after_forward=reshard)
-    fully_shard(model)
+        fully_shard(block, reshard_after_forward=reshard, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
     return model
 
 

@@ -109,6 +109,11 @@ def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
     ({"nproc": 2, "parallel": "ddp", "mode": "fwd"}, "mode", "needs gradients"),
     ({"nproc": 2, "parallel": "ddp", "reshard": False}, "reshard", "needs parallel fsdp"),
     ({"nproc": 2, "parallel": "fsdp", "reshard": "no"}, "reshard", "must be true or false"),
+    ({"nproc": 2, "parallel": "ddp", "precision": "bf16", "fsdp_bf16": True}, "fsdp_bf16", "needs parallel fsdp"),
+    ({"nproc": 2, "parallel": "fsdp", "fsdp_bf16": True}, "fsdp_bf16", "needs precision bf16, not 'fp32'"),
+    ({"nproc": 2, "parallel": "fsdp", "precision": "bf16", "weights": "bf16", "fsdp_bf16": True}, "fsdp_bf16",
+     "bf16 already"),
+    ({"nproc": 2, "parallel": "fsdp", "precision": "bf16", "fsdp_bf16": 1}, "fsdp_bf16", "must be true or false"),
     ({"scaling": True}, "scaling", "nproc 2 or more"),
     ({"nproc": 2, "parallel": "ddp", "repeat": 3}, "repeat", "use repeat 1"),
 ])
@@ -123,5 +128,6 @@ def test_a_valid_job_and_old_snapshots_without_the_fields():
                   scaling=True).validate()
     assert "ddpx2" in job.label()
     old = {k: v for k, v in RunSpec().to_dict().items()
-           if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling", "reshard")}
+           if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling", "reshard",
+                        "fsdp_bf16")}
     assert RunSpec.from_dict(old).nproc == 1

@@ -40,6 +40,12 @@ async def test_form_takes_a_job_and_says_what_is_wrong():
         pane.set_value("parallel", "fsdp")
         await pilot.pause()
         assert pane.spec is not None and (pane.spec.parallel, pane.spec.reshard) == ("fsdp", False)
+        pane.set_value("fsdp_bf16", True)                   # bf16 collectives need bf16 compute
+        await pilot.pause()
+        assert pane.spec is None and "needs precision bf16" in pane.errors["fsdp_bf16"]
+        pane.set_value("precision", "bf16")
+        await pilot.pause()
+        assert pane.spec is not None and pane.spec.fsdp_bf16
 
 
 def test_an_empty_bucket_size_keeps_the_library_default():

@@ -28,15 +28,16 @@ CHOICES: dict[str, tuple[str, ...]] = {"precision": PRECISIONS, "mode": MODES,
                                        "parallel": PARALLELS, "comm_hook": COMM_HOOKS}
 INTS = ("ctx", "batch", "warmup", "steps", "repeat", "nproc")
 DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
-FLAGS = ("compile", "tf32", "grad_as_bucket_view", "reshard", "scaling")
+FLAGS = ("compile", "tf32", "grad_as_bucket_view", "reshard", "fsdp_bf16", "scaling")
 FLOATS = ("bucket_mb",)  # empty: the library's default
 # The data-parallel settings come last: most runs leave them alone.
 ORDER = ("model", "model_args", "size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat",
          "attention", "compile", "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "reshard",
-         "scaling")
+         "fsdp_bf16", "scaling")
 LABELS = {"model_args": "  model args", "profile": "profiler", "repeat": "processes", "d_model": "  d_model",
           "d_ff": "  d_ff", "n_layers": "  n_layers", "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
-          "comm_hook": "  comm hook", "reshard": "  reshard", "scaling": "  scaling"}
+          "comm_hook": "  comm hook", "reshard": "  reshard", "fsdp_bf16": "  fsdp bf16",
+          "scaling": "  scaling"}
 
 
 def split_args(text: str) -> tuple[str, ...]:

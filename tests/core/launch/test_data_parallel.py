@@ -118,6 +118,16 @@ def test_fsdp_keeps_each_block_gathered_without_reshard():
     assert_none_left(procs)
 
 
+def test_fsdp_bf16_carries_every_collective_in_bf16():
+    record, _, procs = run_job(JOB.with_(parallel="fsdp", steps=2, precision="bf16", fsdp_bf16=True))
+    assert record.status == "ok", record.error
+    c, cfg = record.collectives, config_for("tiny", JOB.ctx)
+    root = 2 * cfg.vocab_size * cfg.d_model + cfg.d_model
+    assert c["dtype"] == "bfloat16" and c["bytes"] == 2 * (3 * cfg.param_count() - root), c
+    assert "bf16 gathers and reduce-scatters" in job_line(record)
+    assert_none_left(procs)
+
+
 @pytest.mark.parametrize("fault, status, kind", [("1:raise:2", "error", "crash"), ("1:oom:2", "oom", "oom")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
     record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault})

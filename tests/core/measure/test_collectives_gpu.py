@@ -29,8 +29,9 @@ def test_ddp_s_collectives_alone_run_on_nccl(hook, dtype, size):
 
 
 @pytest.mark.gpu
-def test_fsdp_s_collectives_alone_run_on_nccl():
-    c = rank_figures("fsdp", "none")
+@pytest.mark.parametrize("bf16, dtype, size", [("none", "float32", 4), ("bf16", "bfloat16", 2)])
+def test_fsdp_s_collectives_alone_run_on_nccl(bf16, dtype, size):
+    c = rank_figures("fsdp", bf16)
     assert c["ops"] == {"all_gather": 2 * 8 + 1, "reduce_scatter": 8 + 1} and c["units"] == 9, c
     head = 256 * 16 + 16
-    assert c["dtype"] == "float32" and c["bytes"] == 4 * (3 * c["params"] - head), c
+    assert c["dtype"] == dtype and c["bytes"] == size * (3 * c["params"] - head), c

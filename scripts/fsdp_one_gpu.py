@@ -1,0 +1,96 @@
+"""FSDP's own cost on one GPU, where no link exists: is an FSDP step host-bound before any rank waits?
+
+Run under torchrun with one process. It builds perfconsole's model, wraps it as perfconsole's FSDP does
+(core.measure.distributed._fsdp: fully_shard per block, then the root), or not at all, and times train
+steps of fused AdamW under bf16 autocast. Each timed step starts on an idle GPU (synchronised before),
+and two figures are read for it:
+- the step: wall time from its start to the synchronise after it (ms);
+- the issue time: wall time until the Python of the step returned, the GPU still working (ms).
+Issue time near the step time means the GPU waited on the host (host-bound); far below it, the host
+ran ahead. With one rank FSDP's all-gathers and reduce-scatters are local copies, so what FSDP adds
+over the unwrapped model here is its host work and its copies, not the link. Rank 0 prints one JSON line.
+
+    torchrun --standalone --nproc-per-node 1 scripts/fsdp_one_gpu.py --wrap fsdp [--bf16] [--no-reshard] [--compile]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from perfconsole.core.measure.distributed import _fsdp
+from perfconsole.model.config import config_for
+from perfconsole.model.transformer import TransformerLM
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--size", default="2.7B")
+    p.add_argument("--ctx", type=int, default=512)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--wrap", choices=("none", "fsdp"), default="fsdp")
+    p.add_argument("--bf16", action="store_true", help="FSDP's bf16 mixed precision (perfconsole --fsdp-bf16)")
+    p.add_argument("--no-reshard", action="store_true")
+    p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model, as perfconsole --compile")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    a = p.parse_args()
+
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", device_id=dev)
+    torch.manual_seed(0)
+    cfg = config_for(a.size, a.ctx)
+    with dev:
+        model = TransformerLM(cfg, "sdpa")
+    if a.wrap == "fsdp":
+        _fsdp(model, reshard=not a.no_reshard, bf16=a.bf16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    if a.compile:  # the wrapped model, as perfconsole's bench compiles it
+        model = torch.compile(model)
+    ids = torch.randint(0, cfg.vocab_size, (a.batch, a.ctx + 1), device=dev)
+    x, y = ids[:, :-1], ids[:, 1:]
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(x)
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1)).backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    steps, issue, gpu = [], [], []
+    for _ in range(a.steps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        s.record()
+        step()
+        e.record()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        steps.append((t2 - t0) * 1e3)
+        issue.append((t1 - t0) * 1e3)
+        gpu.append(s.elapsed_time(e))
+    med = statistics.median
+    print(json.dumps({
+        "program": "fsdp_one_gpu", "size": a.size, "ctx": a.ctx, "batch": a.batch, "wrap": a.wrap, "bf16": a.bf16,
+        "reshard": not a.no_reshard, "compile": a.compile, "steps": a.steps,
+        "median_step_ms": med(steps), "median_issue_ms": med(issue), "median_events_ms": med(gpu),
+        "issue_share": med(issue) / med(steps), "step_ms": steps, "issue_ms": issue,
+        "peak_alloc_mib": torch.cuda.max_memory_allocated(dev) / 2**20,
+        "gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+    }), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

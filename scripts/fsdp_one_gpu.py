@@ -37,6 +37,8 @@ def main() -> None:
     p.add_argument("--bf16", action="store_true", help="FSDP's bf16 mixed precision (perfconsole --fsdp-bf16)")
     p.add_argument("--no-reshard", action="store_true")
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model, as perfconsole --compile")
+    p.add_argument("--profile", action="store_true", help="after the timed steps, one more under torch.profiler: "
+                   "the ops with the most host time (self CPU) and GPU time (self device) in the JSON")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
@@ -81,13 +83,24 @@ def main() -> None:
         issue.append((t1 - t0) * 1e3)
         gpu.append(s.elapsed_time(e))
     med = statistics.median
+    top: dict = {}
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        avg = prof.key_averages()
+        for key, attr in (("top_host", "self_cpu_time_total"), ("top_gpu", "self_device_time_total")):
+            rows = sorted(avg, key=lambda e: getattr(e, attr, 0), reverse=True)[:15]
+            top[key] = [(e.key, round(getattr(e, attr, 0) / 1e3, 2), e.count) for e in rows]
     print(json.dumps({
         "program": "fsdp_one_gpu", "size": a.size, "ctx": a.ctx, "batch": a.batch, "wrap": a.wrap, "bf16": a.bf16,
         "reshard": not a.no_reshard, "compile": a.compile, "steps": a.steps,
         "median_step_ms": med(steps), "median_issue_ms": med(issue), "median_events_ms": med(gpu),
         "issue_share": med(issue) / med(steps), "step_ms": steps, "issue_ms": issue,
         "peak_alloc_mib": torch.cuda.max_memory_allocated(dev) / 2**20,
-        "gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__, **top,
     }), flush=True)
     dist.destroy_process_group()
 

@@ -37,15 +37,18 @@ def test_ddp_on_two_gpus_times_nccl_and_prices_exposed_communication():
     assert c["alone_ms"] > 0 and c["link_bytes"] == 1 << 30 and c["link_busbw_gbps"] > 10
 
 
-@pytest.mark.parametrize("changes", [{"parallel": "fsdp"}, {"comm_hook": "bf16", "bucket_mb": 100.0,
-                                                            "grad_as_bucket_view": True}])
+@pytest.mark.parametrize("changes", [{"parallel": "fsdp"}, {"parallel": "fsdp", "fsdp_bf16": True, "reshard": False},
+                                     {"comm_hook": "bf16", "bucket_mb": 100.0, "grad_as_bucket_view": True}])
 def test_fsdp_and_the_ddp_settings_run_on_two_gpus(changes):
     r = run(JOB.with_(**changes))
     assert r.status == "ok", r.error
     assert len(r.ranks) == 2
-    c = r.collectives  # FSDP: all-gathers and reduce-scatters; DDP under the bf16 hook: bf16 all-reduces
+    c = r.collectives  # FSDP: all-gathers and reduce-scatters (bf16 with fsdp_bf16); DDP's bf16 hook: bf16
     assert c["alone_ms"] > 0 and c["link_busbw_gbps"] > 10, c
-    assert c["dtype"] == ("float32" if changes.get("parallel") == "fsdp" else "bfloat16"), c
+    fp32 = changes.get("parallel") == "fsdp" and not changes.get("fsdp_bf16")
+    assert c["dtype"] == ("float32" if fp32 else "bfloat16"), c
+    if not changes.get("reshard", True):
+        assert c["ops"]["all_gather"] == c["ops"]["reduce_scatter"], c  # each unit gathered once
 
 
 def test_torch_profile_gives_nccl_kernels_and_their_overlap(tmp_path):

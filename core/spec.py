@@ -117,6 +117,10 @@ class RunSpec:
                                                 (f"{self.weights}-weights", self.weights != "fp32")) if on)
         reps = f" x{self.repeat}" if self.repeat > 1 else ""
         dp = f" {self.parallel}x{self.nproc}" if self.nproc > 1 else ""
+        dp += "".join(f" {x}" for x, on in ((f"bucket{self.bucket_mb or 0:g}", self.bucket_mb is not None),
+                                             ("bucket-view", self.grad_as_bucket_view),
+                                             (f"{self.comm_hook}-hook", self.comm_hook != "none"),
+                                             ("no-reshard", not self.reshard), ("fsdp-bf16", self.fsdp_bf16)) if on)
         return f"{self.model_label()} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
 
     def validate(self) -> RunSpec:

@@ -126,7 +126,10 @@ def test_data_parallel_fields(changes, field, text):
 def test_a_valid_job_and_old_snapshots_without_the_fields():
     job = RunSpec(nproc=2, parallel="ddp", bucket_mb=50, grad_as_bucket_view=True, comm_hook="bf16",
                   scaling=True).validate()
-    assert "ddpx2" in job.label()
+    # Two jobs that differ only in their data-parallel settings have different names in Runs and Compare.
+    assert job.label() == "small ctx256 b4 fp32 fwd_bwd ddpx2 bucket50 bucket-view bf16-hook"
+    fsdp = RunSpec(nproc=2, parallel="fsdp", precision="bf16", reshard=False, fsdp_bf16=True).validate()
+    assert fsdp.label() == "small ctx256 b4 bf16 fwd_bwd fsdpx2 no-reshard fsdp-bf16"
     old = {k: v for k, v in RunSpec().to_dict().items()
            if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling", "reshard",
                         "fsdp_bf16")}

@@ -4,8 +4,8 @@
 Writes OUT_BASE.json and OUT_BASE.md: per data-parallel variant the median step, time in collectives
 and its share of the step, the step without the all-reduce and the exposed communication, the NCCL
 kernels' overlap with compute (where the run was profiled), and the weak-scaling efficiency against
-the one-process run (each variant's own `--scaling` baseline where it has one, else the first
-run's); the change each setting bought against DDP's defaults; perfconsole's quiet step against an
+the one-process run (each variant's own `--scaling` baseline where it has one, else the first baseline
+of the same one-process program: same compile, weights and kernels, core.launch.scaling.SAME_PROGRAM); the change each setting bought against DDP's defaults; perfconsole's quiet step against an
 independent DDP script of the same settings (scripts/independent_ddp.py, one JSON line each); and a
 sweep's cells run concurrently on several GPUs against the same cells run one after the other.
 """
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from perfconsole.core import store
+from perfconsole.core.launch.scaling import SAME_PROGRAM
 from perfconsole.core.reports.parallel import overlap_share
 
 
@@ -25,9 +26,15 @@ def _med(xs):
     return statistics.median(xs) if xs else None
 
 
-def variant_row(name: str, path: Path, single_ms: float | None) -> dict:
+def program(spec) -> tuple:  # noqa: ANN001
+    """What one process runs: a compiled job's baseline is the compiled one-process step."""
+    return tuple(getattr(spec, f) for f in SAME_PROGRAM)
+
+
+def variant_row(name: str, path: Path, baselines: dict[tuple, float]) -> dict:
     r = store.load(path)
     sm = r.summary
+    single_ms = baselines.get(program(r.spec))
     if sm is not None and sm.single_process_ms:
         single_ms = sm.single_process_ms  # its own baseline: the same weights and kernels in one process
     row = {"variant": name, "file": str(path), "status": r.status, "label": r.name,
@@ -82,18 +89,18 @@ def markdown(doc: dict) -> str:
     out = [f"# Data parallel on {doc['device']}", "", f"Made by `{doc['how']}`.", ""]
     if doc.get("commands"):
         out += ["Commands:", "", "```", *doc["commands"], "```", ""]
-    base = doc.get("single_process_ms")
-    out += [f"One-process median step (the `--scaling` baseline): {ms(base)} ms.", "",
+    out += ["Weak-scaling efficiency is against the variant's own one-process program (the `--scaling` "
+            "baseline: a compiled job's is the compiled one-process step), shown beside it.", "",
             "| variant | status | median step (ms) | comm (ms) | comm share | step w/o all-reduce (ms) | exposed comm (ms) "
-            "| hidden | NCCL overlap | weak-scaling eff. | tokens/s | MFU | peak alloc (MiB) |",
-            "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |"]
+            "| hidden | NCCL overlap | one process (ms) | weak-scaling eff. | tokens/s | MFU | peak alloc (MiB) |",
+            "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |"]
     for v in doc["variants"]:
         comm = v.get("comm_ms") if v.get("comm_ms") is not None else v.get("nccl_kernel_ms_per_step_rank0")
         mark = "" if v.get("comm_ms") is not None or comm is None else " (kernels)"
         out.append(f"| {v['variant']} | {v['status']} | {ms(v.get('median_step_ms'))} | {ms(comm)}{mark} | "
                    f"{pct(v.get('comm_share'))} | {ms(v.get('comm_free_ms'))} | {ms(v.get('exposed_comm_ms'))} | "
                    f"{pct(v.get('comm_hidden_share'))} | {pct(v.get('nccl_overlap_share'))} | "
-                   f"{pct(v.get('scaling_efficiency'))} | {ms(v.get('tokens_per_s'))} | {pct(v.get('mfu'))} | "
+                   f"{ms(v.get('single_process_ms'))} | {pct(v.get('scaling_efficiency'))} | {ms(v.get('tokens_per_s'))} | {pct(v.get('mfu'))} | "
                    f"{ms(v.get('peak_allocated_mib'))} |")
     if doc.get("bought"):
         out += ["", "What each setting bought against DDP's defaults (median step; efficiency points):", ""]
@@ -150,14 +157,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--commands", default=None, help="a file of the commands, one a line")
     a = p.parse_args(argv)
     runs = [(n, Path(f)) for n, f in (x.split("=", 1) for x in a.runs)]
-    single = None
+    baselines: dict[tuple, float] = {}  # the first baseline of each one-process program
     for _, path in runs:
         if path.is_file():
             r = store.load(path)
             if r.summary is not None and r.summary.single_process_ms:
-                single = r.summary.single_process_ms
-                break
-    variants = [variant_row(n, f, single) if f.is_file() else {"variant": n, "file": str(f), "status": "missing"}
+                baselines.setdefault(program(r.spec), r.summary.single_process_ms)
+    variants = [variant_row(n, f, baselines) if f.is_file() else {"variant": n, "file": str(f), "status": "missing"}
                 for n, f in runs]
     default = next((v for v in variants if v["variant"] == "ddp default" and v.get("median_step_ms")), None)
     bought = []
@@ -180,7 +186,7 @@ def main(argv: list[str]) -> int:
         lines = Path(path).read_text().splitlines() if Path(path).is_file() else []
         found = [json.loads(x) for x in lines if x.startswith("{")]
         independent.append({"variant": name, **(found[-1] if found else {"status": "missing"})})
-    doc = {"device": a.device, "how": a.how, "single_process_ms": single, "variants": variants, "bought": bought,
+    doc = {"device": a.device, "how": a.how, "variants": variants, "bought": bought,
            "independent": independent, "sweeps": sweeps, "commands": commands}
     Path(a.out_base + ".json").write_text(json.dumps(doc, indent=1) + "\n")
     Path(a.out_base + ".md").write_text(markdown(doc))

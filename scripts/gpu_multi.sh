@@ -74,7 +74,7 @@ if want target; then  # the 90 % weak-scaling target: fewer host launches (compi
     measure ddp_compile 240 "${J[@]}" --parallel ddp --compile --scaling --save "$OUT/ddp_compile.json"
     measure ddp_compile_all 240 "${J[@]}" --parallel ddp --compile --bucket-mb 100 --grad-as-bucket-view \
         --comm-hook bf16 --save "$OUT/ddp_compile_all.json"
-    # FSDP's best on one rank (docs/results/fsdp_one_gpu_h200.md): bf16 collectives, compiled.
+    # FSDP's best on one rank (docs/results/wrap_one_gpu_h200.md): bf16 collectives, compiled.
     measure fsdp_bf16_compile 240 "${J[@]}" --parallel fsdp --fsdp-bf16 --no-reshard --compile \
         --save "$OUT/fsdp_bf16_compile.json"
 fi

@@ -1,16 +1,19 @@
-"""FSDP's own cost on one GPU, where no link exists: is an FSDP step host-bound before any rank waits?
+"""Data parallel's own cost on one GPU, where no link exists: what DDP or FSDP adds to a step before any
+rank waits for another.
 
-Run under torchrun with one process. It builds perfconsole's model, wraps it as perfconsole's FSDP does
-(core.measure.distributed._fsdp: fully_shard per block, then the root), or not at all, and times train
-steps of fused AdamW under bf16 autocast. Each timed step starts on an idle GPU (synchronised before),
-and two figures are read for it:
+Run under torchrun with one process. It builds perfconsole's model and wraps it with perfconsole's own
+code (core.measure.distributed.wrap_model: DDP with the given bucket size, bucket views and bf16 hook, or
+FSDP2 per block, then the root), or not at all, and times train steps of fused AdamW under bf16 autocast.
+Each timed step starts on an idle GPU (synchronised before), and two figures are read for it:
 - the step: wall time from its start to the synchronise after it (ms);
 - the issue time: wall time until the Python of the step returned, the GPU still working (ms).
 Issue time near the step time means the GPU waited on the host (host-bound); far below it, the host
-ran ahead. With one rank FSDP's all-gathers and reduce-scatters are local copies, so what FSDP adds
-over the unwrapped model here is its host work and its copies, not the link. Rank 0 prints one JSON line.
+ran ahead. With one rank the collectives are local (FSDP's all-gathers and reduce-scatters are copies,
+DDP's all-reduce has nothing to add), so what a wrap adds here over the unwrapped model is its own host
+work and copies, not the link. Rank 0 prints one JSON line.
 
-    torchrun --standalone --nproc-per-node 1 scripts/fsdp_one_gpu.py --wrap fsdp [--bf16] [--no-reshard] [--compile]
+    torchrun --standalone --nproc-per-node 1 scripts/wrap_one_gpu.py --wrap fsdp [--bf16] [--no-reshard] [--compile]
+    torchrun --standalone --nproc-per-node 1 scripts/wrap_one_gpu.py --wrap ddp [--bucket-mb MB] [--bucket-view] [--bf16-hook] [--compile]
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from perfconsole.core.measure.distributed import _fsdp
+from perfconsole.core.measure.distributed import Rank, wrap_model
+from perfconsole.core.spec import RunSpec
 from perfconsole.model.config import config_for
 from perfconsole.model.transformer import TransformerLM
 
@@ -33,10 +37,16 @@ def main() -> None:
     p.add_argument("--size", default="2.7B")
     p.add_argument("--ctx", type=int, default=512)
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--wrap", choices=("none", "fsdp"), default="fsdp")
+    p.add_argument("--wrap", choices=("none", "ddp", "fsdp"), default="fsdp")
+    p.add_argument("--bucket-mb", type=float, default=None, help="DDP's bucket_cap_mb (perfconsole --bucket-mb)")
+    p.add_argument("--bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
+    p.add_argument("--bf16-hook", action="store_true", help="DDP's bf16_compress_hook (perfconsole --comm-hook bf16)")
     p.add_argument("--bf16", action="store_true", help="FSDP's bf16 mixed precision (perfconsole --fsdp-bf16)")
     p.add_argument("--no-reshard", action="store_true")
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model, as perfconsole --compile")
+    p.add_argument("--optimize-ddp", default=None, choices=("ddp_optimizer", "no_optimization"),
+                   help="torch._dynamo.config.optimize_ddp for a compiled DDP model: ddp_optimizer (torch's "
+                        "default) splits the graph at DDP's buckets, no_optimization compiles it whole")
     p.add_argument("--profile", action="store_true", help="after the timed steps, one more under torch.profiler: "
                    "the ops with the most host time (self CPU) and GPU time (self device) in the JSON")
     p.add_argument("--warmup", type=int, default=3)
@@ -50,8 +60,13 @@ def main() -> None:
     cfg = config_for(a.size, a.ctx)
     with dev:
         model = TransformerLM(cfg, "sdpa")
-    if a.wrap == "fsdp":
-        _fsdp(model, reshard=not a.no_reshard, bf16=a.bf16)
+    if a.optimize_ddp:  # before DDP is built: its constructor reads the mode too
+        torch._dynamo.config.optimize_ddp = a.optimize_ddp
+    if a.wrap != "none":  # perfconsole's wrap, for a spec of one rank (a job's spec needs two or more)
+        spec = RunSpec(size=a.size, ctx=a.ctx, batch=a.batch, precision="bf16", mode="train", device="cuda",
+                       parallel=a.wrap, bucket_mb=a.bucket_mb, grad_as_bucket_view=a.bucket_view,
+                       comm_hook="bf16" if a.bf16_hook else "none", reshard=not a.no_reshard, fsdp_bf16=a.bf16)
+        model, _ = wrap_model(spec, model, Rank(0, 1, 0, dev, None))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     if a.compile:  # the wrapped model, as perfconsole's bench compiles it
         model = torch.compile(model)
@@ -95,8 +110,10 @@ def main() -> None:
             rows = sorted(avg, key=lambda e: getattr(e, attr, 0), reverse=True)[:15]
             top[key] = [(e.key, round(getattr(e, attr, 0) / 1e3, 2), e.count) for e in rows]
     print(json.dumps({
-        "program": "fsdp_one_gpu", "size": a.size, "ctx": a.ctx, "batch": a.batch, "wrap": a.wrap, "bf16": a.bf16,
-        "reshard": not a.no_reshard, "compile": a.compile, "steps": a.steps,
+        "program": "wrap_one_gpu", "size": a.size, "ctx": a.ctx, "batch": a.batch, "wrap": a.wrap, "bf16": a.bf16,
+        "reshard": not a.no_reshard, "bucket_mb": a.bucket_mb, "bucket_view": a.bucket_view, "bf16_hook": a.bf16_hook,
+        "compile": a.compile, "optimize_ddp": a.optimize_ddp or str(torch._dynamo.config.optimize_ddp),
+        "steps": a.steps,
         "median_step_ms": med(steps), "median_issue_ms": med(issue), "median_events_ms": med(gpu),
         "issue_share": med(issue) / med(steps), "step_ms": steps, "issue_ms": issue,
         "peak_alloc_mib": torch.cuda.max_memory_allocated(dev) / 2**20,

@@ -26,6 +26,9 @@ KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGL
 WEIGHTS = ("fp32", "bf16")                                       # the parameters' (and AdamW state's) dtype
 PARALLELS = ("none", "ddp", "fsdp")
 COMM_HOOKS = ("none", "bf16")
+# torch._dynamo.config.optimize_ddp for a compiled DDP job: split the graph at DDP's buckets (torch's default,
+# so the all-reduces can overlap the backward) or compile it whole (the all-reduces after the backward).
+OPTIMIZE_DDP = ("ddp_optimizer", "no_optimization")
 MAX_NPROC = 64
 
 
@@ -77,6 +80,7 @@ class RunSpec:
     comm_hook: str = "none"            # bf16: DDP's bf16_compress_hook
     reshard: bool = True               # FSDP's reshard_after_forward for each block (False: kept gathered)
     fsdp_bf16: bool = False            # FSDP's MixedPrecisionPolicy: gathers and reduce-scatters in bf16
+    optimize_ddp: str = "ddp_optimizer"  # how torch.compile treats DDP (OPTIMIZE_DDP); only with compile
     scaling: bool = False              # also run the 1-process spec, for weak-scaling efficiency
     # Where the model comes from (model.sources): builtin, hf:ARCH, PATH.py:FACTORY or package.module:FACTORY,
     # and the free-form KEY=VALUE pairs the hf config or the factory receives.
@@ -120,7 +124,8 @@ class RunSpec:
         dp += "".join(f" {x}" for x, on in ((f"bucket{self.bucket_mb or 0:g}", self.bucket_mb is not None),
                                              ("bucket-view", self.grad_as_bucket_view),
                                              (f"{self.comm_hook}-hook", self.comm_hook != "none"),
-                                             ("no-reshard", not self.reshard), ("fsdp-bf16", self.fsdp_bf16)) if on)
+                                             ("no-reshard", not self.reshard), ("fsdp-bf16", self.fsdp_bf16),
+                                             ("no-ddp-optimizer", self.optimize_ddp == "no_optimization")) if on)
         return f"{self.model_label()} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
 
     def validate(self) -> RunSpec:
@@ -257,6 +262,7 @@ def _validate_parallel(s: RunSpec) -> None:
     _int_range("nproc", s.nproc, 1, MAX_NPROC)
     _choice("parallel", s.parallel, PARALLELS)
     _choice("comm_hook", s.comm_hook, COMM_HOOKS)
+    _choice("optimize_ddp", s.optimize_ddp, OPTIMIZE_DDP)
     for name in ("grad_as_bucket_view", "scaling", "reshard", "fsdp_bf16"):
         if not isinstance(getattr(s, name), bool):
             raise SpecError(name, f"must be true or false, not {getattr(s, name)!r}")
@@ -276,6 +282,9 @@ def _validate_parallel(s: RunSpec) -> None:
                                    f"not {s.parallel!r}")
     if s.fsdp_bf16:
         _validate_fsdp_bf16(s)
+    if s.optimize_ddp != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
+        raise SpecError("optimize_ddp", f"is how torch.compile treats DDP; it needs parallel ddp and compile, not "
+                                        f"parallel {s.parallel!r}" + ("" if s.compile else " without compile"))
     if s.nproc > 1 and s.mode == "fwd":
         raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
     if s.nproc > 1 and s.memory:

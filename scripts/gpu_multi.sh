@@ -72,6 +72,10 @@ fi
 if want target; then  # the 90 % weak-scaling target: fewer host launches (compile, DDPOptimizer at DDP's buckets)
     section "data parallel, compiled"
     measure ddp_compile 240 "${J[@]}" --parallel ddp --compile --scaling --save "$OUT/ddp_compile.json"
+    # Compiled whole (no DDPOptimizer): on one rank 1.15x the compiled one-process step, DDPOptimizer 1.87x
+    # (docs/results/wrap_one_gpu_h200.md); two GPUs say what each costs with a link.
+    measure ddp_compile_whole 240 "${J[@]}" --parallel ddp --compile --optimize-ddp no_optimization \
+        --save "$OUT/ddp_compile_whole.json"
     measure ddp_compile_all 240 "${J[@]}" --parallel ddp --compile --bucket-mb 100 --grad-as-bucket-view \
         --comm-hook bf16 --save "$OUT/ddp_compile_all.json"
     # FSDP's best on one rank (docs/results/wrap_one_gpu_h200.md): bf16 collectives, compiled.
@@ -107,7 +111,7 @@ python3 scripts/multi_gpu_evidence.py "$RES/multi_gpu_${SIZE}_$DEV" "$DEV" "SECT
            "ddp bf16 hook=$OUT/ddp_bf16.json" "fsdp, torch profile=$OUT/fsdp_profiled.json" \
            "ddp compiled=$OUT/ddp_compile.json" "ddp compiled + bucket 100 MB + bucket view + bf16 hook=$OUT/ddp_compile_all.json" \
            "fsdp compiled=$OUT/fsdp_compile.json" "fsdp, blocks kept gathered=$OUT/fsdp_noreshard.json" \
-           "fsdp bf16=$OUT/fsdp_bf16.json" "fsdp bf16, blocks kept gathered, compiled=$OUT/fsdp_bf16_compile.json" \
+           "ddp compiled whole=$OUT/ddp_compile_whole.json" "fsdp bf16=$OUT/fsdp_bf16.json" "fsdp bf16, blocks kept gathered, compiled=$OUT/fsdp_bf16_compile.json" \
     --independent "ddp default=$OUT/ind_default.jsonl" \
                   "ddp bucket 100 MB + bucket view + bf16 hook=$OUT/ind_all.jsonl" "ddp bf16 weights=$OUT/ind_bf16w.jsonl" \
     --sweep "all GPUs=$OUT/sweep_gpus.json:${W1:-}" "GPU 0 only=$OUT/sweep_serial.json:${W2:-}" \

@@ -16,7 +16,7 @@ from typing import Any
 from pathlib import Path
 
 from perfconsole.core import store
-from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZERS,
+from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZE_DDP, OPTIMIZERS,
                                    PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, WEIGHTS, RunSpec, SpecError)
 
 COMMANDS = [
@@ -129,6 +129,9 @@ def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
     p.add_argument("--fsdp-bf16", action="store_true",
                    help="FSDP's mixed precision (MixedPrecisionPolicy): gather parameters and reduce-scatter "
                         "gradients in bf16, half the bytes; the fp32 shards stay the master copy (precision bf16)")
+    p.add_argument("--optimize-ddp", default=d.optimize_ddp, metavar="MODE",
+                   help=f"{', '.join(OPTIMIZE_DDP)}: how torch.compile treats DDP (torch._dynamo.config.optimize_ddp): "
+                        "split the graph at DDP's buckets, or compile it whole (needs --compile)")
     p.add_argument("--scaling", action="store_true",
                    help="also run the one-process spec first, for weak-scaling efficiency")
 
@@ -235,6 +238,7 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         parallel=args.parallel or ("ddp" if args.nproc > 1 else "none"), bucket_mb=args.bucket_mb,
         grad_as_bucket_view=args.grad_as_bucket_view, comm_hook=args.comm_hook, scaling=args.scaling,
         reshard=getattr(args, "reshard", True), fsdp_bf16=getattr(args, "fsdp_bf16", False),
+        optimize_ddp=getattr(args, "optimize_ddp", "ddp_optimizer"),
     )
     if validate:
         spec.validate()

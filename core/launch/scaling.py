@@ -23,7 +23,8 @@ def one_process(spec: RunSpec) -> RunSpec:
     """The same model, batch and steps in one process, without the data-parallel settings, and timed as
     the job's ranks are (a step in flight, unless the job synchronises every step)."""
     return spec.with_(nproc=1, parallel="none", bucket_mb=None, grad_as_bucket_view=False, comm_hook="none",
-                      scaling=False, reshard=True, fsdp_bf16=False)
+                      scaling=False, reshard=True, fsdp_bf16=False,
+                      optimize_ddp="ddp_optimizer")
 
 
 # What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ).

@@ -26,7 +26,8 @@ def job_line(r: RunRecord) -> str | None:
                              ("grad as bucket view", s.grad_as_bucket_view),
                              (f"{s.comm_hook} hook", s.comm_hook != "none"),
                              ("blocks kept gathered from forward to backward", not s.reshard),
-                             ("bf16 gathers and reduce-scatters", s.fsdp_bf16)) if on]
+                             ("bf16 gathers and reduce-scatters", s.fsdp_bf16),
+                             ("compiled whole, no DDPOptimizer", s.optimize_ddp == "no_optimization")) if on]
     text = (f"{s.parallel} over {s.nproc} processes, global batch {s.nproc * s.batch}"
             + (f" ({', '.join(knobs)})" if knobs else ""))
     if sm is None:

@@ -114,6 +114,11 @@ def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
     ({"nproc": 2, "parallel": "fsdp", "precision": "bf16", "weights": "bf16", "fsdp_bf16": True}, "fsdp_bf16",
      "bf16 already"),
     ({"nproc": 2, "parallel": "fsdp", "precision": "bf16", "fsdp_bf16": 1}, "fsdp_bf16", "must be true or false"),
+    ({"nproc": 2, "parallel": "ddp", "optimize_ddp": "no_optimization"}, "optimize_ddp", "without compile"),
+    ({"nproc": 2, "parallel": "fsdp", "compile": True, "optimize_ddp": "no_optimization"}, "optimize_ddp",
+     "needs parallel ddp and compile, not parallel 'fsdp'"),
+    ({"nproc": 2, "parallel": "ddp", "compile": True, "optimize_ddp": "python_reducer"}, "optimize_ddp",
+     "must be one of ddp_optimizer, no_optimization"),
     ({"scaling": True}, "scaling", "nproc 2 or more"),
     ({"nproc": 2, "parallel": "ddp", "repeat": 3}, "repeat", "use repeat 1"),
 ])
@@ -130,7 +135,9 @@ def test_a_valid_job_and_old_snapshots_without_the_fields():
     assert job.label() == "small ctx256 b4 fp32 fwd_bwd ddpx2 bucket50 bucket-view bf16-hook"
     fsdp = RunSpec(nproc=2, parallel="fsdp", precision="bf16", reshard=False, fsdp_bf16=True).validate()
     assert fsdp.label() == "small ctx256 b4 bf16 fwd_bwd fsdpx2 no-reshard fsdp-bf16"
+    whole = RunSpec(nproc=2, parallel="ddp", compile=True, optimize_ddp="no_optimization").validate()
+    assert whole.label() == "small ctx256 b4 fp32 fwd_bwd compile ddpx2 no-ddp-optimizer"
     old = {k: v for k, v in RunSpec().to_dict().items()
            if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling", "reshard",
-                        "fsdp_bf16")}
+                        "fsdp_bf16", "optimize_ddp")}
     assert RunSpec.from_dict(old).nproc == 1

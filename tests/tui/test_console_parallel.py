@@ -46,6 +46,15 @@ async def test_form_takes_a_job_and_says_what_is_wrong():
         pane.set_value("precision", "bf16")
         await pilot.pause()
         assert pane.spec is not None and pane.spec.fsdp_bf16
+        pane.set_value("fsdp_bf16", False)
+        pane.set_value("parallel", "ddp")
+        pane.set_value("reshard", True)
+        pane.set_value("optimize_ddp", "no_optimization")    # how compile treats DDP: needs compile
+        await pilot.pause()
+        assert pane.spec is None and "without compile" in pane.errors["optimize_ddp"]
+        pane.set_value("compile", True)
+        await pilot.pause()
+        assert pane.spec is not None and pane.spec.optimize_ddp == "no_optimization"
 
 
 def test_an_empty_bucket_size_keeps_the_library_default():

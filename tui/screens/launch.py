@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from perfconsole.core.launch import model_choice
-from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, PARALLELS, PRECISIONS, PROFILERS,
+from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, OPTIMIZE_DDP, PARALLELS, PRECISIONS, PROFILERS,
                                    RunSpec, SpecError)
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
@@ -25,18 +25,18 @@ from perfconsole.tui.widgets.form_input import FormInput
 # The size's choices are the model's own (model_choice.sizes).
 CHOICES: dict[str, tuple[str, ...]] = {"precision": PRECISIONS, "mode": MODES,
                                        "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES,
-                                       "parallel": PARALLELS, "comm_hook": COMM_HOOKS}
+                                       "parallel": PARALLELS, "comm_hook": COMM_HOOKS, "optimize_ddp": OPTIMIZE_DDP}
 INTS = ("ctx", "batch", "warmup", "steps", "repeat", "nproc")
 DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
 FLAGS = ("compile", "tf32", "grad_as_bucket_view", "reshard", "fsdp_bf16", "scaling")
 FLOATS = ("bucket_mb",)  # empty: the library's default
 # The data-parallel settings come last: most runs leave them alone.
 ORDER = ("model", "model_args", "size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat",
-         "attention", "compile", "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "reshard",
-         "fsdp_bf16", "scaling")
+         "attention", "compile", "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "optimize_ddp",
+         "reshard", "fsdp_bf16", "scaling")
 LABELS = {"model_args": "  model args", "profile": "profiler", "repeat": "processes", "d_model": "  d_model",
           "d_ff": "  d_ff", "n_layers": "  n_layers", "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
-          "comm_hook": "  comm hook", "reshard": "  reshard", "fsdp_bf16": "  fsdp bf16",
+          "comm_hook": "  comm hook", "optimize_ddp": "  compile ddp", "reshard": "  reshard", "fsdp_bf16": "  fsdp bf16",
           "scaling": "  scaling"}
 
 

@@ -128,6 +128,14 @@ def test_fsdp_bf16_carries_every_collective_in_bf16():
     assert_none_left(procs)
 
 
+def test_a_compiled_ddp_job_compiled_whole_runs_and_says_so():
+    record, _, procs = run_job(JOB.with_(steps=2, compile=True, optimize_ddp="no_optimization"))
+    assert record.status == "ok", record.error
+    assert len(record.ranks) == 2 and len(record.steps) == 2 and record.collectives["alone_ms"] > 0
+    assert "compiled whole, no DDPOptimizer" in job_line(record) and "no-ddp-optimizer" in record.name
+    assert_none_left(procs)
+
+
 @pytest.mark.parametrize("fault, status, kind", [("1:raise:2", "error", "crash"), ("1:oom:2", "oom", "oom")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
     record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault})

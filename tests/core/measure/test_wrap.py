@@ -1,5 +1,6 @@
-"""FSDP as perfconsole wraps it (core.measure.distributed._fsdp), in a real one-process gloo group: the
-settings reach FSDP, seen from inside the model's forward and backward."""
+"""DDP and FSDP as perfconsole wraps them (core.measure.distributed), in a real one-process gloo group: the
+settings reach FSDP, seen from inside the model's forward and backward, and torch.compile's treatment of
+DDP, seen in the graphs it compiles."""
 import json
 import subprocess
 import sys
@@ -43,3 +44,50 @@ def test_fsdp_bf16_gathers_bf16_parameters_and_keeps_fp32_shards(tmp_path, bf16,
     # A block's forward runs on the gathered parameters: bf16 under FSDP's mixed precision, else fp32
     # (autocast casts them per matmul). The shards AdamW updates, and their gradients, stay fp32.
     assert seen == {"in_forward": in_forward, "sharded": "torch.float32", "grad": "torch.float32"}
+
+
+DDP_RANK = r"""
+import json, sys
+import torch, torch.distributed as dist
+from perfconsole.core.measure.distributed import Rank, wrap_model
+from perfconsole.core.spec import RunSpec
+
+
+class Stack(torch.nn.Module):  # the user's own module: Dynamo does not start a frame in torch.nn's code
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(512, 512) for _ in range(8))  # 1.05 MB each
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+model = Stack()
+spec = RunSpec(device="cpu", nproc=2, parallel="ddp", compile=True, bucket_mb=2, optimize_ddp=sys.argv[2])
+ddp, _ = wrap_model(spec.validate(), model, Rank(0, 1, 0, torch.device("cpu"), None))
+graphs = []
+
+
+def backend(gm, example_inputs):  # what torch.compile hands its backend: one graph, or DDPOptimizer's pieces
+    graphs.append(sum(n.op == "call_module" or n.op == "call_function" for n in gm.graph.nodes))
+    return gm.forward
+
+
+torch.compile(ddp, backend=backend)(torch.randn(4, 512)).sum().backward()
+print(json.dumps({"graphs": graphs, "grads": all(p.grad is not None for p in model.parameters())}))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("mode", ["ddp_optimizer", "no_optimization"])
+def test_optimize_ddp_decides_whether_compile_splits_ddp_at_its_buckets(tmp_path, mode):
+    done = subprocess.run([sys.executable, "-c", DDP_RANK, str(tmp_path / "store"), mode],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    # DDPOptimizer hands the backend one piece per bucket of about 2 MB (two layers); compiled whole, the
+    # eight layers are one graph.
+    assert seen["grads"] and (len(seen["graphs"]) >= 3 if mode == "ddp_optimizer" else seen["graphs"] == [8]), seen

@@ -36,7 +36,7 @@ ORDER = ("model", "model_args", "size", *DIMS, "ctx", "batch", "precision", "mod
          "reshard", "fsdp_bf16", "scaling")
 LABELS = {"model_args": "  model args", "profile": "profiler", "repeat": "processes", "d_model": "  d_model",
           "d_ff": "  d_ff", "n_layers": "  n_layers", "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
-          "comm_hook": "  comm hook", "optimize_ddp": "  compile ddp", "reshard": "  reshard", "fsdp_bf16": "  fsdp bf16",
+          "comm_hook": "  comm hook", "optimize_ddp": "  optimize ddp", "reshard": "  reshard", "fsdp_bf16": "  fsdp bf16",
           "scaling": "  scaling"}
 
 

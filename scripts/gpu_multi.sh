@@ -78,7 +78,7 @@ if want target; then  # the 90 % weak-scaling target: fewer host launches (compi
     # (docs/results/wrap_one_gpu_h200.md); two GPUs say what each costs with a link.
     measure ddp_compile_whole 240 "${J[@]}" --parallel ddp --compile --optimize-ddp no_optimization \
         --save "$OUT/ddp_compile_whole.json"
-    # FSDP's best on one rank (docs/results/wrap_one_gpu_h200.md): bf16 collectives, compiled.
+    # FSDP's fastest step on one rank, compiled (docs/results/wrap_one_gpu_h200.md); bf16 halves its bytes.
     measure fsdp_bf16_compile 240 "${J[@]}" --parallel fsdp --fsdp-bf16 --no-reshard --compile \
         --save "$OUT/fsdp_bf16_compile.json"
 fi

@@ -101,9 +101,11 @@ def measure(device: torch.device) -> Peaks:
     others wait at its barrier, so a parallel measurement can come out hundreds of times low (0.13 against
     170 GFLOP/s on a 2-core machine with three other torch processes), while one thread's fastest call is
     its own. The product bounds the run's rates from above (a copy rarely scales so far), so a CPU floor
-    is never above what the device can do. A CPU's half-precision kernels may compute in fp32 (SDPA's does,
-    and beat the floor of a bf16 matmul, which ran 30x slower than fp32 on a 2-core CI machine), so there
-    bf16 and fp16 are at least fp32's."""
+    is never above what the device can do. A CPU has no TF32: its fp32 and tf32 figures time the same
+    kernel twice, so both are the faster of the two (on a loaded 2-core machine they came out 0.24 and
+    0.33 TFLOP/s, and a matmul beside them reached 0.30). A CPU's half-precision kernels may compute in
+    fp32 (SDPA's does, and beat the floor of a bf16 matmul, which ran 30x slower than fp32 on a 2-core CI
+    machine), so there bf16 and fp16 are at least fp32's."""
     key = device_key(device)
     if device.type == "cpu":
         threads = torch.get_num_threads()
@@ -112,7 +114,7 @@ def measure(device: torch.device) -> Peaks:
             tflops, gbps = _measure(device)
         finally:
             torch.set_num_threads(threads)
-        fp32 = tflops["fp32"]
+        fp32 = tflops["tf32"] = tflops["fp32"] = max(tflops["fp32"], tflops["tf32"])
         tflops = {k: max(v, fp32) if k in ("bf16", "fp16") else v for k, v in tflops.items()}
         return Peaks(key, {k: v * threads for k, v in tflops.items()}, gbps * threads, "measured")
     return Peaks(key, *_measure(device), "measured")

@@ -31,6 +31,8 @@ def test_cpu_peaks_are_positive_and_cached_after_the_first_measure():
     assert first.source == "measured" and said == [MEASURING]     # measuring is said, once
     assert set(first.matmul_tflops) == {"bf16", "fp16", "fp32", "tf32"}
     assert all(v > 0 for v in first.matmul_tflops.values()) and first.bandwidth_gbps > 0
+    t = first.matmul_tflops  # no TF32 on a CPU: one kernel timed twice, the faster kept for both
+    assert t["fp32"] == t["tf32"] and t["bf16"] >= t["fp32"] and t["fp16"] >= t["fp32"]
     again = peaks_for(CPU, said.append)
     assert again.source == "cached" and again.matmul_tflops == first.matmul_tflops
     assert said == [MEASURING]                                    # a cached peak says nothing
@@ -72,7 +74,8 @@ def test_cpu_peaks_measured_beside_busy_torch_processes_are_not_beaten_by_a_matm
             p.kill()
             p.wait()
     reached = 2 * 256**3 / best / 1e12
-    # fp32 matmuls run the same on a CPU whether TF32 is allowed or not: both figures bound them
+    # fp32 matmuls run the same on a CPU whether TF32 is allowed or not: both figures bound them (a clean-clone
+    # CI run once measured fp32 0.24 and tf32 0.33 TFLOP/s under this load, and the matmul reached 0.30)
     assert reached <= min(peaks.matmul_tflops["fp32"], peaks.matmul_tflops["tf32"]) * 1.05, (reached, peaks.matmul_tflops)
 
 

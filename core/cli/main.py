@@ -16,8 +16,9 @@ from typing import Any
 from pathlib import Path
 
 from perfconsole.core import store
-from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZE_DDP, OPTIMIZERS,
-                                   PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, WEIGHTS, RunSpec, SpecError)
+from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZE_DDP,
+                                   OPTIMIZERS, PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, WEIGHTS, RunSpec,
+                                   SpecError)
 
 COMMANDS = [
     "perfconsole.core.cli.run",

@@ -162,8 +162,9 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 
 
 def wrap_model(spec: RunSpec, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.Module, CommTimer | None]:
-    """DDP (with the spec's bucket size, bucket views, hook and compile treatment) or FSDP around the model. DDP's timer
-    starts off; with the bf16 hook it wraps that hook from the start (DDP takes one hook, once)."""
+    """DDP (with the spec's bucket size, bucket views, hook and compile treatment) or FSDP around the
+    model. DDP's timer starts off; with the bf16 hook it wraps that hook from the start (DDP takes one
+    hook, once)."""
     if spec.parallel == "ddp":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         from torch.nn.parallel import DistributedDataParallel as DDP

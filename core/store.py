@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 import uuid
@@ -60,6 +61,25 @@ def _default(o: Any) -> Any:
     raise TypeError(f"cannot save {type(o).__name__}")
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it, racing other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _mode_for(path: Path) -> int:
+    """The mode the file at `path` keeps when it is replaced, or a new file's mode under the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, fsync, then rename over it: never a half file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +88,7 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), _mode_for(path))  # mkstemp makes 0600; a saved file gets a plain file's mode
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -57,6 +57,21 @@ def test_save_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
 
 
+def test_a_saved_file_takes_the_umask_and_a_replaced_one_keeps_its_mode(tmp_path):
+    # mkstemp creates 0600: a snapshot or export others should read must not end up private.
+    old = os.umask(0o022)
+    try:
+        new = store.save(finished_record(), tmp_path / "new.json")
+        kept = tmp_path / "kept.json"
+        kept.write_text("x")
+        kept.chmod(0o640)
+        store.save(finished_record(), kept)
+    finally:
+        os.umask(old)
+    assert oct(new.stat().st_mode & 0o777) == oct(0o644)
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o640)
+
+
 @pytest.mark.parametrize("text, words", [
     ("{", "bad JSON"),
     ('{"a": 1}', "no kind"),

@@ -63,6 +63,8 @@ def execute(record: RunRecord, launch: Launch | RepeatedLaunch | ScalingLaunch, 
 def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
     s = r.spec
     if isinstance(e, ev.Progress):
+        if e.stage == "replicate":  # the Replicate marker beside it says so, once
+            return
         c.print(Text.assemble((f"{e.stage}:", "dim"), f" {e.detail}" if e.detail else ""), soft_wrap=True)
     elif isinstance(e, ev.Replicate):
         c.print(f"[bold]process {e.index + 1} of {e.of}[/]")
@@ -70,8 +72,10 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
         n = f"warm-up {e.index + 1}/{s.warmup}" if e.warmup else f"step {e.index - s.warmup + 1}/{s.steps}"
         c.print(f"  {n}: {e.total_ms:.3f} ms")
     elif isinstance(e, ev.Error):
-        # Text, not markup: a reason may hold brackets ("install perfconsole[fast]").
-        c.print(Text(e.text(), style="bold red"), soft_wrap=True)  # one line, however long: the terminal wraps it
+        # Text, not markup: a reason may hold brackets ("install perfconsole[fast]"). Input the worker refused
+        # reads as input refused before launch does.
+        text = f"perfconsole: error: {e.message}" if e.kind == "spec" else e.text()
+        c.print(Text(text, style="bold red"), soft_wrap=True)  # one line, however long: the terminal wraps it
 
 
 def summary_table(r: RunRecord) -> CliTable:
@@ -145,8 +149,8 @@ def _baseline(path: str, spec) -> ev.Baseline:
         raise SpecError("baseline", "is for a job of nproc 2 or more without --scaling")
     try:
         saved = store.load(Path(path))
-    except (OSError, store.SnapshotError) as exc:
-        raise UsageError(f"{path}: {exc}") from exc
+    except store.SnapshotError as exc:  # its text names the file already
+        raise UsageError(str(exc)) from exc
     if not isinstance(saved, RunRecord):
         raise SpecError("baseline", f"{path} is a {saved.kind} snapshot, not a run")
     return saved_baseline(saved, spec)
@@ -164,9 +168,10 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     execute(record, make_launch(spec, out_dir=out_dir, nsys=args.nsys, executor=executor), err, stop)
     code = EXIT_BY_STATUS.get(record.status, EXIT_ERROR)
-    if record.status == "error" and record.error is not None and record.error.kind == "spec":
+    refused = record.status == "error" and record.error is not None and record.error.kind == "spec"
+    if refused:
         code = EXIT_USAGE  # the worker refused the input (a model that cannot be built): bad input
-    # An unsupported spec measured nothing: its one line on stderr says why, and stdout stays empty rather than
-    # holding a table with a header and no rows.
-    table = (lambda: None) if record.status == "unsupported" else (lambda: summary_table(record))
+    # An unsupported or refused spec measured nothing: its one line on stderr says why, and stdout stays empty
+    # rather than holding a table with a header and no rows.
+    table = (lambda: None) if record.status == "unsupported" or refused else (lambda: summary_table(record))
     return deliver(store.dumps(record), table, save, args.json, err, stop, code)

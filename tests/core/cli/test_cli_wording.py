@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,23 @@ def test_an_unsupported_run_says_why_in_one_line_and_prints_no_table(flags, reas
     assert out.returncode == 2, out.stderr
     assert out.stdout == ""                                  # no table header with no rows under it
     assert out.stderr.strip() in reasons, out.stderr         # one line, "unsupported" once, [fast] intact
+
+
+def test_a_model_the_worker_cannot_build_is_refused_in_one_line_with_nothing_on_stdout():
+    factory = Path(__file__).parents[3] / "docs" / "examples" / "student_model.py"
+    out = pc("run", "--model", f"{factory}:nothere", "--device", "cpu", "--ctx", "16", "--batch", "1", "--steps", "1",
+             "--warmup", "0")
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""                                  # no table header with no rows under it
+    assert out.stderr.splitlines()[-1] == (f"perfconsole: error: model: {factory} has no function 'nothere' "
+                                           "(it defines Block, StudentGPT, build)")
+
+
+def test_a_missing_baseline_is_named_once(tmp_path):
+    missing = tmp_path / "nofile.json"
+    out = pc("run", *TINY, "--mode", "train", "--nproc", "2", "--baseline", str(missing))
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"perfconsole: error: {missing}: No such file or directory"
 
 
 def test_size_custom_names_the_flags_it_lacks():

@@ -24,7 +24,8 @@ def test_run_repeat_prints_the_spread_between_processes_and_saves_every_process(
     assert rec.spec.repeat == 2 and [r.status for r in rec.replicates] == ["ok"] * 2
     assert len(rec.steps) == 6 and rec.summary.processes == 2
     assert rec.summary.between_processes["total_ms"].n == 2
-    assert out.stderr.count("process ") >= 2 and "process 2 of 2" in out.stderr
+    lines = out.stderr.splitlines()
+    assert [line for line in lines if "process " in line and " of 2" in line] == ["process 1 of 2", "process 2 of 2"]
     assert "between 2 processes" in out.stdout.replace("\n", " ")
     # one process says what its interval covers: tests/core/cli/test_cli.py::test_table_output
 

@@ -29,8 +29,9 @@ VARYING = ("model", "size", "ctx", "batch", "precision", "mode", "attention", "c
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="a configuration against variants of it, processes interleaved")
     add_spec_arguments(p)
-    p.add_argument("--vary", required=True, metavar="FIELD=A,B",
-                   help=f"the field that differs and its values, the first the baseline ({', '.join(VARYING)})")
+    p.add_argument("--vary", required=True, metavar="FIELD=A,B", action="append",
+                   help=f"the field that differs and its values, the first the baseline ({', '.join(VARYING)}); "
+                        "one field: `perfconsole sweep` crosses several")
     p.add_argument("--json", action="store_true", help="print the comparison's snapshot instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the comparison snapshot (JSON) here")
     add_executor_arguments(p)
@@ -59,7 +60,10 @@ def variants(base: RunSpec, vary: str) -> list[RunSpec]:
 
 def run(args: argparse.Namespace) -> int:
     base = spec_from_args(args)
-    specs = variants(base, args.vary)
+    if len(args.vary) > 1:  # argparse would keep the last one silently
+        raise UsageError(f"--vary: one field at a time, not {len(args.vary)} ({'; '.join(args.vary)}); "
+                         "`perfconsole sweep` crosses several")
+    specs = variants(base, args.vary[0])
     save = save_path(args.save)
     executor = executor_from_args(args, nproc=base.nproc, device=base.device)
     stop = install_exit_handlers()

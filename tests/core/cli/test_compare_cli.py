@@ -46,6 +46,14 @@ def test_the_cli_runs_processes_in_rounds_and_prints_the_comparison_snapshot():
     assert ["fp32" in lines[0], "bf16" in lines[1], "fp32" in lines[2], "bf16" in lines[3]] == [True] * 4
 
 
+def test_a_second_vary_is_refused_not_dropped():
+    out = subprocess.run([*PC, "compare", *TINY, "--vary", "precision=fp32,bf16", "--vary", "ctx=16,32"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == ("perfconsole: error: --vary: one field at a time, not 2 "
+                                  "(precision=fp32,bf16; ctx=16,32); `perfconsole sweep` crosses several")
+
+
 def test_bad_vary_is_one_line_exit_2():
     for vary in ("colour=red,blue", "precision=fp32", "precision=fp32,fp64", "ctx=16,x"):
         out = subprocess.run([*PC, "compare", *TINY, "--vary", vary], capture_output=True, text=True, timeout=60)

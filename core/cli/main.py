@@ -264,7 +264,13 @@ def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | No
 def main(argv: list[str] | None = None,
          console: tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]] | None = None) -> int:
     parser = build_parser(console[0] if console else None)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    if args.command is not None and args.command in argv:
+        before = [a for a in argv[:argv.index(args.command)] if a.startswith("-")]
+        if before:  # the console's flags: the command's own defaults would replace them silently
+            parser.error(f"{', '.join(before)}: given before {args.command!r}, the console's flags, which "
+                         f"{args.command!r} never sees; give {args.command}'s flags after it")
     try:
         if args.command is None:
             if console is None:

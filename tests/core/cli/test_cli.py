@@ -85,6 +85,9 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/launch/test
     # An option is never read as the prefix of another (it was "ambiguous option: --mode could match --model").
     (["ladder", "--device", "cpu", "--mode", "fwd"], "argument --mode: invalid choice: 'fwd' (choose from 'train')"),
     (["run", *TINY, "--mod", "fwd"], "unrecognized arguments: --mod fwd"),
+    # The console's flags before a command: the command's own defaults would replace them without a word.
+    (["--ctx", "64", "--precision=bf16", "run", *TINY],
+     "--ctx, --precision=bf16: given before 'run', the console's flags, which 'run' never sees"),
 ])
 def test_bad_input_is_one_line_exit_2(args, words):
     out = pc(*args)

@@ -95,14 +95,16 @@ def grid_table(sw: SweepRecord) -> CliTable:
     Printed fitted to a terminal or tab-separated (core/cli/tables.py)."""
     sp = sw.spec
     keys = [(p, m) for p in sp.precisions for m in sp.modes]
-    t = CliTable(f"{sw.name} — {sw.status}", [Column("size", "label"), Column("ctx")]
+    t = CliTable(f"{sw.name} — {sw.status}", [Column("size" if sp.base.model == "builtin" else "model", "label"),
+                                                Column("ctx")]
                  + ([Column("warm-up")] if sp.is_warmup_study else [])
                  + [Column(f"{m} {p} (ms)") for p, m in keys], title_justify="left")
     by = {(r.spec.size, r.spec.ctx, r.spec.warmup, r.spec.precision, r.spec.mode): r for r in sw.runs}
     for size in sp.sizes:
         for ctx in sorted(sp.ctxs):
             for w in sp.warmups:
-                row: list[str | Text] = [size, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
+                label = sp.base.with_(size=size).model_label()  # a factory's model is its name, not a size
+                row: list[str | Text] = [label, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
                 for p, m in keys:
                     r = by[(size, ctx, w, p, m)]
                     if r.status == "ok" and r.summary:

@@ -89,7 +89,8 @@ class SweepRecord:
     def __post_init__(self) -> None:
         if not self.name:
             s = self.spec
-            self.name = (f"sweep {','.join(s.sizes)} ctx {','.join(map(str, sorted(s.ctxs)))} "
+            models = dict.fromkeys(s.base.with_(size=size).model_label() for size in s.sizes)  # a factory's: one
+            self.name = (f"sweep {','.join(models)} ctx {','.join(map(str, sorted(s.ctxs)))} "
                          f"{','.join(s.precisions)} {','.join(s.modes)}"
                          + (f" warm-up {','.join(map(str, s.warmups))}" if s.is_warmup_study else ""))
         if len(self.cell_seconds) < len(self.runs):

@@ -81,10 +81,10 @@ def csv_text(sw: SweepRecord) -> str:
     w.writerow(CSV_COLUMNS)
     for r in sw.runs:
         s, sm = r.spec, r.summary
-        d_model, d_ff, n_layers, n_heads = s.dims()
+        dims = [d or "" for d in s.dims()]  # 0: the spec does not say (a factory's model)
         num = [_mean(sm.forward_ms), _std(sm.forward_ms), _mean(sm.backward_ms), _std(sm.backward_ms),
                _mean(sm.optimizer_ms), sm.total_ms.mean, sm.total_ms.std] if sm else [None] * 7
-        w.writerow([s.model_label(), d_model, d_ff, n_layers, n_heads, s.ctx, s.batch, s.precision, s.mode, s.warmup,
+        w.writerow([s.model_label(), *dims, s.ctx, s.batch, s.precision, s.mode, s.warmup,
                     s.steps, r.status, *("" if v is None else v for v in num),
                     "" if first_step_ms(r) is None else first_step_ms(r),
                     sm.tokens_per_s if sm else "", _peak(r) if _peak(r) is not None else "",
@@ -110,8 +110,7 @@ def _grid_table(runs: list[RunRecord], show_warmup: bool) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in runs:
         s, sm = r.spec, r.summary
-        d_model, d_ff, n_layers, n_heads = s.dims()
-        cells = [s.model_label(), str(d_model), str(d_ff), str(n_layers), str(n_heads), str(s.ctx)]
+        cells = [s.model_label(), *(str(d) if d else "-" for d in s.dims()), str(s.ctx)]  # "-": a factory's
         cells += [str(s.warmup)] if show_warmup else []
         cells.append(STATUS_TEXT.get(r.status, r.status))
         if sm is not None and r.status == "ok":

@@ -69,3 +69,22 @@ def test_grids_of_the_real_h200_snapshots():
     assert (f"{fwd:.3f}", f"{bwd:.3f}") == ("28.906", "44.579")
     mem = report_attention.grid_tables(a, "memory_mib")[0]
     assert mem.cell(16, 16384).values == (8552.0,)
+
+
+def test_a_sweep_of_a_factory_model_is_named_for_it_and_leaves_unknown_dimensions_empty():
+    from test_reports import _finish
+
+    from perfconsole.core.cli.sweep import grid_table
+    from perfconsole.core.grids.sweep import SweepRecord, SweepSpec
+    from perfconsole.core.spec import RunSpec
+
+    base = RunSpec(model="docs/examples/student_model.py:build", size="tiny", device="cpu", warmup=1, steps=3)
+    sw = SweepRecord.new(SweepSpec(base, ("tiny",), (32,), ("fp32",), ("fwd_bwd",), (1,)))
+    _finish(sw.runs[0], 1.0, 2.0, 0.0)
+    sw.status = "ok"
+    assert sw.name == "sweep student_model.py:build ctx 32 fp32 fwd_bwd"   # not the unused size field, "tiny"
+    row = [line for line in report_sweep.markdown(sw).splitlines() if line.startswith("| student_model.py:build")]
+    assert row and row[0].startswith("| student_model.py:build | - | - | - | - | 32 | ok |"), row
+    assert report_sweep.csv_text(sw).splitlines()[1].startswith("student_model.py:build,,,,,32,")
+    table = grid_table(sw)
+    assert table.columns[0].header == "model" and table.rows[0][0].plain == "student_model.py:build"

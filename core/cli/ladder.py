@@ -15,11 +15,12 @@ from rich.text import Text
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core import store
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
-from perfconsole.core.cli.main import (UsageError, add_model_arguments, check_device, default_device, default_size,
-                                       save_path)
+from perfconsole.core.cli.main import (UsageError, add_model_arguments, check_default_size, check_device,
+                                       default_device, default_size, save_path)
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
+from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.ladder import busy_legend, busy_text, moved_text, rows, status_text, verdicts
@@ -67,6 +68,9 @@ def ladder_spec_from_args(args: argparse.Namespace) -> LadderSpec:
                    mode="train", warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
                    seed=args.seed, vocab_size=args.vocab_size, peak_tflops=args.peak_tflops,
                    peak_gbps=args.peak_gbps)
+    check_model(base.model, base.model_args)  # an architecture or file that is not there, before its size
+    if not args.size:
+        check_default_size(base.model, base.size, device)
     base.validate()
     if not is_remote(args):
         check_device(base.device)

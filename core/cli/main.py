@@ -213,6 +213,16 @@ def default_size(device: str, model: str = "builtin") -> str:
     return "small" if device == "cuda" else "tiny"
 
 
+def check_default_size(model: str, size: str, device: str) -> None:
+    """A size the user did not give must exist: an hf architecture may lack `tiny`, the CPU's default."""
+    from perfconsole.model.sources.hf_shapes import sizes
+
+    allowed = sizes(model[3:].lower()) if model.startswith("hf:") else ()
+    if allowed and size not in allowed:
+        raise SpecError("size", f"{model} has no {size} shape, the {device} default; name one with --size: "
+                                f"{' | '.join(allowed)} (default: its config's own shape)")
+
+
 def check_device(device: str, nproc: int = 1) -> None:
     """cuda on a machine where NVML sees no GPU, or fewer GPUs than a job's processes, is bad input,
     said before any process starts."""
@@ -242,6 +252,11 @@ def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
         optimize_ddp=getattr(args, "optimize_ddp", "ddp_optimizer"),
     )
     if validate:
+        from perfconsole.core.launch.model_choice import check as check_model
+
+        check_model(spec.model, spec.model_args)  # an architecture or file that is not there, before its size
+        if not args.size:
+            check_default_size(spec.model, spec.size, device)
         spec.validate()
         if getattr(args, "executor", "local") != "slurm":  # under Slurm the job's node has the GPUs
             check_device(spec.device, spec.nproc)

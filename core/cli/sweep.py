@@ -14,7 +14,9 @@ from typing import TypeVar
 
 from rich.text import Text
 
-from perfconsole.core.cli.main import add_model_arguments, check_device, default_device, default_size, save_path
+from perfconsole.core.cli.main import (add_model_arguments, check_default_size, check_device, default_device,
+                                       default_size, save_path)
+from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
@@ -84,7 +86,10 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
                    peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps)
     if not is_remote(args):
         check_device(base.device)
+    check_model(base.model, base.model_args)  # an architecture or file that is not there, before its sizes
     sizes = args.sizes or default_size(base.device, args.model)
+    if not args.sizes:
+        check_default_size(args.model, sizes, base.device)
     return SweepSpec(base, parse_list(sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
                      parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
                      parse_list(args.warmup, int, "warmup")).validate()

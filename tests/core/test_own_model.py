@@ -133,6 +133,21 @@ def test_missing_file_and_unknown_size_are_refused_before_any_process():
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", ["run", "sweep", "ladder"])
+def test_an_hf_model_on_the_cpu_is_refused_for_what_is_wrong_not_for_a_size_never_given(command):
+    def said(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "perfconsole.core.cli.main", command, *args, "--device", "cpu"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and out.stdout == "", out.stderr
+        return out.stderr.strip()
+
+    assert said("--model", "hf:nonesuch").startswith("perfconsole: error: model: transformers has no architecture "
+                                                     "'nonesuch'")
+    assert said("--model", "hf:mistral") == ("perfconsole: error: size: hf:mistral has no tiny shape, the cpu "
+                                             "default; name one with --size: default | custom "
+                                             "(default: its config's own shape)")
+
+
 def test_old_snapshots_load_as_builtin_with_formula_flops():
     for path in sorted((ROOT / "snapshots").glob("tiny-cpu-train-*.json")):
         r = store.load(path)

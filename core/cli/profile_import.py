@@ -21,6 +21,7 @@ from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
 from perfconsole.core.record import Profile, RunRecord
+from perfconsole.core.reports.profile import row_units
 from perfconsole.core.spec import RunSpec
 
 TOP_ROWS = 20
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             sys.stderr.close()
     else:
-        _print_tables(tables, warnings)
+        _print_tables(tables, warnings, row_units(build_record(path, tables, warnings).profile, "cuda"))
     return 0
 
 
@@ -117,7 +118,7 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.3f}"
 
 
-def _print_tables(tables: Tables, warnings: list[str]) -> None:
+def _print_tables(tables: Tables, warnings: list[str], units: str) -> None:
     """The kernel, category and NVTX tables: fitted to a terminal, tab-separated into a pipe or a file
     (core/cli/tables.py has the rules)."""
     from rich.console import Console
@@ -129,14 +130,15 @@ def _print_tables(tables: Tables, warnings: list[str]) -> None:
     with reader_may_be_gone():  # `| head`, `| less` quit early: what was read is no less right
         kernels = tables.get("cuda_gpu_kern_sum")
         if kernels is not None:
-            t = CliTable(f"GPU kernels (top {min(TOP_ROWS, len(kernels))} of {len(kernels)})",
+            t = CliTable(f"{'GPU kernels' if units == 'kernels' else units} (top {min(TOP_ROWS, len(kernels))} of "
+                         f"{len(kernels)})",
                          [Column("time (%)"), Column("total (ms)"), Column("count"), Column("avg (us)"),
                           Column("category", "label"), Column("name", "name")])
             for r in kernels[:TOP_ROWS]:
                 t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
                           f"{r.get('avg_ns', 0) / 1e3:,.1f}", categorize(r["name"]), r["name"])
             console.print(t)
-            shares = CliTable("Kernel time by category", [Column("category", "label"), Column("total (ms)"),
+            shares = CliTable(f"{'Kernel' if units == 'kernels' else 'CPU op'} time by category", [Column("category", "label"), Column("total (ms)"),
                                                           Column("share (%)")])
             for c in category_shares(tables):
                 shares.add_row(c.category, _ms(c.total_ns), f"{100 * c.share:.1f}")
@@ -152,7 +154,7 @@ def _print_tables(tables: Tables, warnings: list[str]) -> None:
             console.print(t)
         for phase in phase_shares(tables):
             line = ", ".join(f"{c.category} {100 * c.share:.1f}%" for c in phase.categories)
-            print_note(console, Text.assemble((phase.phase, "bold"), f" ({_ms(phase.total_ns)} ms of kernels): {line}"))
+            print_note(console, Text.assemble((phase.phase, "bold"), f" ({_ms(phase.total_ns)} ms of {'kernels' if units == 'kernels' else units}): {line}"))
         others = sorted(set(tables) - {"cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum"})
         if others:
             print_note(console, Text("also loaded: " + ", ".join(f"{k} ({len(tables[k])} rows)" for k in others)))

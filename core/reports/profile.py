@@ -180,6 +180,14 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
 
 
 def row_units(profile: Profile | None, device: str) -> str:
-    """What a profile's rows are: GPU kernels (nsys, imports, torch on CUDA), or the CPU ops (by self time)
-    that the torch profiler records on a CPU run."""
-    return "CPU ops" if profile is not None and profile.profiler == "torch" and device == "cpu" else "kernels"
+    """What a profile's rows are: GPU kernels (nsys, torch on CUDA), or the CPU ops (by self time) that the
+    torch profiler records on a CPU run. An import says by its rows: most of its time in `aten::` ops (a
+    name no GPU kernel has) is a CPU-only torch trace."""
+    if profile is None:
+        return "kernels"
+    if profile.profiler == "torch":
+        return "CPU ops" if device == "cpu" else "kernels"
+    rows = profile.tables.get("cuda_gpu_kern_sum") or []
+    aten = sum(r.get("total_time_ns") or 0 for r in rows if str(r.get("name", "")).startswith("aten::"))
+    whole = sum(r.get("total_time_ns") or 0 for r in rows)
+    return "CPU ops" if profile.profiler == "import" and whole and aten > whole / 2 else "kernels"

@@ -209,7 +209,8 @@ def document(record: RunRecord) -> dict[str, Any]:
     offset_ns, owner = _run_processes(tr, record)
     other: dict[str, Any] = {
         "source": "perfconsole export --format trace", "run_id": record.id, "run_name": record.name,
-        "status": record.status, "created": record.created, "spec": record.spec.to_dict(),
+        "status": record.status, "created": record.created,
+        "spec": None if record.status == "imported" else record.spec.to_dict(),  # an import ran nothing
         "gpu": record.environment.get("gpu_name"), "time_unit": "ts and dur are microseconds",
         "step_layout": STEP_LAYOUT,
         "warmup_steps": len(record.warmup_steps), "measured_steps": len(record.steps),

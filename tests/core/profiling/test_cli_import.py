@@ -55,3 +55,15 @@ def test_partial_directory_loads_and_warns(tmp_path: Path, capsys: pytest.Captur
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["tables"]) == ["cuda_gpu_mem_time_sum"] and doc["categories"] == []
     assert doc["warnings"][0].startswith(f"{tmp_path / 'x_nvtx_sum.csv'}:2: ")
+
+
+def test_a_cpu_torch_profile_s_rows_are_called_cpu_ops_and_an_nsys_table_s_gpu_kernels(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    cpu_run = Path(__file__).resolve().parents[3] / "snapshots" / "tiny-cpu-train-torch-profile.json"
+    assert main(["import", str(cpu_run)]) == 0
+    titles = [line for line in capsys.readouterr().out.splitlines() if "(top " in line or "by category" in line]
+    assert "CPU ops (top 20 of" in titles[0] and "CPU op time by category" in titles[1], titles
+    assert main(["import", str(FIXTURES / "gpa" / "demo_cuda_gpu_kern_sum.csv")]) == 0
+    titles = [line for line in capsys.readouterr().out.splitlines() if "(top " in line or "by category" in line]
+    assert "GPU kernels (top 20 of" in titles[0] and "Kernel time by category" in titles[1], titles

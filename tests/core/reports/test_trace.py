@@ -224,6 +224,15 @@ def test_a_record_without_steps_is_still_a_valid_trace():
     assert not [e for e in trace_of(record) if e["ph"] != "M"]
 
 
+def test_an_imported_profile_s_trace_claims_no_run_configuration():
+    from perfconsole.core.cli.profile_import import build_record
+    from perfconsole.core.reports.trace import document
+
+    record = build_record(Path("demo_cuda_gpu_kern_sum.csv"), {"cuda_gpu_kern_sum": []}, [])
+    other = document(record)["otherData"]
+    assert other["status"] == "imported" and other["spec"] is None  # not RunSpec()'s defaults: nothing ran
+
+
 def test_a_phase_longer_than_its_step_is_cut_at_the_step_end_and_says_so():
     record = store.load(FP32)
     s = record.steps[0]

@@ -43,7 +43,8 @@ class _Help(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
-                and action.option_strings):
+                and action.option_strings and not isinstance(action, argparse._StoreFalseAction)):
+            # a store_false flag's default, True, is the setting it turns off: "(default: True)" misreads
             text += " (default: %(default)s)"
         return text
 

@@ -184,7 +184,7 @@ class Launch(ChildProcess):
     def _unexpected_end(self, code: int) -> Iterator[ev.Event]:
         tail = "\n".join(self.stderr_tail)
         if self.cancelled.is_set():
-            yield ev.Error("cancelled", "cancelled by the user", tail)
+            yield ev.Error("cancelled", "stopped before its last step (a signal, or the user)", tail)
             yield ev.Finished("cancelled")
             return
         ended = self.proc.ended_by_slurm() if self.executor is not None else None

@@ -101,7 +101,7 @@ class ScalingLaunch:
                                               f"{event.total_ms:.1f} ms")
         yield ev.Baseline(base.status, base.summary.to_dict() if base.summary else None)
         if self._cancelled or base.status == "cancelled":
-            yield ev.Error("cancelled", "cancelled by the user during the one-process run")
+            yield ev.Error("cancelled", "stopped during the one-process run (a signal, or the user)")
             yield ev.Finished("cancelled")
             return
         self.current = self.job

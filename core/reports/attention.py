@@ -136,7 +136,8 @@ def markdown(a: AttentionRecord) -> str:
              f"- device: {env.get('gpu_name') or env.get('cpu') or sp.device}; torch {env.get('torch', '?')}, "
              f"CUDA {env.get('cuda') or '-'}",
              f"- causal attention on random Q, K, V of shape (batch {sp.batch}, seq, d); {sp.warmup} warm-up "
-             f"passes, then {sp.iters} timed forward and {sp.iters} timed backward passes per cell; "
+             f"pass{'' if sp.warmup == 1 else 'es'}, then {sp.iters} timed forward and {sp.iters} timed backward "
+             f"pass{'' if sp.iters == 1 else 'es'} per cell; "
              "one process per cell", ""]
     for prec in sp.precisions:
         for impl, comp in sp.variants():

@@ -209,7 +209,7 @@ def markdown(ladder: LadderRecord) -> str:
              f"- device: {env.get('gpu_name') or env.get('device') or b.device}; torch {env.get('torch', '?')}",
              f"- {b.size}, ctx {b.ctx}, batch {b.batch}, {b.precision}, train; warm-up {b.warmup}, steps {b.steps}, "
              f"processes per rung {reps}",
-             f"- interval: 95%, a t-interval on log times of {'the processes medians' if reps > 1 else 'one process steps'}",
+             f"- interval: 95%, a t-interval on log times of {'the medians of the processes' if reps > 1 else 'the steps of one process'}",
              "- speed of light: the step's matmul FLOPs at the measured matmul peak plus AdamW's bytes at the "
              "measured copy bandwidth, over the median step", ""]
     sol = next(((r.summary.speed_of_light or {}).get("peaks") for r in ladder.runs if r.summary), None)

@@ -122,7 +122,7 @@ def markdown(r: RunRecord) -> str:
     s, sm = r.spec, r.summary
     env = r.environment
     lines = [f"# {r.name}", "",
-             f"- status: **{r.status}**" + (f" ({r.error.text()})" if r.error else ""),
+             f"- status: **{r.status}**" + (f" ({_error_text(r)})" if r.error else ""),
              f"- device: {env.get('gpu_name') or env.get('cpu') or s.device}; torch {env.get('torch', '?')}, "
              f"CUDA {env.get('cuda') or '-'}, driver {env.get('driver') or '-'}",
              f"- model: {model_text(r)}, "
@@ -187,3 +187,9 @@ def csv_text(r: RunRecord) -> str:
                         st.total_ms, st.forward_ms, st.backward_ms if st.backward_ms is not None else "",
                         st.optimizer_ms if st.optimizer_ms is not None else "", r.status, process, flags])
     return out.getvalue()
+
+
+def _error_text(r: RunRecord) -> str:
+    """The error beside the status, the status not said twice ("unsupported (unsupported: ...)")."""
+    assert r.error is not None
+    return r.error.message.removeprefix(f"{r.status}:").strip() if r.error.kind == r.status else r.error.text()

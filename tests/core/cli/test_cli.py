@@ -175,6 +175,8 @@ def test_help_shows_the_defaults():
     text = " ".join(out.stdout.split())
     assert "--ctx CTX context length (tokens) (default: 256)" in text
     assert "--repeat N" in text and "(default: 1)" in text
+    no_reshard = text[text.index("--no-reshard FSDP"):text.index("--fsdp-bf16 FSDP")]
+    assert "default" not in no_reshard  # "(default: True)" read as if no-reshard were on
 
 
 def test_one_step_shows_no_spread_and_a_profiled_run_says_where_its_files_went(tmp_path):

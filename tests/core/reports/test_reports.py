@@ -144,3 +144,21 @@ def test_markdown_keeps_small_tflops_significant():
 
     md = export(store.load(Path(__file__).resolve().parents[3] / "snapshots" / "tiny-cpu-train-fp32.json"), "md")
     assert "| 3,008 | 0.0141 |" in md
+
+
+def test_report_wording_counts_and_says_a_status_once():
+    from perfconsole.core.record import RunRecord
+    from perfconsole.core.reports import attention as report_attention
+    from perfconsole.core.reports import run as report_run
+    from perfconsole.core.spec import RunSpec
+
+    one = AttentionRecord.new(AttentionSpec((16,), (1024,), batch=1, warmup=1, iters=1))
+    assert "1 warm-up pass, then 1 timed forward and 1 timed backward pass per cell" in report_attention.markdown(one)
+    r = RunRecord(RunSpec(size="tiny", device="cpu"))
+    r.apply(ev.Error("unsupported", "unsupported: fp8 matmuls need device cuda"))
+    r.apply(ev.Finished("unsupported"))
+    assert "- status: **unsupported** (fp8 matmuls need device cuda)" in report_run.markdown(r)
+    r = RunRecord(RunSpec(size="tiny", device="cpu"))
+    r.apply(ev.Error("error", "worker died"))
+    r.apply(ev.Finished("error"))
+    assert "- status: **error** (worker died)" in report_run.markdown(r)

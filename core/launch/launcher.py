@@ -37,7 +37,7 @@ class Launch(ChildProcess):
                  env: dict[str, str] | None = None, executor: Any = None) -> None:
         super().__init__(env, executor)
         self.spec = spec
-        self.out_dir = out_dir
+        self.out_dir = out_dir.absolute() if out_dir is not None else None  # files the record names from anywhere
         self.nsys_explicit = nsys
         self.other_stdout: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._pending: list[ev.Event] = []

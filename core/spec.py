@@ -99,11 +99,15 @@ class RunSpec:
         return (0, 0, 0, 0)
 
     def model_label(self) -> str:
-        """The model in a few words: `small`, `hf:llama 1B`, `student_model.py:build`."""
+        """The model in a few words: `small`, `hf:llama 1B`, `student_model.py:build`; a custom size with its
+        dimensions (`custom d64 ff256 l2 h4`), so that two custom shapes never share a name."""
+        size = self.size
+        if size == "custom" and None not in (self.d_model, self.d_ff, self.n_layers, self.n_heads):
+            size = f"custom d{self.d_model} ff{self.d_ff} l{self.n_layers} h{self.n_heads}"
         if self.model == "builtin":
-            return self.size
+            return size
         if self.model.startswith("hf:"):
-            return f"{self.model} {self.size}"
+            return f"{self.model} {size}"
         target, _, factory = self.model.rpartition(":")
         return f"{Path(target).name}:{factory}" if target.endswith(".py") else self.model
 

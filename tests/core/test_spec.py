@@ -141,3 +141,10 @@ def test_a_valid_job_and_old_snapshots_without_the_fields():
            if k not in ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "scaling", "reshard",
                         "fsdp_bf16", "optimize_ddp")}
     assert RunSpec.from_dict(old).nproc == 1
+
+
+def test_two_custom_shapes_never_share_a_name():
+    a = RunSpec(size="custom", d_model=64, d_ff=256, n_layers=2, n_heads=4, device="cpu")
+    b = a.with_(d_ff=512)
+    assert a.label() == "custom d64 ff256 l2 h4 ctx256 b4 fp32 fwd_bwd"
+    assert a.label() != b.label() and RunSpec(size="custom").model_label() == "custom"

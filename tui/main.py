@@ -18,7 +18,8 @@ SERVE_HELP = "serve the console in a browser, one console per tab, behind a toke
 class _CommandsWithServe(argparse._SubParsersAction):
     """core's sub-commands, with `serve` listed last among them (in --help and in the choices an unknown
     command is told of). serve is dispatched by main() before core's parser runs, since it is a console
-    concern; core's parser only meets it when flags come before it."""
+    concern; core's parser only meets it when flags come before it, and refuses those flags in one line
+    (as for any command) before serve's stand-in would run."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -31,6 +31,18 @@ class CompareError(ValueError):
 
 
 @dataclass(frozen=True)
+class NoSpeedup(Speedup):
+    """A run's place in the speedups where there is none to give, with the reason in words: its baseline or
+    itself measured no step (a run cancelled before its first). Reads as not significant, with no figures."""
+    reason: str = "no speedup"
+
+
+def _no_speedup(base: Stat | None) -> NoSpeedup:
+    why = "no baseline steps" if base is None or not base.mean > 0 else "no measured steps"
+    return NoSpeedup(math.nan, math.nan, math.nan, why)
+
+
+@dataclass(frozen=True)
 class KernelMove:
     """One kernel's total time (ns) in each run (None where the run lacks it), and its largest move."""
     name: str
@@ -93,7 +105,8 @@ class Comparison:
                 "(run with --repeat N for that)")
 
     def speedups(self, phase: str = "total_ms") -> list[Speedup | None]:
-        """Speedup of each run against the baseline (None for the baseline and where a side is missing).
+        """Speedup of each run against the baseline: None for the baseline, a NoSpeedup saying why where
+        the baseline or the run measured no step.
 
         With replicate processes on every side, the statistics are those of the processes' medians.
         """
@@ -104,7 +117,8 @@ class Comparison:
         base = stats[0]
         out: list[Speedup | None] = [None]
         for st in stats[1:]:
-            out.append(speedup(base, st) if base is not None and st is not None and base.mean > 0 and st.mean > 0 else None)
+            out.append(speedup(base, st) if base is not None and st is not None and base.mean > 0 and st.mean > 0
+                       else _no_speedup(base))
         return out
 
     def tokens_per_s(self) -> list[float | None]:
@@ -251,6 +265,8 @@ def speedup_text(s: Speedup | None) -> str:
     so the figures in brackets always bound the figure before them; the JSON keeps the speedup's own."""
     if s is None:
         return "baseline"
+    if isinstance(s, NoSpeedup):
+        return s.reason
     words = ratio_text(s.ratio)
     if math.isnan(s.ci95_low):
         return f"{words} (too few steps for an interval)"
@@ -269,6 +285,8 @@ def document(c: Comparison) -> dict[str, Any]:
                                                                    "ci95_low", "ci95_high")}
 
     def sp(s: Speedup | None) -> dict[str, Any] | None:
+        if isinstance(s, NoSpeedup):
+            return {"ratio": None, "ci95_low": None, "ci95_high": None, "significant": False, "text": s.reason}
         return None if s is None else {"ratio": s.ratio, "ci95_low": _num(s.ci95_low),
                                        "ci95_high": _num(s.ci95_high), "significant": s.significant,
                                        "text": speedup_text(s)}
@@ -363,7 +381,7 @@ def csv_text(c: Comparison) -> str:
         if any(s is not None for s in stats):
             for stat_name in ("mean", "std", "median"):
                 rows("phase", f"{p}.{stat_name}", [None if s is None else getattr(s, stat_name) for s in stats])
-    sps = c.speedups()
+    sps = [None if isinstance(s, NoSpeedup) else s for s in c.speedups()]
     rows("speedup", "total_ms.ratio", [None if s is None else s.ratio for s in sps])
     rows("speedup", "total_ms.ci95_low", [None if s is None else _num(s.ci95_low) for s in sps])
     rows("speedup", "total_ms.ci95_high", [None if s is None else _num(s.ci95_high) for s in sps])

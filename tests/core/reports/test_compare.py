@@ -167,3 +167,19 @@ def test_a_job_s_communication_is_compared_beside_a_one_process_run():
     assert document(c)["communication"]["link bus GB/s"] == [None, job.collectives["link_busbw_gbps"]]
     assert f"communication,collectives alone (ms),1,{job.name}," in csv_text(c)
     assert Comparison([one, one]).communication() == {}       # no job: no rows
+
+
+def test_a_missing_speedup_says_why_and_only_the_baseline_reads_baseline():
+    cancelled = RunRecord(RunSpec(size="tiny", device="cpu"))
+    cancelled.apply(ev.Finished("cancelled"))            # cancelled before its first measured step
+    c = Comparison([cancelled, _run([5.0, 5.1, 4.9])])
+    texts = [speedup_text(s) for s in c.speedups()]
+    assert texts == ["baseline", "no baseline steps"]
+    assert "| speedup (step) | baseline | no baseline steps |" in export.export(c, "md")
+    c = Comparison([_run([5.0, 5.1, 4.9]), cancelled])
+    assert [speedup_text(s) for s in c.speedups()] == ["baseline", "no measured steps"]
+    assert not c.speedups()[1].significant
+    doc = json.loads(export.export(c, "json"))
+    assert doc["speedup"]["total_ms"][1]["text"] == "no measured steps"
+    rows = [r for r in csv.reader(io.StringIO(export.export(c, "csv"))) if r[:2] == ["speedup", "total_ms.ratio"]]
+    assert [r[-1] for r in rows] == ["", ""]

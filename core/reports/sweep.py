@@ -302,9 +302,10 @@ class GridTable:
 
 
 def grid_status(status: str) -> str:
-    """A record's status as a grid cell shows it: unfinished cells are "not run", unknown ones errors."""
-    return {"ok": "ok", "imported": "ok", "oom": "oom", "cancelled": "cancelled",
-            "pending": "not_run"}.get(status, "error")
+    """A record's status as a grid cell shows it: cells not started are "not run", the one under way
+    "running", a ladder rung that cannot run here "unsupported"; only a cell that failed is an error."""
+    return {"ok": "ok", "imported": "ok", "oom": "oom", "cancelled": "cancelled", "pending": "not_run",
+            "running": "running", "unsupported": "unsupported"}.get(status, "error")
 
 
 def _sweep_value(r: RunRecord, metric: str) -> float | None:

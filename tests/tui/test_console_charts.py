@@ -239,3 +239,14 @@ def test_snapshot_gpu_panel_history(snap_compare):
         await pilot.press("2")
         await show_gpu(pilot, history()[-1], history())
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=before)
+
+
+def test_an_ok_cell_without_a_value_is_no_value_not_an_error():
+    from perfconsole.core.reports import sweep as report_sweep
+    from perfconsole.tui.screens.grids import STATUS_STYLE, STATUS_WORD
+    from perfconsole.tui.widgets.grid_chart import legend
+    sweep = store.load(shipped("tiny-cpu-sweep.json"))     # a CPU sweep: no peak allocated memory
+    table = report_sweep.grid_tables(sweep, "peak_mib")[0]
+    assert all(c.status == "ok" for row in table.cells for c in row)
+    text = "\n".join(line.plain for line in legend(table, 80, UNICODE_CHART, STATUS_WORD, STATUS_STYLE))
+    assert "gaps no value: tiny ctx 32, tiny ctx 64" in text and "error" not in text

@@ -18,7 +18,7 @@ from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.core.reports.ladder import rows
 from perfconsole.tui.widgets.sol_bars import sol_table
 from perfconsole.tui.widgets.stats_panel import StatsPanel
-from tests.tui.console_helpers import ROOT, make_app, plain, wait_for
+from tests.tui.console_helpers import ROOT, make_app, plain, screen_lines, wait_for
 
 LADDER = ROOT / "tests" / "fixtures" / "ladders" / "ladder_tiny_cpu.json"
 
@@ -136,3 +136,47 @@ def _console_on_cpu(tmp_path, monkeypatch, **form):
     shutil.copytree(os.environ["PERFCONSOLE_DATA_DIR"], tmp_path, dirs_exist_ok=True)
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path))
     return make_app(RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", warmup=1, **form))
+
+
+def _climbing_ladder():
+    """The shipped CPU ladder as it looks while its second rung runs: the first done, the rest waiting."""
+    from perfconsole.core.record import RunRecord
+    ladder = store.load(LADDER)
+    ladder.status = "running"
+    for i, r in enumerate(ladder.runs[1:], 1):
+        ladder.runs[i] = RunRecord(r.spec, name=r.name)
+    ladder.runs[1].status = "running"
+    return ladder
+
+
+def test_a_climbing_ladder_counts_its_running_and_pending_rungs_as_such():
+    from perfconsole.tui.glyphs import UNICODE
+    from perfconsole.tui.screens.grids import counts_line, ladder_view
+    ladder = _climbing_ladder()
+    n = len(ladder.runs)
+    assert counts_line(ladder) == f"1/{n} cells finished: 1 ok, 1 running, {n - 2} pending"
+    lines = plain(ladder_view(ladder, UNICODE)).splitlines()
+    assert [line.split()[2] for line in lines[1:n + 1]] == ["ok", "running", *["pending"] * (n - 2)]
+    ladder.status, ladder.runs[1].status = "cancelled", "cancelled"      # ctrl+k: the rest will not run
+    assert counts_line(ladder) == f"2/{n} cells finished: 1 ok, 1 cancelled, {n - 2} not run"
+    lines = plain(ladder_view(ladder, UNICODE)).splitlines()
+    assert [" ".join(line.split()[2:4]) for line in lines[2:n + 1]] == ["cancelled -", *["not run"] * (n - 2)]
+
+
+async def test_the_ladder_table_keeps_its_columns_at_80x24_and_scrolls_sideways():
+    app = make_app(snapshots=[LADDER])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("7")
+        await pilot.pause()
+        pane = app.query_one("#grids-pane")
+        shown = "\n".join(screen_lines(app))
+        assert "rung           status" in shown and "1 eager" in shown and "…" not in shown
+        assert "Best rung: 3 compile" in shown      # the lines under the table wrap to the pane
+        assert pane.max_scroll_x > 0
+        await pilot.press("right", "right", "right")
+        await pilot.pause()
+        assert pane.scroll_x > 0
+        pane.scroll_to(x=pane.max_scroll_x, animate=False)   # the far right: the last column whole
+        await pilot.pause()
+        assert "moved ms/step" in "\n".join(screen_lines(app))

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.constrain import Constrain
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,12 +25,18 @@ from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.grid_chart import GridChart
 from perfconsole.tui.widgets.sol_bars import busy_text, sol_table
 
-STATUS_WORD = {"ok": "ok", "oom": "OOM", "error": "error", "cancelled": "cancelled", "not_run": "not run"}
-STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "bold red", "cancelled": "magenta", "not_run": "dim"}
+STATUS_WORD = {"ok": "ok", "oom": "OOM", "error": "error", "cancelled": "cancelled", "not_run": "not run",
+               "running": "running", "pending": "pending", "unsupported": "unsupported", "no_value": "no value"}
+STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "bold red", "cancelled": "magenta", "not_run": "dim",
+                "running": "yellow", "pending": "yellow", "unsupported": "yellow", "no_value": "dim"}
+# The header's counts, in this order; "pending": a cell waiting its turn while the grid runs.
+COUNT_ORDER = (*GRID_STATUSES[:4], "unsupported", "running", "pending", GRID_STATUSES[4])
+UNFINISHED = ("running", "pending", "not_run")
 EMPTY = "open a sweep, an attention grid or a ladder in Runs (5, o) and press Enter on it"
 # The chart plots one number per cell: an attention cell's forward and backward add up to its step.
 CHART_LABELS = {"fwd_bwd_ms": "forward + backward (ms)"}
 CHART_MIN_H = 14
+NATURAL_MAX = 10_000     # "as wide as it likes" when measuring a table's own width
 
 
 LADDER_METRICS = {"step_ms": "median step time (ms)"}
@@ -98,15 +106,27 @@ def setup_line(grid: Any) -> str:
     return f"batch {sp.batch}, {sp.warmup} warm-up + {sp.iters} passes"
 
 
+def climbing(grid: Any) -> bool:
+    """The grid is under way (or about to be): its cells not started yet are waiting, not left out."""
+    return grid.status in ("running", "pending")
+
+
+def shown_status(grid: Any, status: str) -> str:
+    """A cell's status as the header and the ladder's rows say it: a pending cell of a grid that runs is
+    "pending", of one that stopped (cancelled, or read from disk) "not run"; a running one "running"."""
+    s = grid_status(status)
+    return "pending" if s == "not_run" and status == "pending" and climbing(grid) else s
+
+
 def counts_line(grid: Any) -> str:
     counts: dict[str, int] = {}
     for c in cells_of(grid):
-        s = grid_status(c.status)
+        s = shown_status(grid, c.status)
         counts[s] = counts.get(s, 0) + 1
     total = sum(counts.values())
-    finished = total - counts.get("not_run", 0)
+    finished = total - sum(counts.get(s, 0) for s in UNFINISHED)
     return f"{finished}/{total} cells finished: " + ", ".join(
-        f"{counts[s]} {STATUS_WORD[s]}" for s in GRID_STATUSES if counts.get(s))
+        f"{counts[s]} {STATUS_WORD[s]}" for s in COUNT_ORDER if counts.get(s))
 
 
 def jobs_line(counts: dict[str, int] | None) -> str:
@@ -254,16 +274,38 @@ class GridsPane(ScrollableContainer):
         body.update(Group(*parts))
 
 
-def ladder_view(ladder: Any, glyphs: Glyphs) -> Group:
-    """The ladder's table, then each rung that ran as speed-of-light bars with its GPU busy share."""
-    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1), title_justify="left")
+class Unsqueezed:
+    """A table as wide as its columns need, then the rest: the pane (width auto) takes the table's width and
+    scrolls sideways rather than cutting every column short ("rung st… st…") at 80 columns; the rest wraps
+    to the width the pane shows, so the lines under the table read without scrolling."""
+
+    def __init__(self, table: Table, rest: list[Any]) -> None:
+        self.table, self.rest = table, rest
+        self.view: int | None = None  # the pane's width, learnt when Textual measures this
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        self.view = options.max_width
+        natural = Measurement.get(console, options.update_width(NATURAL_MAX), self.table).maximum
+        width = max(natural, Measurement.get(console, options, Group(*self.rest)).maximum)
+        return Measurement(width, width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table
+        yield Constrain(Group(*self.rest), min(options.max_width, self.view or options.max_width))
+
+
+def ladder_view(ladder: Any, glyphs: Glyphs) -> Unsqueezed:
+    """The ladder's table, its columns kept whole (the pane scrolls sideways), then each rung that ran as
+    speed-of-light bars with its GPU busy share."""
+    t = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 1), title_justify="left", expand=False)
     for name in ("rung", "status", "step ms", "vs first", "vs prev", "MFU", "SoL", "GPU busy", "loss", "moved ms/step"):
         t.add_column(name, justify="left" if name in ("rung", "status", "moved ms/step") else "right", no_wrap=True)
     rows = report_ladder.rows(ladder)
     for row in rows:
         ok = row.status == "ok"
-        t.add_row(f"{row.rung} {row.name}", Text(report_ladder.status_text(row) if not ok else "ok",
-                                                   style="green" if ok else "yellow"),
+        word = "ok" if ok else STATUS_WORD[shown_status(ladder, "pending")] if row.status == "pending" else (
+            report_ladder.status_text(row))
+        t.add_row(f"{row.rung} {row.name}", Text(word, style="green" if ok else "yellow"),
                   "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
                   "-" if row.speedup_vs_first is None else f"{row.speedup_vs_first:.2f}x",
                   "-" if row.speedup_vs_previous is None else f"{row.speedup_vs_previous:.2f}x",
@@ -271,7 +313,7 @@ def ladder_view(ladder: Any, glyphs: Glyphs) -> Group:
                   "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%",
                   report_ladder.busy_text(row),
                   "-" if row.numerics is None else row.numerics, report_ladder.moved_text(row))
-    parts: list[Any] = [t]
+    parts: list[Any] = []
     found = report_ladder.verdicts(rows)
     parts += [Text(line, style="yellow") for line in found.over_counted]
     parts += [Text(line, style="bold") for line in found.best]
@@ -279,4 +321,4 @@ def ladder_view(ladder: Any, glyphs: Glyphs) -> Group:
         if run.summary is not None and row.status == "ok":
             parts += [Text(""), Text(f"{row.rung} {row.name}: speed of light · {busy_text(run.summary)}", style="bold"),
                       sol_table(run.summary.speed_of_light, glyphs=glyphs)]
-    return Group(*parts)
+    return Unsqueezed(t, parts)

@@ -21,7 +21,8 @@ from perfconsole.core.reports.sweep import GridCell, GridTable
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 
 SERIES_STYLES = ("dodger_blue1", "magenta", "yellow", "green", "cyan", "orange1", "white", "purple")
-GAP_ORDER = ("oom", "error", "cancelled", "not_run")
+# "no_value": a cell that ran fine but has no figure for these values (peak memory on the CPU), not an error.
+GAP_ORDER = ("oom", "error", "cancelled", "unsupported", "running", "not_run", "no_value")
 LISTED_GAPS = 4          # more gaps of one kind than this are counted, not listed
 MIN_PLOT_ROWS = 3
 
@@ -49,6 +50,13 @@ def chart_glyphs(glyphs: Glyphs) -> ChartGlyphs:
 def plain_ascii(text: str) -> str:
     """Core's titles separate with a middle dot ("train · fp32"); ASCII mode draws a slash."""
     return text.replace(" · ", " / ").encode("ascii", "replace").decode()
+
+
+def gap_kind(cell: GridCell) -> str:
+    """Why a cell is a gap on the chart: its status, or "no_value" for an ok cell with no figure."""
+    if cell.status == "ok":
+        return "no_value"
+    return cell.status if cell.status in GAP_ORDER else "error"
 
 
 def chart_value(cell: GridCell) -> float | None:
@@ -118,7 +126,7 @@ def legend(table: GridTable, width: int, cg: ChartGlyphs, words: Mapping[str, st
     for row, cells in zip(table.rows, table.cells):
         for col, cell in zip(table.cols, cells):
             if chart_value(cell) is None:
-                status = cell.status if cell.status in GAP_ORDER else "error"
+                status = gap_kind(cell)
                 gaps.setdefault(status, []).append(f"{row} {table.col_name} {col}")
     if gaps:
         parts: list[list[tuple[str, str]]] = []
@@ -127,7 +135,8 @@ def legend(table: GridTable, width: int, cg: ChartGlyphs, words: Mapping[str, st
             if not cells:
                 continue
             shown = cells if len(cells) <= LISTED_GAPS else [f"{len(cells)} cells"]
-            parts.append([(words.get(status, status), styles.get(status, "")), (": " + ", ".join(shown), "")])
+            parts.append([(words.get(status, status.replace("_", " ")), styles.get(status, "dim")),
+                          (": " + ", ".join(shown), "")])
         parts[0].insert(0, ("gaps ", "bold"))
         lines += _wrap(parts, width, 5)
     return lines

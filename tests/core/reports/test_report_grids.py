@@ -88,3 +88,14 @@ def test_a_sweep_of_a_factory_model_is_named_for_it_and_leaves_unknown_dimension
     assert report_sweep.csv_text(sw).splitlines()[1].startswith("student_model.py:build,,,,,32,")
     table = grid_table(sw)
     assert table.columns[0].header == "model" and table.rows[0][0].plain == "student_model.py:build"
+
+
+def test_a_running_or_pending_cell_is_never_an_error():
+    assert report_sweep.grid_status("running") == "running"
+    assert report_sweep.grid_status("pending") == "not_run"
+    assert report_sweep.grid_status("unsupported") == "unsupported"   # a rung this machine cannot run
+    assert report_sweep.grid_status("error") == "error" and report_sweep.grid_status("imported") == "ok"
+    rec = sweep_record()
+    rec.runs[0] = type(rec.runs[0])(rec.runs[0].spec)
+    rec.runs[0].status = "running"
+    assert report_sweep.grid_tables(rec)[0].cell("small", 128).status == "running"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from console_helpers import make_app, plain
+from console_helpers import make_app, plain, screen_lines, wait_for
 from textual.widgets import Static
 
 from perfconsole.core import store
@@ -89,3 +89,49 @@ def test_gpu_panel_gives_each_other_gpu_a_line():
     text = plain(panel.panel(60, 9))
     assert text.splitlines()[0].startswith("GPU 0: NVIDIA H200")
     assert "GPU 1 util 97% mem 2,000 MiB 500 W" in text and "GPU 2 util 12%" in text
+
+
+async def test_at_80x24_every_part_of_a_jobs_live_pane_is_reachable():
+    record = store.load(JOB)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        live = app.main(LivePane)
+        live.show_record(record)
+        await wait_for(pilot, lambda: "no GPU" in plain(app.main("#gpu").content))
+        await pilot.press("home")
+        await pilot.pause()
+        top = "\n".join(screen_lines(app))
+        assert "rank 0: median" in top and "rank 1: median" in top     # every rank's line, not the first only
+        assert "comm - ms" not in top        # no per-rank comm timed: said nowhere rather than as a dash pair
+        assert live.max_scroll_y > 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert live.scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        bottom = "\n".join(screen_lines(app))
+        assert live.scroll_y == live.max_scroll_y
+        assert "total ms" in bottom and "no GPU" in bottom and "peak mem" in bottom   # step table, GPU panel
+        table = app.main("#steps")
+        assert table.cursor_row == table.row_count - 1                                # End: the last step too
+        await pilot.press("home")
+        await pilot.pause()
+        assert live.scroll_y == 0 and table.cursor_row == 0
+
+
+async def test_at_80_columns_a_long_field_error_wraps_whole_under_its_field():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LaunchPane)
+        for name, value in (("nproc", "2"), ("parallel", "ddp"), ("bucket_mb", "99999999")):
+            pane.set_value(name, value)
+        await pilot.pause()
+        err = app.query_one("#err-bucket_mb", Static)
+        message = pane.errors["bucket_mb"]
+        assert "65536" in message and len(message) > err.size.width   # longer than the column: it wraps
+        err.scroll_visible(animate=False)
+        await pilot.pause()
+        assert err.size.height >= 2
+        shown = " ".join(line[36:].strip() for line in screen_lines(app))   # the error column, line after line
+        assert message in shown, shown

@@ -1,6 +1,10 @@
 """The live run: spec header, status with elapsed time and the cancel key, the step chart, the step
 table, the stats panel and the GPU panel. It draws whatever RunRecord it is given; the app folds the
-worker's events into that record and calls `refresh_record`."""
+worker's events into that record and calls `refresh_record`.
+
+The pane scrolls where it does not fit (a data-parallel job's lines above the body at 80x24): PgUp/PgDn
+page it while it can move, then page the step table; Home/End go to its top/bottom and the table's
+first/last row."""
 from __future__ import annotations
 
 import time
@@ -8,7 +12,8 @@ import time
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.actions import SkipAction
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.events import Step
@@ -38,8 +43,13 @@ def spec_header(r: RunRecord) -> str:
     return f"{r.name} · {s.device} · warm-up {s.warmup} + {s.steps} steps{extra}{prof}"
 
 
-class LivePane(Vertical):
-    BINDINGS = [Binding("x", "app.cancel_run", "Cancel run", id="live.cancel")]
+class LivePane(VerticalScroll, can_focus=False):
+    # Priority: the step table, which has the keys, would take them first.
+    BINDINGS = [Binding("x", "app.cancel_run", "Cancel run", id="live.cancel"),
+                Binding("pagedown", "pane_page(True)", "Page the pane down", show=False, priority=True),
+                Binding("pageup", "pane_page(False)", "Page the pane up", show=False, priority=True),
+                Binding("end", "pane_edge(True)", "Bottom of the pane, last step", show=False, priority=True),
+                Binding("home", "pane_edge(False)", "Top of the pane, first step", show=False, priority=True)]
 
     def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
         super().__init__(**kw)
@@ -71,6 +81,17 @@ class LivePane(Vertical):
         # phases add up in view; a warm-up step is marked in its index ("w0") instead of a column.
         for col in ("step", "total ms", "fwd ms", "bwd ms", "opt ms"):
             t.add_column(col, key=col)
+
+    def action_pane_page(self, down: bool) -> None:
+        """Page the pane while it can move that way; at its edge (or when it fits) the step table pages."""
+        if not (self.scroll_y < self.max_scroll_y if down else self.scroll_y > 0):
+            raise SkipAction()
+        (self.scroll_page_down if down else self.scroll_page_up)(animate=False)
+
+    def action_pane_edge(self, end: bool) -> None:
+        """The pane to its bottom (top), then the step table to its last (first) row as well."""
+        (self.scroll_end if end else self.scroll_home)(animate=False)
+        raise SkipAction()
 
     def show_record(self, record: RunRecord | None, started: float | None = None,
                     ended: float | None = None) -> None:
@@ -126,9 +147,11 @@ class LivePane(Vertical):
         def ms(v: float | None) -> str:
             return "-" if v is None else f"{v:,.2f}"
         for row in rank_rows(r):
-            share = "-" if row["comm_share"] is None else f"{row['comm_share']:.0%}"
+            # A rank's own comm is there only where its steps timed it; the job's line has the job's.
+            comm = "" if row["comm_ms"] is None else f" · comm {ms(row['comm_ms'])} ms" + (
+                "" if row["comm_share"] is None else f" ({row['comm_share']:.0%})")
             t.append(f"\nrank {row['rank']}: median {ms(row['median_ms'])} ms · last {ms(row['last_ms'])} ms"
-                     f" · comm {ms(row['comm_ms'])} ms ({share}) · slowest in {row['slowest_in']}")
+                     f"{comm} · slowest in {row['slowest_in']}")
             if row["overlap_share"] is not None:
                 t.append(f" · NCCL overlap {row['overlap_share']:.0%}")
         box.update(t)

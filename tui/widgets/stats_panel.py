@@ -25,7 +25,7 @@ class StatsPanel(Static):
         ci = interval_text(st.ci95_low, st.ci95_high, ",.2f") if st.n > 1 else NA
         t.add_row("steps", str(st.n))
         t.add_row("mean", f"{st.mean:,.3f} ms")
-        t.add_row("std", f"{st.std:,.3f} ms")
+        t.add_row("std", f"{st.std:,.3f} ms" if st.n > 1 else NA)  # one step has no spread to measure
         t.add_row("median", f"{st.median:,.3f} ms")
         t.add_row("95% CI", ci)
         for name in ("forward_ms", "backward_ms", "optimizer_ms"):

@@ -286,3 +286,20 @@ async def test_compare_numbers_runs_from_1_and_flags_unlike_work():
         await pilot.pause()
         text = "".join(plain(s.content) for s in app.query("#compare-pane Static"))
         assert "against run 1" in text and "unlike work: ctx, mode differ" in text
+
+
+async def test_a_live_filter_draws_its_rows_at_their_full_width():
+    """Typing a filter refills the table from the field's handler: no idle moment of the table's own to
+    measure the new rows, so the widths must be set with the rows (they were cut to the header's)."""
+    from rich.cells import cell_len
+    app = make_app(snapshots=[shipped("tiny-cpu-train-torch-profile.json")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5", "enter", "3")
+        await pilot.pause()
+        table = app.query_one("#kernel-table", SortableTable)
+        for text in ("s", "so", "sof", "soft"):
+            table.set_filter(lambda r, t=text: t in r["name"].lower())   # as the field's Changed handler does
+            assert table.row_count
+            for i, col in enumerate(table.ordered_columns):                # before the table has idled
+                widest = max(cell_len(str(table.get_row_at(r)[i])) for r in range(table.row_count))
+                assert col.get_render_width(table) - 2 * table.cell_padding >= widest, (text, col.label.plain)

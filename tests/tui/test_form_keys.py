@@ -79,3 +79,41 @@ async def test_ctrl_c_says_how_to_quit_from_anywhere():
         await pilot.pause()
         assert [n.message for n in app._notifications] == ["q or ctrl+q quits"]
         assert app.is_running
+
+
+async def test_every_editing_key_of_a_field_lands_in_order_in_a_burst():
+    """ctrl+u, ctrl+w, the word moves and the rest run in key order too: "4", ctrl+u, "2" is 2, not 42."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        batch = app.query_one("#f-batch", Input)
+        batch.focus()
+        await pilot.pause()
+        await _burst(app, pilot, ["end", "4", "ctrl+u", "2"])
+        assert batch.value == "2"
+        assert app.query_one(LaunchPane).spec.batch == 2
+        args = app.query_one("#f-model_args", Input)
+        args.focus()
+        await pilot.pause()
+        await _burst(app, pilot, [*"ab cd", "ctrl+w", *"ef"])             # delete_left_word
+        assert args.value == "ab ef"
+        await _burst(app, pilot, ["ctrl+left", "x", "ctrl+right", "y"])   # word moves
+        assert args.value == "ab xefy"
+        await _burst(app, pilot, ["home", "ctrl+backspace", "z"])         # delete_right_word
+        assert args.value == "zxefy"
+        await _burst(app, pilot, ["ctrl+a", "q", "ctrl+u", "r"])          # home, delete_left_all
+        assert args.value == "rzxefy"
+        await _burst(app, pilot, ["home", "shift+end", "s"])              # select to the end, typed over
+        assert args.value == "s"
+
+
+async def test_help_lists_the_keys_of_fields_tables_and_dialogs_too():
+    from console_helpers import plain
+    from textual.widgets import Static
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.press("5", "question_mark")
+        await pilot.pause()
+        rows = {" ".join(line.split()) for s in app.screen.query(Static) for line in plain(s.content).splitlines()}
+        for row in ("Esc Leave field", "Home First row", "End Last row", "F1 Markdown", "F2 CSV", "F3 JSON",
+                    "y Yes", "n, Esc No", "PgUp, PgDn Page up, down", "Home, End Top, bottom"):
+            assert row in rows, row

@@ -171,3 +171,28 @@ def test_a_tab_in_a_burst_moves_the_keys_after_it_to_the_next_field(tmux, tmp_pa
     time.sleep(1)
     rows = {line.split()[0]: line.split()[1:2] for line in tmux.screen().splitlines() if line.split()}
     assert rows["steps"] == ["3"] and rows["processes"] == ["4"], tmux.screen()
+
+
+def test_ctrl_u_then_a_value_and_ctrl_r_in_one_burst_runs_that_value(tmux, tmp_path):
+    tmux.start([str(BIN), *FLAGS, "--steps", "2", "--warmup", "0"], _env(tmp_path))
+    tmux.wait_for("batch")
+    time.sleep(1)                                      # the form has focused its first field
+    tmux.keys("Tab", "Tab", "End", "4")                # size -> ctx -> batch, "24"
+    tmux.burst("C-u", "3", "C-r")                      # ctrl+u used to run after the 3: "243", then ""
+    screen = tmux.wait_for("finished ·")
+    assert "tiny ctx32 b3 fp32 train" in screen, screen
+
+
+def test_a_filter_typed_in_a_burst_keeps_the_kernel_tables_widths(tmux, tmp_path):
+    profile = Path(__file__).resolve().parents[2] / "snapshots" / "tiny-cpu-train-torch-profile.json"
+    tmux.start([str(BIN), *FLAGS], _env(tmp_path))
+    tmux.wait_for("ctx")
+    time.sleep(1)
+    tmux.keys("5", "o")
+    tmux.burst(str(profile), "Enter")
+    tmux.wait_for("1 run")
+    tmux.keys("Enter", "3", "/")
+    tmux.burst("s", "o", "f", "t")                      # no Enter: the table refills as the filter is typed
+    time.sleep(2)
+    screen = tmux.screen()
+    assert "aten::_softmax" in screen and "5,809.8" in screen, screen   # was "aten::" and "5,809."

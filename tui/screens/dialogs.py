@@ -33,13 +33,37 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
+KEY_NAMES = {"escape": "Esc", "home": "Home", "end": "End", "pageup": "PgUp", "pagedown": "PgDn", "enter": "Enter",
+             "tab": "Tab", "shift+tab": "shift+Tab", "question_mark": "?", "slash": "/", "f1": "F1", "f2": "F2", "f3": "F3"}
+
+
+def key_text(keys: str) -> str:
+    """"n,escape" as "n, Esc": the keys as the docs and the dialogs' hints name them."""
+    return ", ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def more_sections() -> list[tuple[str, list[tuple[str, str]]]]:
+    """The keys of text fields, tables and dialogs, which no pane's bindings list: read from their bindings."""
+    from perfconsole.tui.widgets.console_table import ConsoleTable
+
+    def keys(bindings: list, only: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+        return [(b.key, b.description) for b in bindings if isinstance(b, Binding) and (not only or b.key in only)]
+    return [("Text fields", keys(FormInput.BINDINGS, ("escape",))),
+            ("Every table", keys(ConsoleTable.BINDINGS)),
+            ("Scrolling Grids", [("arrows", "Scroll"), ("pageup,pagedown", "Page up, down"), ("home,end", "Top, bottom")]),
+            ("Open dialog", [("enter", "Open"), ("down, tab", "To the list"), *keys(OpenScreen.BINDINGS)]),
+            ("Export dialog", [*keys(ExportScreen.BINDINGS[1:]), ("enter", "Write the file"),
+                               *keys(ExportScreen.BINDINGS[:1])]),
+            ("Questions (y/n)", keys(ConfirmScreen.BINDINGS))]
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key of every pane, read from the bindings themselves so the list never goes stale."""
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
 
     def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
         super().__init__()
-        self.sections = sections
+        self.sections = [*sections, *more_sections()]
 
     def compose(self) -> ComposeResult:
         t = Table.grid(padding=(0, 2))
@@ -48,7 +72,7 @@ class HelpScreen(ModalScreen[None]):
         for title, keys in self.sections:
             t.add_row(f"[u]{title}[/u]", "")
             for key, desc in keys:
-                t.add_row(key, desc)
+                t.add_row(key_text(key), desc)
         with VerticalScroll(classes="dialog wide"):
             # The way out and the way around first: the list below is longer than an 80x24 screen.
             yield Static("Esc, q or ? closes this list (arrows and PgUp/PgDn scroll it). Tab and shift+Tab move "

@@ -1,9 +1,10 @@
 """The console's text field: keys in the order they were typed, and the console's own keys kept.
 
-Textual's Input inserts a typed character at once but runs editing keys (backspace, arrows, home/end)
-as actions a moment later, so in a burst of keys (tmux send-keys, a fast typist over SSH) a character
-can land before the backspace typed ahead of it, and the backspace then deletes the wrong one
-("64", backspace, "1" gave "64"). Here the editing keys act at once, in order. ctrl+e and ctrl+k stay
+Textual's Input inserts a typed character at once but runs its bindings (backspace, arrows, home/end,
+ctrl+u, ctrl+w, word moves, ...) as actions a moment later, once the key has bubbled up to the app, so in
+a burst of keys (tmux send-keys, a fast typist over SSH) a character can land before the edit typed ahead
+of it ("64", backspace, "1" gave "64"; "4", ctrl+u, "2" gave "42" then ""). Here every key bound in the
+field runs its action at once, in order. ctrl+e and ctrl+k stay
 the console's (queue the run, cancel the run) rather than end-of-line and kill-to-end (End and
 shift+End still edit); Esc leaves the field, so 1-7, q and ? work again.
 """
@@ -13,10 +14,6 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
 
-# key -> (method, its argument) run at once, in typing order
-_AT_ONCE = {"backspace": ("action_delete_left", ()), "delete": ("action_delete_right", ()),
-            "left": ("action_cursor_left", ()), "right": ("action_cursor_right", ()),
-            "home": ("action_home", ()), "end": ("action_end", ())}
 _CONSOLE_KEYS = ("ctrl+e", "ctrl+k")
 
 
@@ -32,13 +29,13 @@ class FormInput(Input, inherit_bindings=False):
     ]
 
     async def _on_key(self, event: events.Key) -> None:
-        at_once = _AT_ONCE.get(event.key)
-        if at_once is not None:
-            event.stop()
-            event.prevent_default()
-            name, args = at_once
-            getattr(self, name)(*args)
-            return
+        """A key bound here runs its action now, in typing order; one the action skips (copy with nothing
+        selected) goes on up to the console's bindings, as before."""
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            if not binding.priority and await self.app.run_action(binding.action, self):
+                event.stop()
+                event.prevent_default()
+                return
         await super()._on_key(event)
 
     def action_leave(self) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 
@@ -44,13 +45,18 @@ class SortableTable(ConsoleTable):
     def on_mount(self) -> None:
         self._add_columns()
 
-    def _add_columns(self) -> None:
+    def _add_columns(self, cells: list[list[Text | str]] | None = None) -> None:
+        """The columns, each as wide as its widest cell (or its own width): set here, not left to the
+        DataTable, which measures new rows only when it next idles; a filter typed into a field gives it
+        no idle moment, so its rows were drawn cut to the header's width ("5,560." for 5,560.7)."""
         self.clear(columns=True)
-        for c in self.cols:
+        for i, c in enumerate(self.cols):
             arrow = ""
             if c.key == self.sort_key:
                 arrow = " " + (self.glyphs.down if self.sort_reverse else self.glyphs.up)
-            self.add_column(c.label + arrow, key=c.key, width=c.width)
+            label = c.label + arrow
+            width = c.width or max([cell_len(label), *(cell_len(str(row[i])) for row in cells or ())])
+            self.add_column(label, key=c.key, width=width)
 
     def set_rows(self, rows: list[dict[str, Any]]) -> None:
         self.rows_all = list(rows)
@@ -87,13 +93,13 @@ class SortableTable(ConsoleTable):
                 rows.sort(key=lambda r: str(r.get(key, "")).lower(), reverse=self.sort_reverse)
         self.shown = rows
         cursor = self.cursor_coordinate
-        self._add_columns()
         cells = [[self._cell(c, r.get(c.key)) for c in self.cols] for r in rows]
         fill = next((i for i, c in enumerate(self.cols) if c.fill), None)
         if fill is not None:
             room = self._fill_width(cells, fill)
             for row in cells:
                 row[fill] = cut_middle(str(row[fill]), room)
+        self._add_columns(cells)
         for row in cells:
             self.add_row(*row)
         if rows:

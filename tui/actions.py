@@ -6,6 +6,7 @@ reach alike. Files go to the data directory unless the user types another path.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ def snapshot_choices() -> list[Path]:
         if d is not None and d.is_dir():
             out += sorted(d.glob("*.json"))
     return out
+
+
+def comparison_file_name(comparison: Any) -> str:
+    """A comparison's snapshot name, unique as a run's is (its name, then an id the name never cuts off):
+    the id comes from its runs' ids in order, so saving it again rewrites its own file, never another's."""
+    digest = hashlib.sha1(" ".join(r.id for r in comparison.runs).encode()).hexdigest()[:12]
+    return f"{safe_name('compare-' + comparison.name, 60)}-{digest}"
 
 
 class SessionActions:
@@ -145,7 +153,7 @@ class SessionActions:
         if self.comparison is None:
             self.notify("nothing compared yet", severity="warning")
         else:
-            self._save(self.comparison, f"compare-{self.comparison.name}"[:70])
+            self._save(self.comparison, comparison_file_name(self.comparison))
 
     def action_open_snapshot(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen

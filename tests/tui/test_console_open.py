@@ -69,3 +69,28 @@ async def test_a_new_session_lists_what_earlier_ones_saved_newest_first():
         assert len(app.grids) == 1
         assert plain(app.query_one("#runs-title").content).startswith("2 runs, 1 grid")
         assert any("1 file(s)" in n.message for n in app._notifications)
+
+
+async def test_a_second_comparison_is_saved_beside_the_first_not_over_it():
+    from perfconsole.core import store
+    from perfconsole.core.paths import data_dir
+    from perfconsole.core.reports.compare import Comparison
+
+    app = make_app(snapshots=[shipped(n) for n in ("tiny-cpu-train-fp32.json", "tiny-cpu-train-bf16.json",
+                                                    "tiny-cpu-fwd-ctx64.json")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        a, b, c = app.runs
+        for r in (b, c):   # long names alike for more than 70 characters: the cut used to make one file of both
+            r.name = "tiny ctx32 b2 train, the same long words in both names, then what differs: " + r.name
+        saved = []
+        for other in (b, c):
+            app.show_comparison(Comparison([other, a]))
+            await pilot.press("s")
+            await pilot.pause()
+            saved = sorted((data_dir() / "snapshots").glob("compare-*.json"))
+        assert len(saved) == 2
+        assert sorted(tuple(r.id for r in store.load(p).runs) for p in saved) == sorted([(b.id, a.id), (c.id, a.id)])
+        await pilot.press("s")                         # the same comparison again: its own file, rewritten
+        await pilot.pause()
+        assert sorted((data_dir() / "snapshots").glob("compare-*.json")) == saved

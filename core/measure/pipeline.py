@@ -54,10 +54,36 @@ class PhaseClock:
         return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
 
 
-class PendingStep:
-    """A step whose work is queued; `resolve()` waits for its last mark and gives its timings."""
+class LossCopy:
+    """A step's loss on its way to the host, queued right behind the step's last mark.
 
-    def __init__(self, index: int, warmup: bool, clock: PhaseClock, loss: torch.Tensor,
+    Reading a CUDA tensor (float(), .item()) copies it on the stream at the time of reading, behind all the
+    work queued since, and waits for that work: with a step in flight, reading step k's loss would wait for
+    step k+1 as well, and the host could never run ahead (the step's issue and its GPU tail then add up
+    instead of overlapping). Here the copy is queued when the step is, so reading it waits for this step only."""
+
+    def __init__(self, loss: torch.Tensor) -> None:
+        kept = loss.detach()
+        self.cuda = kept.is_cuda
+        if self.cuda:
+            self.value = torch.empty(kept.shape, dtype=kept.dtype, pin_memory=True)
+            self.value.copy_(kept, non_blocking=True)
+            self.copied = torch.cuda.Event()
+            self.copied.record()
+        else:
+            self.value = kept
+
+    def read(self) -> float:
+        if self.cuda:
+            self.copied.synchronize()
+        return float(self.value)
+
+
+class PendingStep:
+    """A step whose work is queued; `resolve()` waits for its last mark (and its loss's copy, queued right
+    behind it) and gives its timings."""
+
+    def __init__(self, index: int, warmup: bool, clock: PhaseClock, loss: LossCopy,
                  host_ms: float | None, host_forward_ms: float | None = None,
                  host_backward_ms: float | None = None) -> None:
         self.index, self.warmup, self.clock, self.loss, self.host_ms = index, warmup, clock, loss, host_ms
@@ -65,7 +91,7 @@ class PendingStep:
 
     def resolve(self) -> ev.Step:
         phases = self.clock.intervals_ms() + [None, None]
-        value = float(self.loss.detach())  # after the wait above: a copy of a ready scalar, no extra wait
+        value = self.loss.read()  # waits for this step's own copy, never for a step queued after it
         return ev.Step(index=self.index, warmup=self.warmup, total_ms=sum(p for p in phases if p is not None),
                        forward_ms=phases[0], backward_ms=phases[1], optimizer_ms=phases[2],
                        loss=value if value == value and abs(value) != float("inf") else None, host_ms=self.host_ms,
@@ -102,9 +128,9 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     host_ms = (time.perf_counter() - issued) * 1e3 if clock.cuda else None
     host_forward_ms = (forward_issued - issued) * 1e3 if clock.cuda else None
     host_backward_ms = (backward_issued - backward_start) * 1e3 if clock.cuda and backward_issued else None
-    kept = loss.detach()
-    if getattr(stepper, "graphs", False):  # CUDA graphs overwrite their outputs when the next step replays
-        kept = kept.clone()
+    # Queued now, after the last mark: outside every phase, and ahead of the next step (CUDA graphs overwrite
+    # their outputs when the next step replays; the copy is ordered before that on the stream).
+    kept = LossCopy(loss)
     return PendingStep(index, warmup, clock, kept, host_ms, host_forward_ms, host_backward_ms)
 
 

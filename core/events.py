@@ -82,6 +82,10 @@ class Memory(Event):
     per_phase: dict[str, dict[str, float]] = field(default_factory=dict)
     snapshot_path: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # Times the caching allocator found no cached block, freed its cache and asked CUDA again during the
+    # measured steps (torch's num_alloc_retries; a job: its busiest rank). Each retry synchronises the
+    # device, so the steps that hit one are slower than the program's steps with room to spare.
+    alloc_retries: int | None = None
 
 
 @dataclass(frozen=True)

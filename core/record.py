@@ -43,6 +43,7 @@ class MemoryInfo:
     per_phase: dict[str, dict[str, float]] = field(default_factory=dict)
     snapshot_path: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    alloc_retries: int | None = None  # core.events.Memory: the allocator's retries in the measured steps
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -161,7 +162,8 @@ class RunRecord:
                 self.summary = with_nvml_busy(Summary.from_dict(event.summary), self.telemetry)
         elif isinstance(event, ev.Memory):
             self.memory = MemoryInfo(event.peak_allocated_mib, event.peak_reserved_mib,
-                                     dict(event.per_phase), event.snapshot_path, dict(event.details))
+                                     dict(event.per_phase), event.snapshot_path, dict(event.details),
+                                     event.alloc_retries)
         elif isinstance(event, ev.ProfileReady):
             self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
             self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, _one_stream(self.spec))

@@ -21,6 +21,7 @@ thread that launched it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -230,6 +231,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             if spec.memory:
                 torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        retries_before = _alloc_retries(device)
         emit(ev.Progress("measuring", steps_text(spec.steps)))
         with memory:
             for index in range(spec.warmup, spec.warmup + spec.steps):
@@ -247,7 +249,12 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         mem_event = memory.event(peak_alloc, peak_reserved)
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
-        emit(mem_event)
+        retries = _alloc_retries(device) - retries_before
+        if job:
+            retries = job.most_alloc_retries(retries)
+        if retries:
+            emit(ev.Progress("memory", retry_warning(retries, spec.steps)))
+        emit(dataclasses.replace(mem_event, alloc_retries=retries))
     index = spec.warmup + spec.steps
     if job:
         job.after_quiet(lambda: timed_step(stepper, index, warmup=False),
@@ -262,6 +269,19 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
 
     refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
     emit(ev.SummaryReady(summary.to_dict()))
+
+
+def _alloc_retries(device: torch.device) -> int:
+    """The caching allocator's retries so far on this device (cudaFree of its cache, then malloc again)."""
+    return int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
+
+
+def retry_warning(retries: int, steps: int) -> str:
+    """What a step time that includes the allocator's retries cannot vouch for, in figures."""
+    return (f"the caching allocator ran out of cached memory {retries} times in {steps_text(steps)} and freed its "
+            "cache each time (a device synchronisation): these steps run at the memory's edge and are slower than "
+            "the same program with room to spare; a smaller batch, or PYTORCH_CUDA_ALLOC_CONF="
+            "expandable_segments:True, gives it room")
 
 
 def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[ev.Step]:

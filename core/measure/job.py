@@ -63,6 +63,11 @@ class Job:
         emit(job_step)
         return job_step
 
+    def most_alloc_retries(self, retries: int) -> int:
+        """Every rank's allocator retries on rank 0, which speaks for the job with the busiest rank's count."""
+        everyone = distributed.gather(self.rank, {"alloc_retries": retries})
+        return retries if everyone is None else max(r["alloc_retries"] for r in everyone)
+
     def after_quiet(self, run_step: Callable[[], ev.Step], run_steps: Callable[[int], list[ev.Step]],
                     emit: Emit) -> None:
         """After the quiet steps: for DDP the steps with the collectives timed and those without the

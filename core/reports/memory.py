@@ -25,6 +25,10 @@ def markdown_lines(m: MemoryInfo) -> list[str]:
     lines = ["", "## Memory", "",
              f"Peak allocated **{m.peak_allocated_mib:,.0f} MiB**, peak reserved {m.peak_reserved_mib:,.0f} MiB "
              "over the measured steps."]
+    if m.alloc_retries:
+        lines += ["", f"**The caching allocator ran out of cached memory {m.alloc_retries:,} times** in the measured "
+                      "steps and freed its cache each time (a device synchronisation): the step times include those "
+                      "stalls. A smaller batch, or `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, gives it room."]
     if m.per_phase:
         lines += ["", "| phase | peak allocated (MiB) | peak reserved (MiB) | held after phase (MiB) |",
                   "| --- | --: | --: | --: |"]

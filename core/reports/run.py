@@ -163,7 +163,7 @@ def markdown(r: RunRecord) -> str:
     lines += parallel_lines(r)
     if r.telemetry:
         lines += telemetry_lines(Telemetry.from_dict(r.telemetry))
-    if r.memory is not None and (r.memory.per_phase or r.memory.details):
+    if r.memory is not None and (r.memory.per_phase or r.memory.details or r.memory.alloc_retries):
         lines += memory_lines(r.memory)
     if r.profile is not None:
         lines += profile_lines(r.profile, sm, len(r.steps) or None)

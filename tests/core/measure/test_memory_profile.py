@@ -101,3 +101,26 @@ def test_real_capture_over_a_train_step(tmp_path):
     assert mem.details["top_allocations"][0]["size_mib"] > 0
     summary = next(e for e in got if isinstance(e, ev.SummaryReady)).summary
     assert summary["peak_allocated_mib"] == mem.peak_allocated_mib
+
+
+def test_allocator_retries_travel_from_the_event_to_the_saved_record_and_the_report():
+    rec = RunRecord(RunSpec(size="tiny", device="cpu"))
+    rec.apply(ev.Memory(70_000.0, 74_000.0, alloc_retries=3))
+    assert rec.memory is not None and rec.memory.alloc_retries == 3
+    again = RunRecord.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert again.memory is not None and again.memory.alloc_retries == 3
+    text = markdown(again)
+    assert "ran out of cached memory 3 times" in text and "expandable_segments:True" in text
+    # None (a CPU run, or a record saved before the count existed) and 0 say nothing.
+    old = rec.to_dict()
+    del old["memory"]["alloc_retries"]
+    assert RunRecord.from_dict(old).memory.alloc_retries is None
+    rec.apply(ev.Memory(70_000.0, 74_000.0, alloc_retries=0))
+    assert "ran out of cached memory" not in markdown(rec)
+
+
+def test_the_retry_warning_says_how_many_in_how_many_steps():
+    from perfconsole.core.measure.bench import retry_warning
+
+    line = retry_warning(4, 10)
+    assert line.startswith("the caching allocator ran out of cached memory 4 times in 10 steps")

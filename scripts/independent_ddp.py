@@ -90,6 +90,8 @@ def main() -> None:
         step()
     torch.cuda.synchronize()
     dist.barrier()
+    torch.cuda.reset_peak_memory_stats(dev)
+    retries_before = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0)
     marks = []
     for _ in range(a.steps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -99,8 +101,12 @@ def main() -> None:
         marks.append((s, e))
     torch.cuda.synchronize()
     mine = [s.elapsed_time(e) for s, e in marks]
+    memory = {"alloc_retries": torch.cuda.memory_stats(dev).get("num_alloc_retries", 0) - retries_before,
+              "peak_allocated_mib": torch.cuda.max_memory_allocated(dev) / 2**20}
     everyone: list = [None] * world
     dist.all_gather_object(everyone, mine)
+    memories: list = [None] * world
+    dist.all_gather_object(memories, memory)
     job = [max(r[i] for r in everyone) for i in range(a.steps)]
 
     del opt, ddp
@@ -121,6 +127,8 @@ def main() -> None:
             "bf16_weights": a.bf16_weights,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
+            "alloc_retries": [m["alloc_retries"] for m in memories],
+            "peak_allocated_mib": [round(m["peak_allocated_mib"], 1) for m in memories],
             "grads_allreduce_ms": grads_ms, "grads_bytes": grads_bytes,
             "grads_busbw_gbps": grads_bytes * factor / grads_ms / 1e6,
             "link_busbw_gbps_1gib": 2**30 * factor / gib_ms / 1e6,

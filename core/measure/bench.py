@@ -36,7 +36,7 @@ from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
-from perfconsole.core.measure import flop_count, model_build
+from perfconsole.core.measure import flop_count, memory_profile, model_build
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
 
@@ -220,7 +220,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
                 emit(step)
             (warmup_steps if step.warmup else steps).append(step)
 
-    memory = _memory_capture(spec, out_dir)
+    memory = memory_profile.capture(spec, out_dir)
     try:
         emit(ev.Progress("warmup", steps_text(spec.warmup)))
         for index in range(spec.warmup):
@@ -231,7 +231,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             if spec.memory:
                 torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        retries_before = _alloc_retries(device)
+        retries_before = memory_profile.alloc_retries(device)
         emit(ev.Progress("measuring", steps_text(spec.steps)))
         with memory:
             for index in range(spec.warmup, spec.warmup + spec.steps):
@@ -249,11 +249,11 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         mem_event = memory.event(peak_alloc, peak_reserved)
         # A memory capture resets the peak counters per phase, so its event holds the run's peak.
         peak_alloc, peak_reserved = mem_event.peak_allocated_mib, mem_event.peak_reserved_mib
-        retries = _alloc_retries(device) - retries_before
+        retries = memory_profile.alloc_retries(device) - retries_before
         if job:
             retries = job.most_alloc_retries(retries)
         if retries:
-            emit(ev.Progress("memory", retry_warning(retries, spec.steps)))
+            emit(ev.Progress("memory", memory_profile.retry_warning(retries, spec.steps)))
         emit(dataclasses.replace(mem_event, alloc_retries=retries))
     index = spec.warmup + spec.steps
     if job:
@@ -269,19 +269,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
 
     refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
     emit(ev.SummaryReady(summary.to_dict()))
-
-
-def _alloc_retries(device: torch.device) -> int:
-    """The caching allocator's retries so far on this device (cudaFree of its cache, then malloc again)."""
-    return int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
-
-
-def retry_warning(retries: int, steps: int) -> str:
-    """What a step time that includes the allocator's retries cannot vouch for, in figures."""
-    return (f"the caching allocator ran out of cached memory {retries} times in {steps_text(steps)} and freed its "
-            "cache each time (a device synchronisation): these steps run at the memory's edge and are slower than "
-            "the same program with room to spare; a smaller batch, or PYTORCH_CUDA_ALLOC_CONF="
-            "expandable_segments:True, gives it room")
 
 
 def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[ev.Step]:
@@ -404,17 +391,3 @@ def _profiler(spec: RunSpec, out_dir: Path | None) -> _NoCapture:
         return _TorchCapture(spec, out_dir or Path.cwd())
     return _NoCapture()
 
-
-class _NoMemory(contextlib.nullcontext):
-    after_phase = None
-
-    def event(self, peak_alloc: float, peak_reserved: float) -> ev.Memory:
-        return ev.Memory(peak_alloc, peak_reserved)
-
-
-def _memory_capture(spec: RunSpec, out_dir: Path | None) -> Any:
-    if not spec.memory:
-        return _NoMemory()
-    from perfconsole.core.measure.memory_profile import MemoryCapture
-
-    return MemoryCapture(out_dir or Path.cwd(), spec)

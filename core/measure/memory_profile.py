@@ -8,6 +8,7 @@ the Python frames that made them. The console only ever reads that JSON; it neve
 """
 from __future__ import annotations
 
+import contextlib
 import pickle
 from collections import defaultdict
 from pathlib import Path
@@ -162,3 +163,31 @@ class MemoryCapture:
         reserved = max(self.peak_reserved, peak_reserved)
         return ev.Memory(alloc, reserved, {k: dict(v) for k, v in self.per_phase.items()},
                          str(self.snapshot_path) if self.snapshot_path else None, self.details)
+
+
+class NoMemory(contextlib.nullcontext):
+    """A run without a memory capture: its Memory event holds the peaks alone."""
+    after_phase = None
+
+    def event(self, peak_alloc: float, peak_reserved: float) -> ev.Memory:
+        return ev.Memory(peak_alloc, peak_reserved)
+
+
+def capture(spec: RunSpec, out_dir: Path | None) -> MemoryCapture | NoMemory:
+    """The measured steps' memory capture the spec asks for (`--memory`), else none."""
+    return MemoryCapture(out_dir or Path.cwd(), spec) if spec.memory else NoMemory()
+
+
+def alloc_retries(device: Any) -> int:
+    """The caching allocator's retries so far on this device (cudaFree of its cache, then malloc again)."""
+    import torch
+
+    return int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
+
+
+def retry_warning(retries: int, steps: int) -> str:
+    """What a step time that includes the allocator's retries cannot vouch for, in figures."""
+    return (f"the caching allocator ran out of cached memory {retries} times in {steps} step{'s' * (steps != 1)} "
+            "and freed its cache each time (a device synchronisation): these steps run at the memory's edge and are "
+            "slower than the same program with room to spare; a smaller batch, or PYTORCH_CUDA_ALLOC_CONF="
+            "expandable_segments:True, gives it room")

@@ -120,7 +120,5 @@ def test_allocator_retries_travel_from_the_event_to_the_saved_record_and_the_rep
 
 
 def test_the_retry_warning_says_how_many_in_how_many_steps():
-    from perfconsole.core.measure.bench import retry_warning
-
-    line = retry_warning(4, 10)
+    line = mp.retry_warning(4, 10)
     assert line.startswith("the caching allocator ran out of cached memory 4 times in 10 steps")

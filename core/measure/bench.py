@@ -231,7 +231,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             if spec.memory:
                 torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        retries_before = memory_profile.alloc_retries(device)
+        retries_before = memory_profile.alloc_retries(device) if cuda else 0
         emit(ev.Progress("measuring", steps_text(spec.steps)))
         with memory:
             for index in range(spec.warmup, spec.warmup + spec.steps):

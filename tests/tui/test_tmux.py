@@ -189,6 +189,7 @@ def test_a_filter_typed_in_a_burst_keeps_the_kernel_tables_widths(tmux, tmp_path
     tmux.wait_for("ctx")
     time.sleep(1)
     tmux.keys("5", "o")
+    tmux.wait_for("Open a snapshot")   # the burst below is the filter's; the path goes to a dialog that is up
     tmux.burst(str(profile), "Enter")
     tmux.wait_for("1 run")
     tmux.keys("Enter", "3", "/")

@@ -3,7 +3,8 @@
 NVML reads the whole GPU, so the parent can sample it while the child measures. Sampling in the
 child instead cost an xl bf16 step 11% (docs/results/telemetry_overhead_h200.md): its thread takes
 the GIL from a host-bound launch loop. Here the recorder starts when the child says it is measuring
-and stops at its first event after the measured steps.
+and stops at its first event after the measured steps. A data-parallel job sends each measured step as
+every rank's steps (RankSteps) and then the job's step (Step): both belong to the steps.
 """
 from __future__ import annotations
 
@@ -32,13 +33,13 @@ class MeasuredStepsTelemetry:
         """Start on the `measuring` stage; stop (and yield the telemetry) at the first event after the steps."""
         if not self.enabled:
             return
-        if isinstance(event, ev.Progress) and event.stage == "measuring":
+        if isinstance(event, ev.Progress) and event.stage == "measuring" and not self.measuring:
             from perfconsole.core.telemetry.recorder import TelemetryRecorder
 
             self.recorder = TelemetryRecorder(nvml_index(self.env), read=self.read)
             self.recorder.start()
             self.measuring = True
-        elif self.measuring and not isinstance(event, ev.Step):
+        elif self.measuring and not isinstance(event, (ev.Step, ev.RankSteps)):
             yield from self.stop()
 
     def stop(self) -> list[ev.Event]:

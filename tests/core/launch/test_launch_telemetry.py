@@ -27,6 +27,26 @@ def test_the_recorder_spans_the_measured_steps_only():
     assert len(reads) == n and t.stop() == []                     # stopped, and only once
 
 
+def test_a_jobs_measured_steps_keep_the_recorder_going():
+    """A job sends every rank's steps before the job's step; the recorder used to stop at the first of them,
+    so a DDP job's telemetry covered 0.1 s of its 1.45 s of steps (2.7B on 2x H100) and its GPU busy share
+    fell back to the events' lower bound."""
+    reads = []
+
+    def read():
+        reads.append(time.monotonic())
+        return {"gpu_util_pct": 97.0, "reasons": []}
+
+    t = MeasuredStepsTelemetry(True, {}, read=read)
+    assert list(t.see(ev.Progress("measuring", "2 steps"))) == []
+    for index in (3, 4):
+        time.sleep(0.15)
+        rank_steps = ev.RankSteps(index, False, [{"total_ms": 150.0, "rank": 0}, {"total_ms": 151.0, "rank": 1}])
+        assert list(t.see(rank_steps)) == [] and list(t.see(ev.Step(index, False, 151.0, 151.0))) == []
+    (out,) = t.see(ev.Progress("comm_steps", "steps with their collectives timed"))
+    assert isinstance(out, ev.Telemetry) and out.data["samples"] == len(reads) >= 3
+
+
 def test_off_on_the_cpu_and_when_asked():
     assert not MeasuredStepsTelemetry(False, {}).enabled
     assert not MeasuredStepsTelemetry(True, {"PERFCONSOLE_TELEMETRY": "0"}).enabled

@@ -79,6 +79,8 @@ class Summary:
             d["comm_ms"] = Stat.from_dict(d["comm_ms"])
         if d.get("between_processes"):
             d["between_processes"] = {k: Stat.from_dict(v) for k, v in d["between_processes"].items()}
+        if d.get("gpu_busy_share") is not None:  # named by today's rule (a saved label may predate it)
+            d["bound"] = busy_label(d["gpu_busy_share"], d.get("gpu_busy_source"))
         return cls(**d)
 
     def interval_stat(self, phase: str = "total_ms") -> Stat | None:

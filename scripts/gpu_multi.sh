@@ -23,8 +23,11 @@ SECTIONS=${SECTIONS:-"tests dp sweep"}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
 CMDS="$OUT/commands.txt"; : > "$CMDS"
+# ONLY="name ..." runs just those measurements of the sections chosen (a device call has 10 minutes).
+picked() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 measure() {  # name cap args...: one run, its output and log kept, its command noted
     local name=$1 cap=$2; shift 2
+    picked "$name" || return 0
     echo "perfconsole $*" >> "$CMDS"
     timeout -s INT -k 30 "$cap" "${PC[@]}" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.log"
     echo "$name exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
@@ -43,6 +46,7 @@ J=(run --size "$SIZE" --ctx 512 --batch 4 --precision bf16 --mode train --attent
 IND=(torchrun --standalone --nproc-per-node "$N" scripts/independent_ddp.py --size "$SIZE" --ctx 512 --batch 4 --steps 10)
 independent() {  # name cap args...: the independent DDP script with the same settings as a variant
     local name=$1 cap=$2; shift 2
+    picked "$name" || return 0
     echo "${IND[*]} $*" >> "$CMDS"
     timeout -k 20 "$cap" "${IND[@]}" "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.log"
     echo "$name exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
@@ -123,7 +127,8 @@ section done
 # The short table, last.
 sed -n '/^| variant/,/^$/p;/^| settings/,/^$/p' "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
 grep -h "^Sweep" "$RES/multi_gpu_${SIZE}_$DEV.md" 2>/dev/null
-# One archive back from the device machine (a call returns a handful of files, not dozens).
+# One archive back from the device machine (a call returns a handful of files, not dozens, each under
+# 16 MiB): profiler traces stay behind, their figures are in the snapshots.
 if [ -n "${PACK:-}" ]; then
-    tar czf "/tmp/multi_gpu_out.tgz" -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/multi_gpu_out.tgz "$OUT/all.tgz"
+    tar czf "/tmp/multi_gpu_out.tgz" --exclude='*trace.json' --exclude='*.nsys-rep' --exclude='*.sqlite' -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/multi_gpu_out.tgz "$OUT/all.tgz"
 fi

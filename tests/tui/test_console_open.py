@@ -97,3 +97,22 @@ async def test_a_second_comparison_is_saved_beside_the_first_not_over_it():
         await pilot.press("s")                         # the same comparison again: its own file, rewritten
         await pilot.pause()
         assert sorted((data_dir() / "snapshots").glob("compare-*.json")) == saved
+
+
+async def test_a_path_typed_in_a_burst_after_o_goes_to_the_dialog():
+    """Keys sent at once (tmux send-keys, typing over SSH): `o`, a path and Enter. The path's letters used
+    to reach the table behind the dialog or nothing, and the Enter submitted an empty path."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        wanted = str(shipped("tiny-cpu-train-bf16.json"))
+        for ch in "o" + wanted + "\r":                       # queued together, none handled in between
+            app.post_message(events.Key("enter" if ch == "\r" else _character_to_key(ch), ch))
+        await pilot.pause()
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, OpenScreen)
+        assert [app.sources[r.id] for r in app.runs] == [str(shipped("tiny-cpu-train-fp32.json")), wanted]

@@ -188,9 +188,8 @@ def test_a_filter_typed_in_a_burst_keeps_the_kernel_tables_widths(tmux, tmp_path
     tmux.start([str(BIN), *FLAGS], _env(tmp_path))
     tmux.wait_for("ctx")
     time.sleep(1)
-    tmux.keys("5", "o")
-    tmux.wait_for("Open a snapshot")   # the burst below is the filter's; the path goes to a dialog that is up
-    tmux.burst(str(profile), "Enter")
+    tmux.keys("5")
+    tmux.burst("o", str(profile), "Enter")               # the path goes to the dialog `o` opens, not behind it
     tmux.wait_for("1 run")
     tmux.keys("Enter", "3", "/")
     tmux.burst("s", "o", "f", "t")                      # no Enter: the table refills as the filter is typed

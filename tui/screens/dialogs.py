@@ -85,13 +85,38 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class OpenScreen(ModalScreen[Path | None]):
+class TypeAhead:
+    """A dialog whose path field takes the keys typed before it has the focus.
+
+    The field is focused once the dialog is mounted; keys typed in a burst right after the key that opened
+    the dialog reach the dialog before that, and were lost (an Enter among them then submitted an empty
+    path). Here they go to the field in typing order: characters, Backspace and Enter."""
+    field_id = ""
+
+    async def on_key(self, event: events.Key) -> None:
+        field = self.query_one(f"#{self.field_id}", Input)  # type: ignore[attr-defined]
+        if self.focused not in (None, field):  # type: ignore[attr-defined]
+            return  # another widget of the dialog has the keys
+        if event.is_printable and event.character:
+            field.insert_text_at_cursor(event.character)
+        elif event.key == "backspace":
+            field.action_delete_left()
+        elif event.key == "enter":
+            await field.action_submit()
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+
+class OpenScreen(TypeAhead, ModalScreen[Path | None]):
     """Type a path, or pick a snapshot from the data directory or the shipped examples.
 
     The path field has the focus first, so whatever is typed lands in it (with the list focused, typed
     letters went nowhere and Enter opened the list's first entry); Down or Tab moves to the list.
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
+    field_id = "open-path"
 
     def __init__(self, title: str, choices: list[Path], placeholder: str = "path to a snapshot .json") -> None:
         super().__init__()
@@ -145,8 +170,9 @@ class PathInput(FormInput):
         self.screen.dismiss(None)
 
 
-class ExportScreen(ModalScreen[tuple[str, Path] | None]):
-    """Choose md / csv / json (keys m, c, j) and the file; the path follows the format."""
+class ExportScreen(TypeAhead, ModalScreen[tuple[str, Path] | None]):
+    """Choose md / csv / json (keys F1, F2, F3) and the file; the path follows the format."""
+    field_id = "export-path"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel"),
                 Binding("f1", "fmt('md')", "Markdown", id="export.md"),
                 Binding("f2", "fmt('csv')", "CSV", id="export.csv"),

@@ -31,9 +31,12 @@ class RunsPane(Vertical):
         Binding("enter", "app.view_run", "View", id="runs.view", show=False),  # a grid opens in Grids
         Binding("c", "app.compare", "Compare", id="runs.compare"),
         Binding("s", "app.save_run", "Save", id="runs.save"),
-        Binding("o", "app.open_snapshot", "Open", id="runs.open"),
-        Binding("i", "app.import_profile", "Import", id="runs.import", show=False),
-        Binding("e", "app.export_run", "Export", id="runs.export"),
+        # The keys that open a dialog with a path field are priority bindings: the app opens the dialog
+        # before it hands on the next key, so a path typed in a burst right after (tmux send-keys, typing
+        # over SSH) goes to the dialog, not to the table behind it (the pane holds no text field).
+        Binding("o", "app.open_snapshot", "Open", id="runs.open", priority=True),
+        Binding("i", "app.import_profile", "Import", id="runs.import", show=False, priority=True),
+        Binding("e", "app.export_run", "Export", id="runs.export", priority=True),
         Binding("d", "app.delete_run", "Delete", id="runs.delete"),
     ]
 

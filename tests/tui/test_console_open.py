@@ -116,3 +116,24 @@ async def test_a_path_typed_in_a_burst_after_o_goes_to_the_dialog():
         await pilot.pause(0.3)
         assert not isinstance(app.screen, OpenScreen)
         assert [app.sources[r.id] for r in app.runs] == [str(shipped("tiny-cpu-train-fp32.json")), wanted]
+
+
+
+
+async def test_e_then_a_path_in_one_burst_exports_to_that_path(tmp_path):
+    """`e`, a path and Enter at once: the path reached the Export dialog before its field had the focus and
+    was lost, so the file went to the default path. Now it lands as if typed once the dialog was up (the
+    field's default is selected when it takes the focus, so what is typed replaces it)."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json")])
+    wanted = tmp_path / "typed.md"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        for ch in "e" + str(wanted) + "\r":
+            app.post_message(events.Key("enter" if ch == "\r" else _character_to_key(ch), ch))
+        await pilot.pause()
+        await pilot.pause(0.3)
+        assert wanted.is_file() and wanted.read_text().startswith("#")

@@ -96,10 +96,20 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def writable_file(path: str | os.PathLike[str]) -> Path:
-    """Check, before any work, that a snapshot or report can be written at `path`: the directory
-    exists and takes a new file (a probe file is made there and removed: permission bits alone do
-    not say, for root or in /proc), and `path` is not a directory or a device. SnapshotError if not."""
+class FileExists(SnapshotError):
+    """The file to write is there already: replaced only when the user asks (--force, y in the dialog)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: exists")
+        self.path = path
+
+
+def writable_file(path: str | os.PathLike[str], overwrite: bool = False) -> Path:
+    """Check, before any work, that a snapshot or report can be written at `path`, by the one rule the CLI
+    and the console share: the directory exists (a missing one is an error naming it; nothing is created)
+    and takes a new file (a probe file is made there and removed: permission bits alone do not say, for
+    root or in /proc), `path` is not a directory or a device, and an existing file is replaced only with
+    `overwrite` (FileExists otherwise). SnapshotError if not."""
     try:
         p = output_file(path)
     except PathError as exc:
@@ -112,6 +122,8 @@ def writable_file(path: str | os.PathLike[str]) -> Path:
         raise SnapshotError(f"{p}: cannot create a file in {p.parent} ({exc.strerror or exc})") from exc
     os.close(fd)
     os.unlink(probe)
+    if p.exists() and not overwrite:
+        raise FileExists(p)
     return p
 
 

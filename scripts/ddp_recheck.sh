@@ -12,7 +12,7 @@ SIZE=${SIZE:-2.7B}
 J=(--size "$SIZE" --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --warmup 3 --steps 10 --device cuda
    --nproc 2 --parallel ddp)
 for i in $(seq 1 "$ROUNDS"); do
-    timeout -k 10 120 python3 -m perfconsole.tui.main run "${J[@]}" --save "$D/perfconsole_$i.json" > "$D/perfconsole_$i.txt" 2>&1
+    timeout -k 10 120 python3 -m perfconsole.tui.main run "${J[@]}" --force --save "$D/perfconsole_$i.json" > "$D/perfconsole_$i.txt" 2>&1
     echo "perfconsole round $i exit $?"
     timeout -k 10 90 torchrun --standalone --nproc-per-node 2 scripts/independent_ddp.py --size "$SIZE" --ctx 512 --batch 4 \
         --steps 10 > "$D/independent_$i.jsonl" 2> "$D/independent_$i.log"

@@ -17,10 +17,10 @@ SECTIONS=small WORK="$W/ladder" OUT="$W/ladder-out" CAP_SMALL=170 REPEAT_SMALL=1
 log "small ladder exit $?"
 tar czf "$FINAL/small.tgz" "$RES"/ladder_small_* "$W"/ladder/*.json "$W"/ladder/*.txt "$W"/ladder/*.log 2>/dev/null
 R27=(run --size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --compile --warmup 3 --steps 8 --device cuda)
-timeout -s INT -k 10 110 "${PC[@]}" "${R27[@]}" --compile-mode reduce-overhead --fp8 --save "$W/fp8.json" > "$W/fp8.txt" 2> "$W/fp8.log"
+timeout -s INT -k 10 110 "${PC[@]}" "${R27[@]}" --compile-mode reduce-overhead --fp8 --force --save "$W/fp8.json" > "$W/fp8.txt" 2> "$W/fp8.log"
 log "2.7B cuda-graphs + fp8 exit $?"
 cp "$W/fp8.json" "$W/fp8.txt" "$FINAL/" 2>/dev/null
-timeout -s INT -k 10 110 "${PC[@]}" "${R27[@]}" --kernels liger --profile torch --out-dir "$W/liger-prof" --save "$W/liger.json" > "$W/liger.txt" 2> "$W/liger.log"
+timeout -s INT -k 10 110 "${PC[@]}" "${R27[@]}" --kernels liger --profile torch --out-dir "$W/liger-prof" --force --save "$W/liger.json" > "$W/liger.txt" 2> "$W/liger.log"
 log "2.7B compile + liger (no CUDA graphs) exit $?"
 for f in fp8 liger; do
   [[ -f "$W/$f.json" ]] && python3 - "$W/$f.json" <<'PY'

@@ -33,7 +33,7 @@ T0=$(date +%s)
 section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.log"; }
 export_md() {  # snapshot, markdown name; the command goes under the report's title
     if [[ -f "$1" ]]; then
-        "${PC[@]}" export "$1" --format md -o "$RES/$2" 2>>"$OUT/export.log" || echo "export of $1 failed" | tee -a "$OUT/timeline.log"
+        "${PC[@]}" export "$1" --format md --force -o "$RES/$2" 2>>"$OUT/export.log" || echo "export of $1 failed" | tee -a "$OUT/timeline.log"
         python3 scripts/note_command.py "$RES/$2" "$LAST_COMMAND" "SECTIONS=$SECTION bash scripts/gpu_issue5.sh"
     else
         echo "no snapshot $1 (see the logs in $OUT)" | tee -a "$OUT/timeline.log"
@@ -55,7 +55,7 @@ want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 if want memory; then
 section "memory: xl ctx 512 train fp32"
 measure memory ${MEMORY_CAP:-60} memory run --size xl --ctx 512 --batch 4 --mode train --precision fp32 \
-    --warmup 2 --steps 3 --device cuda --memory --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory"
+    --warmup 2 --steps 3 --device cuda --memory --force --save "$RES/memory_xl_ctx512.json" --out-dir "$OUT/memory"
 export_md "$RES/memory_xl_ctx512.json" memory_xl_ctx512.md
 fi
 
@@ -63,14 +63,14 @@ if want sweep; then
 section "sweep: 5 sizes x ctx 128..1024 x fp32,bf16 train"
 measure sweep ${SWEEP_CAP:-290} sweep sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
     --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
-    --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep"
+    --force --save "$RES/sweep_train_fp32_bf16.json" --out-dir "$OUT/sweep"
 export_md "$RES/sweep_train_fp32_bf16.json" sweep_train_fp32_bf16.md
 fi
 
 if want attention; then
 section "attention: d x seq grid, naive and sdpa"
 measure attention ${ATTENTION_CAP:-170} attention attention --d 16,32,64,128 --seq 256,1024,4096,8192,16384,32768 \
-    --batch 8 --impl naive,sdpa --precision fp32 --warmup 3 --iters 10 --device cuda --save "$RES/attention_grid.json"
+    --batch 8 --impl naive,sdpa --precision fp32 --warmup 3 --iters 10 --device cuda --force --save "$RES/attention_grid.json"
 export_md "$RES/attention_grid.json" attention_grid.md
 fi
 
@@ -81,7 +81,7 @@ if want startahead; then
         t0=$EPOCHREALTIME
         timeout -s INT -k 20 150 "${PC[@]}" attention --d 64 --seq 256,1024,4096,16384 --batch 8 --impl naive,sdpa \
             --precision fp32 --warmup 3 --iters 10 --device cuda "${arg[@]}" \
-            --save "$OUT/start_ahead_$n.json" > "$OUT/start_ahead_$n.txt" 2> "$OUT/start_ahead_$n.log"
+            --force --save "$OUT/start_ahead_$n.json" > "$OUT/start_ahead_$n.txt" 2> "$OUT/start_ahead_$n.log"
         echo "start-ahead $n exit $? wall $(python3 -c "print(round($EPOCHREALTIME - $t0, 1))") s" | tee -a "$OUT/timeline.log"
     done
     python3 scripts/compare_grids.py "$OUT/start_ahead_1.json" "$OUT/start_ahead_default.json" \
@@ -91,7 +91,7 @@ fi
 if want compile; then
     section "attention: eager vs compiled vs sdpa"
     measure compile ${COMPILE_CAP:-240} attention_compile attention --d 64,128 --seq 1024,4096,16384 --batch 8 \
-        --impl naive,sdpa --compile --precision fp32 --warmup 3 --iters 10 --device cuda --save "$RES/attention_compile.json"
+        --impl naive,sdpa --compile --precision fp32 --warmup 3 --iters 10 --device cuda --force --save "$RES/attention_compile.json"
     export_md "$RES/attention_compile.json" attention_compile.md
 fi
 
@@ -100,7 +100,7 @@ if want sweepagain; then
     t0=$EPOCHREALTIME
     timeout -s INT -k 20 ${SWEEP_CAP:-290} "${PC[@]}" sweep --sizes small,medium,large,xl,2.7B --ctx 128,256,512,1024 \
         --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
-        --save "$OUT/sweep_start_ahead.json" --out-dir "$OUT/sweep_again" > "$OUT/sweep_again.txt" 2> "$OUT/sweep_again.log"
+        --force --save "$OUT/sweep_start_ahead.json" --out-dir "$OUT/sweep_again" > "$OUT/sweep_again.txt" 2> "$OUT/sweep_again.log"
     echo "sweep again exit $? wall $(python3 -c "print(round($EPOCHREALTIME - $t0, 1))") s" | tee -a "$OUT/timeline.log"
     python3 scripts/compare_grids.py "$RES/sweep_train_fp32_bf16.json" "$OUT/sweep_start_ahead.json" \
         --timeline "$OUT/timeline.log" > "$RES/sweep_start_ahead.md" 2>> "$OUT/export.log"

@@ -47,13 +47,13 @@ ladder() {  # size cap repeat steps extra...: one ladder, saved after every rung
         how="SECTIONS=$size bash scripts/gpu_ladder.sh, then SECTIONS=$size $var=FILE bash scripts/gpu_ladder.sh"
     fi
     section "ladder $size (repeat $rep)${resume:+, resumed}"
-    timeout -s INT -k 30 "$cap" "${PC[@]}" "${run[@]}" --save "$OUT/ladder_$size.json" --out-dir "$OUT/ladder_$size" \
+    timeout -s INT -k 30 "$cap" "${PC[@]}" "${run[@]}" --force --save "$OUT/ladder_$size.json" --out-dir "$OUT/ladder_$size" \
         >> "$OUT/ladder_$size.txt" 2>> "$OUT/ladder_$size.log"
     echo "ladder $size exit $? ($(( $(date +%s) - T0 )) s)" | tee -a "$OUT/timeline.log"
     [[ -f "$OUT/ladder_$size.json" ]] || return
-    "${PC[@]}" export "$OUT/ladder_$size.json" --format md -o "$RES/ladder_${size}_$DEV.md" \
+    "${PC[@]}" export "$OUT/ladder_$size.json" --format md --force -o "$RES/ladder_${size}_$DEV.md" \
         && python3 scripts/note_command.py "$RES/ladder_${size}_$DEV.md" "$how_cmd" "$how"
-    "${PC[@]}" export "$OUT/ladder_$size.json" --format json -o "$RES/ladder_${size}_$DEV.json"
+    "${PC[@]}" export "$OUT/ladder_$size.json" --format json --force -o "$RES/ladder_${size}_$DEV.json"
     python3 - "$RES/ladder_${size}_$DEV.json" "$how_cmd (run by \`$how\`)" <<'PY'
 import json, sys
 path, command = sys.argv[1], sys.argv[2]

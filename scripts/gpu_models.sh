@@ -25,11 +25,11 @@ step() {  # name cap command...: run it capped, log it, say its exit code and wh
 { nvidia-smi -L; python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 } > "$OUT/environment.txt" 2>&1
 
-step run_llama "${CAP_RUN:-110}" "${PC[@]}" run "${LLAMA[@]}" --warmup 5 --steps 20 --save "$OUT/llama1B.json"
+step run_llama "${CAP_RUN:-110}" "${PC[@]}" run "${LLAMA[@]}" --warmup 5 --steps 20 --force --save "$OUT/llama1B.json"
 step independent "${CAP_INDEP:-70}" python3 scripts/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 \
     --batch 4 --warmup 5 --steps 20 --against "$OUT/llama1B.json"
 step nsys_llama "${CAP_NSYS:-90}" "${PC[@]}" run "${LLAMA[@]}" --warmup 3 --steps 5 --profile nsys \
-    --save "$OUT/llama1B_nsys.json" --out-dir "$OUT/nsys"
+    --force --save "$OUT/llama1B_nsys.json" --out-dir "$OUT/nsys"
 # Every kernel in a phase: the kernel time the NVTX phases hold against all kernel time of the capture.
 [[ -f "$OUT/llama1B_nsys.json" ]] && python3 - "$OUT/llama1B_nsys.json" > "$OUT/nsys_phases.txt" 2>&1 <<'PY'
 import json, sys
@@ -44,13 +44,13 @@ PY
 for r in ${RUNGS:-sdpa compile fp8}; do  # one ladder process per rung, each with its own cap
     cap=${CAP_RUNG:-45}; [[ $r != sdpa ]] && cap=${CAP_COMPILED_RUNG:-100}
     step "ladder_$r" "$cap" "${PC[@]}" ladder --model hf:llama --size 1B --ctx 2048 --batch 4 --precision bf16 \
-        --warmup 2 --steps 5 --rungs "$r" --no-profile --device cuda --save "$OUT/ladder_$r.json"
+        --warmup 2 --steps 5 --rungs "$r" --no-profile --device cuda --force --save "$OUT/ladder_$r.json"
 done
 step run_factory "${CAP_FACTORY:-40}" "${PC[@]}" run --model docs/examples/student_model.py:build --model-arg d_model=768 \
     --model-arg n_layers=12 --model-arg n_heads=12 --ctx 1024 --batch 8 --precision bf16 --mode train --device cuda \
-    --save "$OUT/factory.json"
+    --force --save "$OUT/factory.json"
 step compare_gpt2 "${CAP_COMPARE:-60}" "${PC[@]}" compare --model hf:gpt2 --size 124M --vary size=124M,355M --ctx 1024 \
-    --batch 8 --precision bf16 --mode train --attention sdpa --device cuda --warmup 3 --steps 10 --save "$OUT/compare_gpt2.json"
-for f in "$OUT"/*.json; do "${PC[@]}" export "$f" --format md -o "${f%.json}.md" 2>/dev/null; done
+    --batch 8 --precision bf16 --mode train --attention sdpa --device cuda --warmup 3 --steps 10 --force --save "$OUT/compare_gpt2.json"
+for f in "$OUT"/*.json; do "${PC[@]}" export "$f" --format md --force -o "${f%.json}.md" 2>/dev/null; done
 tail -n 3 "$OUT"/*.txt > "$OUT/summary.txt" 2>&1
 cat "$OUT/timeline.log"

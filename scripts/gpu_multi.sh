@@ -54,53 +54,53 @@ independent() {  # name cap args...: the independent DDP script with the same se
 if want dp; then
     section "data parallel, $SIZE bf16 train, $N GPUs"
     # Each variant that changes what one process runs (--weights) carries its own one-process baseline (--scaling).
-    measure ddp_default 150 "${J[@]}" --parallel ddp --scaling --save "$OUT/ddp_default.json"
+    measure ddp_default 150 "${J[@]}" --parallel ddp --scaling --force --save "$OUT/ddp_default.json"
     independent ind_default 90
     measure ddp_all 120 "${J[@]}" --parallel ddp --bucket-mb 100 --grad-as-bucket-view --comm-hook bf16 \
-        --save "$OUT/ddp_all.json"
+        --force --save "$OUT/ddp_all.json"
     independent ind_all 90 --bucket-mb 100 --grad-as-bucket-view --bf16-hook
-    measure ddp_bf16w 150 "${J[@]}" --parallel ddp --weights bf16 --scaling --save "$OUT/ddp_bf16w.json"
+    measure ddp_bf16w 150 "${J[@]}" --parallel ddp --weights bf16 --scaling --force --save "$OUT/ddp_bf16w.json"
     independent ind_bf16w 90 --bf16-weights
     measure ddp_bf16w_view 120 "${J[@]}" --parallel ddp --weights bf16 --grad-as-bucket-view --bucket-mb 100 \
-        --scaling --save "$OUT/ddp_bf16w_view.json"
-    measure ddp_profiled 150 "${J[@]}" --parallel ddp --profile torch --save "$OUT/ddp_profiled.json"
-    measure fsdp 150 "${J[@]}" --parallel fsdp --save "$OUT/fsdp.json"
+        --scaling --force --save "$OUT/ddp_bf16w_view.json"
+    measure ddp_profiled 150 "${J[@]}" --parallel ddp --profile torch --force --save "$OUT/ddp_profiled.json"
+    measure fsdp 150 "${J[@]}" --parallel fsdp --force --save "$OUT/fsdp.json"
 fi
 if want dp2; then  # what did not fit in the first call
     section "data parallel, more settings"
-    measure ddp_bucket100 120 "${J[@]}" --parallel ddp --bucket-mb 100 --save "$OUT/ddp_bucket100.json"
-    measure ddp_view 120 "${J[@]}" --parallel ddp --grad-as-bucket-view --save "$OUT/ddp_view.json"
-    measure ddp_bf16 120 "${J[@]}" --parallel ddp --comm-hook bf16 --save "$OUT/ddp_bf16.json"
-    measure fsdp_profiled 180 "${J[@]}" --parallel fsdp --profile torch --save "$OUT/fsdp_profiled.json"
+    measure ddp_bucket100 120 "${J[@]}" --parallel ddp --bucket-mb 100 --force --save "$OUT/ddp_bucket100.json"
+    measure ddp_view 120 "${J[@]}" --parallel ddp --grad-as-bucket-view --force --save "$OUT/ddp_view.json"
+    measure ddp_bf16 120 "${J[@]}" --parallel ddp --comm-hook bf16 --force --save "$OUT/ddp_bf16.json"
+    measure fsdp_profiled 180 "${J[@]}" --parallel fsdp --profile torch --force --save "$OUT/fsdp_profiled.json"
     measure ddp_compile_all 240 "${J[@]}" --parallel ddp --compile --bucket-mb 100 --grad-as-bucket-view \
-        --comm-hook bf16 --save "$OUT/ddp_compile_all.json"
+        --comm-hook bf16 --force --save "$OUT/ddp_compile_all.json"
 fi
 if want target; then  # the 90 % weak-scaling target: fewer host launches (compile, DDPOptimizer at DDP's buckets)
     section "data parallel, compiled"
-    measure ddp_compile 240 "${J[@]}" --parallel ddp --compile --scaling --save "$OUT/ddp_compile.json"
+    measure ddp_compile 240 "${J[@]}" --parallel ddp --compile --scaling --force --save "$OUT/ddp_compile.json"
     # Compiled whole (no DDPOptimizer): on one rank faster than DDPOptimizer in every pair measured, 1.15x
     # the compiled one-process step on a fast host (docs/results/wrap_one_gpu_h200.md); two GPUs say what
     # each costs with a link.
     measure ddp_compile_whole 240 "${J[@]}" --parallel ddp --compile --optimize-ddp no_optimization \
-        --save "$OUT/ddp_compile_whole.json"
+        --force --save "$OUT/ddp_compile_whole.json"
     # FSDP's fastest step on one rank, compiled (docs/results/wrap_one_gpu_h200.md); bf16 halves its bytes.
     measure fsdp_bf16_compile 240 "${J[@]}" --parallel fsdp --fsdp-bf16 --no-reshard --compile \
-        --save "$OUT/fsdp_bf16_compile.json"
+        --force --save "$OUT/fsdp_bf16_compile.json"
 fi
 if want fsdp; then  # FSDP's settings one at a time: fewer host launches (compile), fewer gathers, half the bytes
     section "fsdp settings"
-    measure fsdp_compile 240 "${J[@]}" --parallel fsdp --compile --save "$OUT/fsdp_compile.json"
-    measure fsdp_noreshard 150 "${J[@]}" --parallel fsdp --no-reshard --save "$OUT/fsdp_noreshard.json"
-    measure fsdp_bf16 150 "${J[@]}" --parallel fsdp --fsdp-bf16 --save "$OUT/fsdp_bf16.json"
+    measure fsdp_compile 240 "${J[@]}" --parallel fsdp --compile --force --save "$OUT/fsdp_compile.json"
+    measure fsdp_noreshard 150 "${J[@]}" --parallel fsdp --no-reshard --force --save "$OUT/fsdp_noreshard.json"
+    measure fsdp_bf16 150 "${J[@]}" --parallel fsdp --fsdp-bf16 --force --save "$OUT/fsdp_bf16.json"
 fi
 
 SW=(sweep --sizes small,medium --ctx 256,512 --precision bf16 --mode train --attention sdpa --warmup 2 --steps 5
     --device cuda)
 if want sweep; then
     section "sweep: cells on $NGPU GPUs at once, then on GPU 0 alone"
-    s=$(date +%s.%N); measure sweep_gpus 200 "${SW[@]}" --save "$OUT/sweep_gpus.json"
+    s=$(date +%s.%N); measure sweep_gpus 200 "${SW[@]}" --force --save "$OUT/sweep_gpus.json"
     python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_gpus.wall"
-    s=$(date +%s.%N); measure sweep_serial 300 "${SW[@]}" --gpus 0 --save "$OUT/sweep_serial.json"
+    s=$(date +%s.%N); measure sweep_serial 300 "${SW[@]}" --gpus 0 --force --save "$OUT/sweep_serial.json"
     python3 -c "import time; print(round(time.time() - $s, 1))" > "$OUT/sweep_serial.wall"
 fi
 want dp || want dp2 || want target || want fsdp || want sweep || exit 0

@@ -45,13 +45,13 @@ fi
 XL=(run --size xl --ctx 512 --batch 4 --precision bf16 --mode train --warmup 3 --steps 8 --device cuda)
 if want xl; then
     section "xl bf16 train under nsys and torch"
-    measure xl_nsys 240 "${XL[@]}" --profile nsys --save "$OUT/xl_nsys.json"
-    measure xl_torch 240 "${XL[@]}" --profile torch --save "$OUT/xl_torch.json"
+    measure xl_nsys 240 "${XL[@]}" --profile nsys --force --save "$OUT/xl_nsys.json"
+    measure xl_torch 240 "${XL[@]}" --profile torch --force --save "$OUT/xl_torch.json"
     CMD="perfconsole ${XL[*]} --profile nsys|torch --save ..."
     python3 scripts/attribution_evidence.py "$RES/attribution_xl_bf16_$DEV.json" \
         "$CMD (run by \`SECTIONS=xl bash scripts/gpu_truth.sh\`)" "$OUT/xl_nsys.json" "$OUT/xl_torch.json"
     for p in nsys torch; do
-        "${PC[@]}" export "$OUT/xl_$p.json" --format md -o "$RES/attribution_xl_bf16_${DEV}_$p.md" \
+        "${PC[@]}" export "$OUT/xl_$p.json" --format md --force -o "$RES/attribution_xl_bf16_${DEV}_$p.md" \
             && python3 scripts/note_command.py "$RES/attribution_xl_bf16_${DEV}_$p.md" \
                "perfconsole ${XL[*]} --profile $p" "SECTIONS=xl bash scripts/gpu_truth.sh"
     done
@@ -60,8 +60,8 @@ fi
 E27=(run --size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --warmup 3 --steps 8 --device cuda)
 if want e27; then
     section "2.7B bf16 train (eager) under nsys and torch"
-    measure e27_nsys 240 "${E27[@]}" --profile nsys --save "$OUT/e27_nsys.json"
-    measure e27_torch 240 "${E27[@]}" --profile torch --save "$OUT/e27_torch.json"
+    measure e27_nsys 240 "${E27[@]}" --profile nsys --force --save "$OUT/e27_nsys.json"
+    measure e27_torch 240 "${E27[@]}" --profile torch --force --save "$OUT/e27_torch.json"
     python3 scripts/attribution_evidence.py "$RES/attribution_2.7B_bf16_$DEV.json" \
         "perfconsole ${E27[*]} --profile nsys|torch --save ... (run by \`SECTIONS=e27 bash scripts/gpu_truth.sh\`)" \
         "$OUT/e27_nsys.json" "$OUT/e27_torch.json"
@@ -70,8 +70,8 @@ fi
 C27=(run --size 2.7B --ctx 512 --batch 4 --precision bf16 --mode train --attention sdpa --compile --warmup 3 --steps 8 --device cuda)
 if want compiled; then
     section "2.7B compiled under torch and nsys"
-    measure c27_torch 300 "${C27[@]}" --profile torch --save "$OUT/c27_torch.json"
-    measure c27_nsys 300 "${C27[@]}" --profile nsys --save "$OUT/c27_nsys.json"
+    measure c27_torch 300 "${C27[@]}" --profile torch --force --save "$OUT/c27_torch.json"
+    measure c27_nsys 300 "${C27[@]}" --profile nsys --force --save "$OUT/c27_nsys.json"
     python3 scripts/attribution_evidence.py "$RES/profile_overhead_2.7B_compiled_$DEV.json" \
         "perfconsole ${C27[*]} --profile torch|nsys --save ... (run by \`SECTIONS=compiled bash scripts/gpu_truth.sh\`)" \
         "$OUT/c27_torch.json" "$OUT/c27_nsys.json"

@@ -23,7 +23,7 @@ COMMON = ["--ctx", "512", "--batch", "4", "--precision", "bf16", "--mode", "trai
 
 def ours(size: str, sync: bool, out: Path) -> dict:
     cmd = [sys.executable, "-m", "perfconsole.tui.main", "run", "--size", size, *COMMON, "--warmup", "5",
-           "--steps", "20", "--device", "cuda", "--save", str(out)] + (["--step-sync"] if sync else [])
+           "--steps", "20", "--device", "cuda", "--force", "--save", str(out)] + (["--step-sync"] if sync else [])
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
     data = json.loads(out.read_text())["data"]
     med = {k: statistics.median(s[k] for s in data["steps"])

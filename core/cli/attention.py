@@ -12,7 +12,7 @@ from rich.text import Text
 
 from perfconsole.core.grids.attention import IMPLS, AttentionRecord, AttentionRunner, AttentionSpec
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
-from perfconsole.core.cli.main import check_device, default_device, save_path
+from perfconsole.core.cli.main import add_force_argument, check_device, default_device, save_path
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
 from perfconsole.core.cli.sweep import STATUS_CELLS, parse_list
@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the grid snapshot here (after every cell)")
+    add_force_argument(p)
     add_start_ahead_argument(p)
     add_gpus_argument(p)
     add_executor_arguments(p)
@@ -85,7 +86,7 @@ def grid_table(a: AttentionRecord) -> CliTable:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     gpus = None if is_remote(args) else gpus_from_args(args.gpus, spec.device)
-    save = save_path(args.save)
+    save = save_path(args.save, args.force)
     executor = executor_from_args(args, device=spec.device)
     stop = install_exit_handlers()
     record = AttentionRecord.new(spec)

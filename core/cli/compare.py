@@ -14,8 +14,8 @@ from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, add_spec_arguments,
-                                       deliver, reader_may_be_gone, save_path, spec_from_args)
+from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError, add_force_argument,
+                                       add_spec_arguments, deliver, reader_may_be_gone, save_path, spec_from_args)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.interleave import InterleavedRuns
@@ -34,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "one field: `perfconsole sweep` crosses several")
     p.add_argument("--json", action="store_true", help="print the comparison's snapshot instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the comparison snapshot (JSON) here")
+    add_force_argument(p)
     add_executor_arguments(p)
     p.set_defaults(func=run)
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--vary: one field at a time, not {len(args.vary)} ({'; '.join(args.vary)}); "
                          "`perfconsole sweep` crosses several")
     specs = variants(base, args.vary[0])
-    save = save_path(args.save)
+    save = save_path(args.save, args.force)
     executor = executor_from_args(args, nproc=base.nproc, device=base.device)
     stop = install_exit_handlers()
     runner = InterleavedRuns(specs, executor=executor)

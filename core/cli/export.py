@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from perfconsole.core import store
-from perfconsole.core.cli.main import UsageError, reader_may_be_gone, save_path
+from perfconsole.core.cli.main import UsageError, add_force_argument, reader_may_be_gone, save_path
 from perfconsole.core.reports.export import FORMATS, export
 
 
@@ -19,13 +19,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("snapshot", help="a snapshot file (.json) saved or printed (--json) by perfconsole; - for stdin")
     p.add_argument("--format", "-f", default="md", help=f"{', '.join(FORMATS)} (default md)")
     p.add_argument("--output", "-o", default=None, help="write here instead of stdout (atomic)")
+    add_force_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise UsageError(f"format: must be one of {', '.join(FORMATS)}, not {args.format!r}")
-    output = save_path(args.output)  # checked before the input is read
+    output = save_path(args.output, args.force)  # checked before the input is read
     try:
         text = export(store.load(args.snapshot), args.format)
     except (store.SnapshotError, ValueError) as exc:

@@ -15,8 +15,8 @@ from rich.text import Text
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core import store
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
-from perfconsole.core.cli.main import (UsageError, add_model_arguments, check_default_size, check_device,
-                                       default_device, default_size, save_path)
+from perfconsole.core.cli.main import (UsageError, add_force_argument, add_model_arguments, check_default_size,
+                                       check_device, default_device, default_size, save_path)
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
@@ -54,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "did not (cancelled, never started) run now; saved back to FILE unless --save names another")
     p.add_argument("--json", action="store_true", help="print the snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the ladder snapshot here (after every rung)")
+    add_force_argument(p)
     p.add_argument("--out-dir", default=None, help="where rungs' profiler files go")
     add_model_arguments(p)
     add_start_ahead_argument(p)
@@ -102,10 +103,12 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
 def run(args: argparse.Namespace) -> int:
     if args.resume:
         record = resumed(args.resume, remote=is_remote(args))
-        save = save_path(args.save or args.resume)
+        target = args.save or args.resume  # resuming writes the ladder back to its own file: no --force for that
+        own = Path(target).expanduser().resolve() == Path(args.resume).expanduser().resolve()
+        save = save_path(target, args.force or own)
     else:
         record = LadderRecord.new(ladder_spec_from_args(args))
-        save = save_path(args.save)
+        save = save_path(args.save, args.force)
     executor = executor_from_args(args, device=record.spec.base.device)
     stop = install_exit_handlers()
     runner = LadderRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,

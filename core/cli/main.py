@@ -145,13 +145,23 @@ def default_device() -> str:
     return "cuda" if gpu_count() > 0 else "cpu"
 
 
-def save_path(arg: str | None) -> Path | None:
+def add_force_argument(p: argparse.ArgumentParser) -> None:
+    """--force, beside a command's --save FILE or -o FILE."""
+    p.add_argument("--force", action="store_true",
+                   help="replace the file to write if it exists (without it an existing file is refused, "
+                        "before any work)")
+
+
+def save_path(arg: str | None, force: bool = False) -> Path | None:
     """The --save FILE (or -o FILE) of a command, checked before any work starts: its directory
-    exists and takes a new file, so a bad path loses nothing measured."""
+    exists and takes a new file, and an existing file is replaced only with `force` (--force), so a bad
+    path loses nothing measured and a typo replaces nothing measured before."""
     if not arg:
         return None
     try:
-        return store.writable_file(arg)
+        return store.writable_file(arg, overwrite=force)
+    except store.FileExists as exc:
+        raise UsageError(f"{exc.path}: exists; give --force to replace it") from exc
     except store.SnapshotError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfconsole.core import store
-from perfconsole.core.cli.main import UsageError, reader_may_be_gone, save_path
+from perfconsole.core.cli.main import UsageError, add_force_argument, reader_may_be_gone, save_path
 from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                 "or a profiled run's snapshot; - for stdin")
     p.add_argument("--json", action="store_true", help="print {tables, categories, warnings} as JSON")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run record snapshot here")
+    add_force_argument(p)
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys to export an .nsys-rep with")
     p.set_defaults(func=run)
 
@@ -48,7 +49,7 @@ def json_document(tables: Tables, warnings: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    save = save_path(args.save)  # checked before anything is read
+    save = save_path(args.save, args.force)  # checked before anything is read
     try:
         path, tables, warnings = _read(args.path, args.nsys)
     except (ProfileError, store.SnapshotError) as exc:

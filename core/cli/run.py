@@ -12,7 +12,8 @@ from rich.text import Text
 from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_OOM, EXIT_USAGE, UsageError,
-                                        add_spec_arguments, deliver, save_path, spec_from_args)
+                                        add_force_argument, add_spec_arguments, deliver, save_path,
+                                        spec_from_args)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, nodes_note
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.flops import beaten_text
@@ -37,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the run's snapshot (what --save writes) instead of a table")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run snapshot (JSON) here")
+    add_force_argument(p)
     p.add_argument("--baseline", default=None, metavar="FILE",
                    help="a saved one-process run of the same spec, for a job's weak-scaling efficiency")
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
@@ -158,7 +160,7 @@ def _baseline(path: str, spec) -> ev.Baseline:
 
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
-    save = save_path(args.save)
+    save = save_path(args.save, args.force)
     out_dir = Path(args.out_dir) if args.out_dir else (save.with_suffix("") if save else None)
     executor = executor_from_args(args, nproc=spec.nproc, device=spec.device)
     stop = install_exit_handlers()

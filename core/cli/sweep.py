@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from rich.text import Text
 
-from perfconsole.core.cli.main import (add_model_arguments, check_default_size, check_device, default_device,
-                                       default_size, save_path)
+from perfconsole.core.cli.main import (add_force_argument, add_model_arguments, check_default_size, check_device,
+                                       default_device, default_size, save_path)
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
@@ -70,6 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
+    add_force_argument(p)
     p.add_argument("--out-dir", default=None, help="where cells' files go")
     add_model_arguments(p)
     add_start_ahead_argument(p)
@@ -123,7 +124,7 @@ def grid_table(sw: SweepRecord) -> CliTable:
 def run(args: argparse.Namespace) -> int:
     spec = sweep_spec_from_args(args)
     gpus = None if is_remote(args) else gpus_from_args(args.gpus, spec.base.device)
-    save = save_path(args.save)
+    save = save_path(args.save, args.force)
     executor = executor_from_args(args, device=spec.base.device)
     stop = install_exit_handlers()
     record = SweepRecord.new(spec)

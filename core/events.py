@@ -121,6 +121,12 @@ class ProfileOverhead(Event):
     # The host's time to issue the forward in the profiled steps (CUDA only; mean ms per step, as nsys's range
     # total per step is): the profiler's forward range, a host interval too, is held against it.
     profiled_host_forward_ms: float | None = None
+    # Where the profiler ran in a process of its own (nsys: core.launch.profiled), the run's headline is a plain
+    # process of the same spec: its median step and step count, and this process's quiet steps (its measured
+    # steps before the capture), whose median `quiet_ms` is, against `plain_ms`, what the profiler cost outside it.
+    plain_ms: float | None = None
+    plain_steps: int | None = None
+    quiet_step_ms: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -226,7 +232,8 @@ class Error(Event):
 @dataclass(frozen=True)
 class Placed(Event):
     """Where a process ran when a scheduler placed it (core.launch.slurm): the job, its node(s) and
-    GPUs, Slurm's final state and reason, and the seconds it queued and ran (from sacct)."""
+    GPUs, Slurm's final state and reason, the seconds it queued and ran (from sacct), and the time limit
+    it asked for and whose that was."""
     type: ClassVar[str] = "placed"
     executor: str
     job_id: str
@@ -237,6 +244,8 @@ class Placed(Event):
     queued_s: float | None = None
     ran_s: float | None = None
     log: str | None = None
+    time_limit: str | None = None        # what the job asked for, in Slurm's format
+    time_limit_from: str | None = None   # whose: --slurm-time, a config file, the partition's, perfconsole's
 
 
 @dataclass(frozen=True)

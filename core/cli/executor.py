@@ -8,10 +8,12 @@ does not parse) is one line and exit 2 before anything is submitted.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from perfconsole.core.cli.main import UsageError
+from perfconsole.core.launch.slurm_limits import settle_time, time_line
 from perfconsole.core.launch.slurm_options import (SlurmOptionError, add_executor_arguments, check_with_slurm,
                                                    options_from_args)
 
@@ -26,7 +28,9 @@ def is_remote(args: argparse.Namespace) -> bool:
 def executor_from_args(args: argparse.Namespace, nproc: int = 1, device: str = "cpu",
                        folder: Path | None = None) -> Any:
     """None for --executor local; else a checked core.launch.slurm.SlurmExecutor. `nproc` and
-    `device` size the job: on cuda each node asks for its processes' GPUs unless told otherwise."""
+    `device` size the job: on cuda each node asks for its processes' GPUs unless told otherwise. With
+    no time limit given, the jobs take their partition's (core.launch.slurm_limits), and a line on
+    stderr says which."""
     try:
         opts = options_from_args(args)
         if opts is None:
@@ -38,10 +42,14 @@ def executor_from_args(args: argparse.Namespace, nproc: int = 1, device: str = "
             from dataclasses import replace
 
             opts = replace(opts, gpus_per_node=max(1, nproc // opts.nodes))
+        opts = settle_time(opts, "--slurm-time" if args.slurm_time is not None else "the slurm config's time")
         check_with_slurm(opts)
         from perfconsole.core.launch.slurm import SlurmExecutor
 
-        return SlurmExecutor(opts, folder)
+        executor = SlurmExecutor(opts, folder)
+        if args.slurm_time is None:
+            print(time_line(opts), file=sys.stderr, flush=True)
+        return executor
     except SlurmOptionError as exc:
         raise UsageError(str(exc)) from None
 

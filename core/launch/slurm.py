@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from perfconsole.core import events as ev
+from perfconsole.core.launch.slurm_limits import settle_time
 from perfconsole.core.launch.slurm_options import SlurmOptionError, SlurmOptions
 
 POLL_S = 0.5
@@ -90,7 +91,8 @@ class SlurmExecutor:
             raise SlurmOptionError("--executor slurm needs submitit: pip install 'perfconsole[slurm]'") from None
         from perfconsole.core.paths import data_dir
 
-        self.options = options
+        # Never submitted without a time limit: submitit would ask for its own 5 minutes.
+        self.options = options if options.time is not None else settle_time(options)
         self.folder = Path(options.folder or folder or data_dir() / "slurm").expanduser().resolve()
         self.folder.mkdir(parents=True, exist_ok=True)
         self._submitit = submitit
@@ -340,7 +342,8 @@ class SlurmJob:
             nodes = [info.nodes]
         return ev.Placed("slurm", self.job_id, info.state, sorted(set(nodes)), ";".join(gpus) or None,
                          info.reason, _seconds(info.submit, info.start), _seconds(info.start, info.end),
-                         str(self.executor.folder / f"{self.job_id}_0_log.out"))
+                         str(self.executor.folder / f"{self.job_id}_0_log.out"), self.executor.options.time,
+                         self.executor.options.time_from)
 
 
 def _last_line(exc: BaseException) -> str:

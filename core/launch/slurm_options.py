@@ -34,18 +34,20 @@ class SlurmOptions:
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    time: str = "60"                         # Slurm's formats: minutes, MM:SS, HH:MM:SS, D-HH:MM
+    time: str | None = None                  # Slurm's formats: minutes, MM:SS, HH:MM:SS, D-HH:MM; None:
+                                             # the partition's (core.launch.slurm_limits settles it)
     gpus_per_node: int | None = None
     constraint: str | None = None
     array_parallelism: int | None = None     # None: one job per cell; N: one job array, N tasks at a time
     folder: str | None = None                # submitit's job files (default: the data dir's slurm/)
     options: dict[str, Any] = field(default_factory=dict)   # any other sbatch option, without --
     nodes: int = 1                           # `run` only: a torchrun job over this many nodes
+    time_from: str | None = None             # whose the time is: the flag, a config file, the partition
 
     def sbatch_flags(self, ntasks_per_node: int | None = None) -> list[str]:
         """The options as sbatch flags (what --test-only checks; submitit writes the same), the
         pass-through options last, so that they win."""
-        out = [f"--time={self.time}"]
+        out = [f"--time={self.time}"] if self.time else []
         for key in ("partition", "account", "qos", "constraint"):
             value = getattr(self, key)
             if value:
@@ -113,7 +115,8 @@ def add_executor_arguments(p: argparse.ArgumentParser, nodes: bool = False) -> N
     p.add_argument("--slurm-account", default=None, metavar="NAME")
     p.add_argument("--slurm-qos", default=None, metavar="NAME")
     p.add_argument("--slurm-time", default=None, metavar="TIME",
-                   help="each job's time limit in Slurm's formats: minutes, HH:MM:SS, D-HH:MM (default 60)")
+                   help="each job's time limit in Slurm's formats: minutes, HH:MM:SS, D-HH:MM (default: the "
+                        "partition's DefaultTime, else 60 minutes or its MaxTime if lower)")
     p.add_argument("--slurm-gpus-per-node", type=int, default=None, metavar="N")
     p.add_argument("--slurm-constraint", default=None, metavar="FEATURES")
     p.add_argument("--slurm-option", action="append", default=[], metavar="KEY=VALUE",

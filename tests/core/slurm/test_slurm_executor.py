@@ -155,7 +155,6 @@ def test_a_two_task_job_runs_torchrun_on_each_task_for_a_gloo_data_parallel_run(
 
 @pytest.mark.parametrize("flag, value", [("--slurm-partition", "no-such-partition"),
                                          ("--slurm-account", "no-such-account"),
-                                         ("--slurm-time", "90"),          # over the partition's 30 minutes
                                          ("--slurm-time", "soon")])
 def test_what_slurm_refuses_is_one_line_and_exit_2_before_any_job(flag, value, tmp_path):
     done = cli("sweep", *TINY, "--executor", "slurm", flag, value, "--slurm-folder", str(tmp_path / "jobs"))
@@ -163,6 +162,16 @@ def test_what_slurm_refuses_is_one_line_and_exit_2_before_any_job(flag, value, t
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("perfconsole: error: slurm refused the job: "), done.stderr
     assert not list((tmp_path / "jobs").glob("*_submission.sh"))
+
+
+@pytest.mark.parametrize("value", ["90", "30:30"])   # 30:30 is 31 minutes to Slurm, which rounds seconds up
+def test_a_slurm_time_over_the_partitions_max_time_is_refused_naming_the_limit_before_any_job(value, tmp_path):
+    done = cli("sweep", *TINY, "--executor", "slurm", "--slurm-time", value, "--slurm-folder", str(tmp_path / "jobs"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines == [f"perfconsole: error: --slurm-time {value} is over partition debug's MaxTime of 00:30:00: "
+                     "ask for that or less, or another partition"], done.stderr
+    assert not (tmp_path / "jobs").exists() or not list((tmp_path / "jobs").glob("*_submission.sh"))
 
 
 def test_a_job_past_its_time_limit_is_an_error_cell_naming_timeout_and_the_grid_goes_on(time_limited_grid):
@@ -186,3 +195,19 @@ def test_a_job_past_its_time_limit_is_an_error_cell_naming_timeout_and_the_grid_
         time.sleep(1)
         left = squeue("pc-time-limit")
     assert left == []
+
+
+def test_a_sweep_with_no_slurm_time_takes_the_partitions_limit_and_says_which(tmp_path):
+    # The local cluster's one partition has MaxTime=30 and no DefaultTime: the job asks for its 30 minutes,
+    # not perfconsole's 60 (which Slurm refuses there: "Requested time limit is invalid").
+    one_cell = [*TINY[:2], "--ctx", "8", *TINY[4:]]
+    done = cli("sweep", *one_cell, "--executor", "slurm", "--slurm-folder", str(tmp_path / "jobs"), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "time limit 00:30:00 per job, partition debug's MaxTime" in done.stderr, done.stderr[-2000:]
+    run = json.loads(done.stdout)["data"]["runs"][0]
+    assert run["status"] == "ok"
+    job = run["jobs"][0]
+    assert job["state"] == "COMPLETED"
+    assert (job["time_limit"], job["time_limit_from"]) == ("00:30:00", "partition debug's MaxTime")
+    script = (tmp_path / "jobs" / f"{job['job_id']}_submission.sh").read_text()
+    assert "#SBATCH --time=00:30:00" in script

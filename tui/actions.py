@@ -305,19 +305,9 @@ class SessionActions:
         def write(choice: tuple[str, Path] | None) -> None:
             if choice is None:
                 return
-            fmt, path = choice
-            if path.exists():
-                from perfconsole.tui.screens.dialogs import ConfirmScreen
-
-                self.push_screen(ConfirmScreen(f"{path} exists. Overwrite it? (y/n)"),
-                                 lambda yes: write_file(fmt, path) if yes else self.notify("not exported"))
-                return
-            write_file(fmt, path)
-
-        def write_file(fmt: str, path: Path) -> None:
+            fmt, path = choice  # checked by the dialog: its folder is there, and it is new or to be overwritten
             try:
                 text = export.export(obj, fmt)
-                path.parent.mkdir(parents=True, exist_ok=True)
                 store.write_atomic(path, text)
             except (OSError, ValueError) as exc:
                 self.notify(f"export failed: {exc}", severity="error")

@@ -221,26 +221,28 @@ async def test_live_status_flags_a_throttled_run():
         assert "SM clock fell 14.4%" in status and "sw_power_cap" in status
 
 
-async def test_export_asks_before_overwriting_a_file(tmp_path):
+async def test_export_asks_before_overwriting_a_file_and_n_goes_back_to_the_dialog(tmp_path):
     target = tmp_path / "run.md"
     target.write_text("keep me\n")
     app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json")])
     async with app.run_test(size=(120, 34)) as pilot:
         await pilot.press("5")
         await pilot.pause()
-        for answer, expect in (("n", "keep me\n"), ("y", None)):
-            await pilot.press("e")
-            await pilot.pause()
-            app.screen.query_one("#export-path", Input).value = str(target)
+        await pilot.press("e")
+        await pilot.pause()
+        app.screen.query_one("#export-path", Input).value = str(target)
+        for answer in ("n", "y"):
             await pilot.press("enter")
             await pilot.pause()
             assert "exists. Overwrite it?" in plain(app.screen.query_one(Static).content)
             await pilot.press(answer)
             await pilot.pause()
-            if expect is not None:
-                assert target.read_text() == expect
-            else:
-                assert target.read_text().startswith("# tiny ctx32")
+            if answer == "n":  # back in the dialog, the path as typed, the file as it was
+                assert isinstance(app.screen, ExportScreen)
+                assert app.screen.query_one("#export-path", Input).value == str(target)
+                assert target.read_text() == "keep me\n"
+        assert not isinstance(app.screen, ExportScreen)
+        assert target.read_text().startswith("# tiny ctx32")
 
 
 async def test_a_filter_that_matches_nothing_says_so():

@@ -1,6 +1,7 @@
 """Modal dialogs: confirm, the list of every key, open a snapshot, export to a file."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from rich.table import Table
@@ -13,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from perfconsole.core import store
 from perfconsole.tui.widgets.form_input import FormInput
 
 
@@ -171,7 +173,8 @@ class PathInput(FormInput):
 
 
 class ExportScreen(TypeAhead, ModalScreen[tuple[str, Path] | None]):
-    """Choose md / csv / json (keys F1, F2, F3) and the file; the path follows the format."""
+    """Choose md / csv / json (keys F1, F2, F3) and the file; the path follows the format. Dismissed with
+    a path that may be written: its folder is there, and it is new or the user said to overwrite it."""
     field_id = "export-path"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel"),
                 Binding("f1", "fmt('md')", "Markdown", id="export.md"),
@@ -205,7 +208,28 @@ class ExportScreen(TypeAhead, ModalScreen[tuple[str, Path] | None]):
     @on(Input.Submitted, "#export-path")
     def _write(self, event: Input.Submitted) -> None:
         if event.value.strip():
-            self.dismiss((self.fmt, Path(event.value.strip()).expanduser()))
+            self.check(Path(event.value.strip()).expanduser())
+
+    def check(self, path: Path) -> None:
+        """The CLI's rule for output files (core.store.writable_file): a missing folder is an error naming
+        it, and the dialog stays open with the path to correct; an existing file is replaced only on y, and
+        n comes back here. Only the default's folder, the data directory's exports, is made on first use."""
+        if path.parent == self.stem.parent:
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            store.writable_file(path)
+        except store.FileExists:
+            def answer(yes: bool | None) -> None:
+                if yes:
+                    self.dismiss((self.fmt, path))
+
+            self.app.push_screen(ConfirmScreen(f"{path} exists. Overwrite it? (y/n)"), answer)
+            return
+        except store.SnapshotError as exc:
+            self.notify(str(exc), severity="error", timeout=8)
+            return
+        self.dismiss((self.fmt, path))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

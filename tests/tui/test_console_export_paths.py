@@ -1,0 +1,57 @@
+"""The console's Export dialog follows the CLI's rule for output paths (core.store.writable_file): a missing
+folder is an error naming it, in the CLI's words, and nothing is created; the dialog stays open with the
+path as typed, to be corrected."""
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from perfconsole.core.cli import main as cli
+from perfconsole.core.paths import data_dir
+from perfconsole.tui.screens.dialogs import ExportScreen
+
+from console_helpers import make_app, shipped
+
+RUN = shipped("tiny-cpu-train-fp32.json")
+
+
+async def test_export_to_a_missing_folder_is_the_clis_error_and_creates_nothing(tmp_path, capsys):
+    assert cli.main(["export", str(RUN), "-o", str(tmp_path / "nonexistent2" / "dir" / "x.md")]) == 2
+    cli_error = capsys.readouterr().err.strip().removeprefix("perfconsole: error: ")
+    missing = tmp_path / "nonexistent" / "dir"
+    app = make_app(snapshots=[RUN])
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        field = app.screen.query_one("#export-path", Input)
+        field.value = str(missing / "x.md")
+        await pilot.press("enter")
+        await pilot.pause()
+        said = [str(n.message) for n in app._notifications]
+        assert cli_error == f"{tmp_path / 'nonexistent2' / 'dir'}: no such directory"
+        assert any(f"{missing}: no such directory" in m for m in said), said
+        assert not any(m.startswith("exported") for m in said), said
+        assert isinstance(app.screen, ExportScreen) and field.value == str(missing / "x.md")
+        assert not (tmp_path / "nonexistent").exists()
+        # Corrected in place, it exports.
+        field.value = str(tmp_path / "x.md")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, ExportScreen)
+        assert (tmp_path / "x.md").read_text().startswith("# tiny ctx32")
+
+
+async def test_the_default_export_folder_in_the_data_directory_is_made_on_first_use():
+    """perfconsole's own folder is not the user's typo: the dialog's default path works in a fresh data dir."""
+    app = make_app(snapshots=[RUN])
+    assert not (data_dir() / "exports").exists()
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.press("5")
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, ExportScreen)
+        assert len(list((data_dir() / "exports").glob("*.md"))) == 1

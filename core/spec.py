@@ -1,20 +1,24 @@
-"""RunSpec: everything that defines one benchmark run, and its validation.
+"""RunSpec: everything that defines one benchmark run, each setting declared once (core.settings).
 
-Validation errors are one line that names the field and the allowed values, so the CLI and the
-launch form can show them as they are.
+A field's declaration holds its default, section, help, choices, flag, form row, sweep axis, label words,
+whether it changes "the same program", what it needs of the rest of the spec and, for an optimization, the
+code that applies it to a model. Every surface is built from these declarations; `validate()` (its rules in
+core.spec_rules) checks every rule that needs only the spec, before any process starts. Validation errors
+are one line that names the field and the allowed values.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, make_dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from pathlib import Path
-
+from perfconsole.core.settings import Command, declared, setting
+from perfconsole.core.spec_rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
+from perfconsole.core.spec_rules import validate as validate_spec
 from perfconsole.model.config import SIZES
-from perfconsole.model.sources import ModelError, hf_shapes
+from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model
 
-SIZE_NAMES = (*SIZES, "custom")
 PRECISIONS = ("fp32", "bf16", "fp16")
 MODES = ("fwd", "fwd_bwd", "train")
 ATTENTIONS = ("naive", "sdpa")
@@ -29,72 +33,165 @@ COMM_HOOKS = ("none", "bf16")
 # torch._dynamo.config.optimize_ddp for a compiled DDP job: split the graph at DDP's buckets (torch's default,
 # so the all-reduces can overlap the backward) or compile it whole (the all-reduces after the backward).
 OPTIMIZE_DDP = ("ddp_optimizer", "no_optimization")
-MAX_NPROC = 64
 
 
-class SpecError(ValueError):
-    """A bad value in a RunSpec; `field` names it, the message says what is allowed."""
+def _on(word: str):
+    return lambda v, s: word if v else None
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+
+def _unless(default: Any, fmt: str = "{}"):
+    return lambda v, s: None if v == default else fmt.format(v)
+
+
+def _cuda(what: str):
+    return lambda s: None if s.device == "cuda" else f"{what} need device cuda"
+
+
+# What a setting needs of the rest of the spec, in the words the runs and the ladder say it.
+def _needs_compile_mode(v: str, s: RunSpec) -> str | None:
+    if v != "default" and not s.compile:
+        return f"{v} needs compile"
+    return _cuda("CUDA graphs (compile mode reduce-overhead)")(s) if v == "reduce-overhead" else None
+
+
+def _needs_liger(v: str, s: RunSpec) -> str | None:
+    if v != "liger":
+        return None
+    if s.model_kind == "factory":
+        return "liger patches the builtin model and hf: architectures; a factory's layers are its own"
+    return _cuda("liger-kernel's Triton kernels")(s)
+
+
+def _needs_fp8(v: bool, s: RunSpec) -> str | None:
+    if not v:
+        return None
+    if s.device != "cuda":
+        return "fp8 matmuls need device cuda"
+    return "fp8 matmuls here follow bf16 or fp16 training; choose precision bf16" if s.precision == "fp32" else None
+
+
+def _needs_memory(v: bool, s: RunSpec) -> str | None:
+    if v and s.device != "cuda":
+        return "memory profiling needs device cuda"
+    return "memory history is recorded for one process; use nproc 1" if v and s.nproc > 1 else None
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    size: str = "small"
-    ctx: int = 256
-    batch: int = 4
-    precision: str = "fp32"
-    mode: str = "fwd_bwd"
-    warmup: int = 5
-    steps: int = 10
-    device: str = "cuda"
-    attention: str = "naive"
-    compile: bool = False
-    tf32: bool = False
-    seed: int = 0
-    vocab_size: int = 10_000
-    profile: str = "none"
-    memory: bool = False
-    peak_tflops: float | None = None   # overrides the GPU table for MFU
-    repeat: int = 1                    # replicate processes, one after the other (core.launch.replicates)
-    step_sync: bool = False            # synchronise after every step instead of keeping one in flight
-    # Only for size == "custom":
-    d_model: int | None = None
-    d_ff: int | None = None
-    n_layers: int | None = None
-    n_heads: int | None = None
-    # The optimization ladder's knobs (core.grids.ladder); the defaults are the program measured before them.
-    optimizer: str = "fused"           # fused on CUDA (the CPU falls back to foreach), foreach, forloop
-    compile_mode: str = "default"      # reduce-overhead = CUDA graphs; only with compile
-    kernels: str = "torch"             # liger: liger-kernel's fused kernels (perfconsole[fast])
-    fp8: bool = False                  # torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)
-    weights: str = "fp32"              # bf16: parameters, gradients and AdamW state in bf16, no fp32 master copy
-    peak_gbps: float | None = None     # overrides the measured memory bandwidth for speed of light
-    # Data parallel (core.launch.distributed): nproc processes under torchrun, one GPU each on CUDA.
-    nproc: int = 1
-    parallel: str = "none"             # none with one process; ddp or fsdp with more
-    bucket_mb: float | None = None     # DDP's bucket_cap_mb; None keeps DDP's default (25)
-    grad_as_bucket_view: bool = False  # DDP's gradient_as_bucket_view
-    comm_hook: str = "none"            # bf16: DDP's bf16_compress_hook
-    reshard: bool = True               # FSDP's reshard_after_forward for each block (False: kept gathered)
-    fsdp_bf16: bool = False            # FSDP's MixedPrecisionPolicy: gathers and reduce-scatters in bf16
-    optimize_ddp: str = "ddp_optimizer"  # how torch.compile treats DDP (OPTIMIZE_DDP); only with compile
-    scaling: bool = False              # also run the 1-process spec, for weak-scaling efficiency
-    # Where the model comes from (model.sources): builtin, hf:ARCH, PATH.py:FACTORY or package.module:FACTORY,
-    # and the free-form KEY=VALUE pairs the hf config or the factory receives.
-    model: str = "builtin"
-    model_args: tuple[str, ...] = ()
+    # The declaration order is the label's order (RunSpec.label).
+    model: str = setting(
+        "builtin", "model", "builtin (perfconsole's Transformer), hf:ARCH (a transformers architecture with random "
+        "weights, nothing downloaded: llama, qwen2, qwen3, gpt2, ...; needs perfconsole[hf]), or PATH.py:FACTORY / "
+        "package.module:FACTORY (your code: FACTORY(ctx=, vocab_size=, **model_args) returns an nn.Module mapping "
+        "(batch, ctx) token ids to logits; docs/models.md)", metavar="MODEL", form="model", row=0, same_program=True)
+    model_args: tuple[str, ...] = setting(
+        (), "model", "for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; repeatable",
+        flag="--model-arg", metavar="KEY=VALUE", form="  model args", row=1, same_program=True)
+    size: str = setting(
+        "small", "model", f"model size: {', '.join(SIZE_NAMES)} for builtin; an hf architecture's own sizes (llama: "
+        "tiny, 1B, 3B, 8B; gpt2: tiny, 124M, 355M, 774M, 1.5B; qwen2: tiny, 0.5B, 1.5B, 3B, 7B; qwen3: tiny, 0.6B, "
+        "1.7B, 4B, 8B; any: default, custom); a factory takes none (--model-arg instead)",
+        default_text="small on cuda, tiny on cpu; hf: the smallest published size on cuda", form="size", row=2,
+        axis="sizes", same_program=True)
+    d_model: int | None = setting(None, "model", "custom size only", form="  d_model", row=3, custom_only=True,
+                                  same_program=True)
+    d_ff: int | None = setting(None, "model", "custom size only", form="  d_ff", row=4, custom_only=True,
+                               same_program=True)
+    n_layers: int | None = setting(None, "model", "custom size only", form="  n_layers", row=5, custom_only=True,
+                                   same_program=True)
+    n_heads: int | None = setting(None, "model", "custom size only", form="  n_heads", row=6, custom_only=True,
+                                  same_program=True)
+    vocab_size: int = setting(10_000, "model", "the vocabulary of the builtin and hf models", same_program=True)
+    seed: int = setting(0, "execution", "the seed of the weights and the batch")
+    ctx: int = setting(256, "shape", "context length (tokens)", form="ctx", row=7, axis="ctxs", same_program=True,
+                       tag=lambda v, s: f"ctx{v}")
+    batch: int = setting(4, "shape", "batch size (per process in a job)", form="batch", row=8, same_program=True,
+                         tag=lambda v, s: f"b{v}")
+    precision: str = setting("fp32", "numerics", "bf16/fp16 via autocast", choices=PRECISIONS, form="precision",
+                             row=9, axis="precisions", same_program=True, tag=lambda v, s: v)
+    mode: str = setting("fwd_bwd", "shape", "inference, forward+backward, full train step", choices=MODES,
+                        form="mode", row=10, axis="modes", same_program=True, tag=lambda v, s: v)
+    warmup: int = setting(5, "execution", "warm-up steps, timed and reported apart (0 allowed)", form="warmup",
+                          row=11, axis="warmups")
+    steps: int = setting(10, "execution", "measured steps", form="steps", row=12)
+    attention: str = setting("naive", "optimizations", "the builtin's attention", choices=ATTENTIONS,
+                             form="attention", row=14, same_program=True, tag=_unless("naive"))
+    compile: bool = setting(False, "optimizations", "torch.compile the model", form="compile", row=15,
+                            same_program=True, tag=_on("compile"))
+    tf32: bool = setting(False, "numerics", "allow TF32 matmuls in fp32", form="tf32", row=16, same_program=True,
+                         tag=_on("tf32"))
+    step_sync: bool = setting(False, "execution", "synchronise after every step (as a loop that reads the loss each "
+                              "step); by default the next step is queued while the GPU finishes the last",
+                              tag=_on("step-sync"))
+    profile: str = setting("none", "profiling", "the profiler of the profiled steps after the quiet ones",
+                           choices=PROFILERS, form="profiler", row=18, tag=_unless("none"),
+                           needs=lambda v, s: "nsys needs device cuda; use torch on the CPU"
+                           if v == "nsys" and s.device != "cuda" else None)
+    memory: bool = setting(False, "profiling", "record CUDA memory history (memory_viz snapshot)",
+                           needs=_needs_memory)
+    peak_tflops: float | None = setting(None, "profiling", "the GPU's dense peak, for MFU and speed of light",
+                                        default_text="measured")
+    peak_gbps: float | None = setting(None, "profiling", "memory bandwidth for speed of light",
+                                      default_text="measured")
+    optimizer: str = setting("fused", "optimizations", "AdamW's implementation (fused falls back to foreach on "
+                             "the CPU)", choices=OPTIMIZERS, same_program=True, tag=_unless("fused", "adamw-{}"))
+    compile_mode: str = setting("default", "optimizations", "with --compile; reduce-overhead is CUDA graphs",
+                                choices=COMPILE_MODES, same_program=True, tag=_unless("default"),
+                                needs=_needs_compile_mode)
+    kernels: str = setting("torch", "optimizations", "RMSNorm/SwiGLU/cross-entropy kernels (liger needs "
+                           "perfconsole[fast])", choices=KERNELS, same_program=True, tag=_unless("torch"),
+                           needs=_needs_liger)
+    fp8: bool = setting(False, "numerics", "torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)",
+                        same_program=True, tag=_on("fp8"), needs=_needs_fp8)
+    weights: str = setting("fp32", "numerics", "bf16 keeps parameters, gradients and AdamW state in bf16 (no fp32 "
+                           "master copy: rounds differently; needs --precision bf16)", choices=WEIGHTS,
+                           same_program=True, tag=_unless("fp32", "{}-weights"),
+                           needs=lambda v, s: f"bf16 weights train with precision bf16, not {s.precision}"
+                           if v == "bf16" and s.precision != "bf16" else None)
+    nproc: int = setting(1, "parallel", "processes in the job, one GPU each on cuda, each with --batch (weak scaling)",
+                         metavar="N", form="procs/job", row=20, tag=lambda v, s: f"{s.parallel}x{v}" if v > 1 else None)
+    parallel: str = setting("none", "parallel", "the data-parallel wrapper", choices=PARALLELS,
+                            default_text="ddp with --nproc > 1", form="parallel", row=21)
+    bucket_mb: float | None = setting(None, "parallel", "DDP's gradient bucket size, bucket_cap_mb", metavar="MB",
+                                      default_text="DDP's 25", form="  bucket MB", row=22,
+                                      tag=lambda v, s: None if v is None else f"bucket{v:g}")
+    grad_as_bucket_view: bool = setting(False, "parallel", "DDP's gradient_as_bucket_view", form="  grad view",
+                                        row=23, tag=_on("bucket-view"))
+    comm_hook: str = setting("none", "parallel", "DDP's bf16_compress_hook", choices=COMM_HOOKS, form="  comm hook",
+                             row=24, tag=_unless("none", "{}-hook"))
+    reshard: bool = setting(True, "parallel", "FSDP: keep each block's parameters gathered from its forward to its "
+                            "backward (reshard_after_forward=False): one all-gather fewer per block, more memory",
+                            flag="--no-reshard", form="  reshard", row=26, tag=lambda v, s: None if v else "no-reshard")
+    fsdp_bf16: bool = setting(False, "parallel", "FSDP's mixed precision (MixedPrecisionPolicy): gather parameters "
+                              "and reduce-scatter gradients in bf16, half the bytes; the fp32 shards stay the master "
+                              "copy (precision bf16)", form="  fsdp bf16", row=27, tag=_on("fsdp-bf16"))
+    optimize_ddp: str = setting("ddp_optimizer", "parallel", "how torch.compile treats DDP "
+                                "(torch._dynamo.config.optimize_ddp): split the graph at DDP's buckets, or compile it "
+                                "whole (needs --compile)", choices=OPTIMIZE_DDP, metavar="MODE", form="  optimize ddp",
+                                row=25, tag=lambda v, s: "no-ddp-optimizer" if v == "no_optimization" else None)
+    scaling: bool = setting(False, "parallel", "also run the one-process spec first, for weak-scaling efficiency",
+                            form="  scaling", row=28)
+    repeat: int = setting(1, "execution", "run the spec in N fresh processes, one after the other, for the spread "
+                          "between them", metavar="N", form="processes", row=13, tag=lambda v, s: f"x{v}" if v > 1 else None)
+    device: str = setting("cuda", "execution", "where it runs", choices=DEVICES,
+                          default_text="cuda when available, else cpu", form="device", row=19, same_program=True)
+
+    @property
+    def model_kind(self) -> str:
+        """builtin, hf or factory (model.sources.parse): what every layer asks, decided in one place."""
+        try:
+            return parse_model(self.model)[0]
+        except ValueError:
+            return "unknown"
 
     def dims(self) -> tuple[int, int, int, int]:
         """(d_model, d_ff, n_layers, n_heads) of the model this spec builds; zeros where the spec does not
         say (a factory's model, an hf architecture at its config's defaults: the record's `model` does)."""
         if self.size == "custom":
             return (self.d_model, self.d_ff, self.n_layers, self.n_heads)  # type: ignore[return-value]
-        if self.model == "builtin":
+        if self.model_kind == "builtin":
             return SIZES[self.size]
-        if self.model.startswith("hf:"):
+        if self.model_kind == "hf":
             return hf_shapes.dims(self.model[3:].lower(), self.size) or (0, 0, 0, 0)
         return (0, 0, 0, 0)
 
@@ -104,9 +201,9 @@ class RunSpec:
         size = self.size
         if size == "custom" and None not in (self.d_model, self.d_ff, self.n_layers, self.n_heads):
             size = f"custom d{self.d_model} ff{self.d_ff} l{self.n_layers} h{self.n_heads}"
-        if self.model == "builtin":
+        if self.model_kind == "builtin":
             return size
-        if self.model.startswith("hf:"):
+        if self.model_kind == "hf":
             return f"{self.model} {size}"
         target, _, factory = self.model.rpartition(":")
         return f"{Path(target).name}:{factory}" if target.endswith(".py") else self.model
@@ -116,75 +213,18 @@ class RunSpec:
         return self.batch * self.ctx
 
     def label(self) -> str:
-        extra = "".join(f" {x}" for x, on in (("sdpa", self.attention == "sdpa"), ("compile", self.compile),
-                                               ("tf32", self.tf32), ("step-sync", self.step_sync),
-                                               (self.profile, self.profile != "none")) if on)
-        extra += "".join(f" {x}" for x, on in ((f"adamw-{self.optimizer}", self.optimizer != "fused"),
-                                                (self.compile_mode, self.compile_mode != "default"),
-                                                (self.kernels, self.kernels != "torch"), ("fp8", self.fp8),
-                                                (f"{self.weights}-weights", self.weights != "fp32")) if on)
-        reps = f" x{self.repeat}" if self.repeat > 1 else ""
-        dp = f" {self.parallel}x{self.nproc}" if self.nproc > 1 else ""
-        dp += "".join(f" {x}" for x, on in ((f"bucket{self.bucket_mb or 0:g}", self.bucket_mb is not None),
-                                             ("bucket-view", self.grad_as_bucket_view),
-                                             (f"{self.comm_hook}-hook", self.comm_hook != "none"),
-                                             ("no-reshard", not self.reshard), ("fsdp-bf16", self.fsdp_bf16),
-                                             ("no-ddp-optimizer", self.optimize_ddp == "no_optimization")) if on)
-        return f"{self.model_label()} ctx{self.ctx} b{self.batch} {self.precision} {self.mode}{extra}{dp}{reps}"
+        """The model, then each setting's own words where it has them (its `tag`), in declaration order."""
+        words = [t for f, s in declared(RunSpec) if s.tag and (t := s.tag(getattr(self, f.name), self))]
+        return " ".join([self.model_label(), *words])
+
+    def section(self, name: str) -> Any:
+        """The fields of one section, as a frozen object: what a helper that needs only those is given."""
+        names = [f.name for f, s in declared(RunSpec) if s.section == name]
+        cls = make_dataclass(f"{name.title()}Settings", names, frozen=True)
+        return cls(**{n: getattr(self, n) for n in names})
 
     def validate(self) -> RunSpec:
-        _validate_model(self)
-        _choice("precision", self.precision, PRECISIONS)
-        _choice("mode", self.mode, MODES)
-        _choice("attention", self.attention, ATTENTIONS)
-        _choice("device", self.device, DEVICES)
-        _choice("profile", self.profile, PROFILERS)
-        _choice("optimizer", self.optimizer, OPTIMIZERS)
-        _choice("compile_mode", self.compile_mode, COMPILE_MODES)
-        _choice("kernels", self.kernels, KERNELS)
-        _choice("weights", self.weights, WEIGHTS)
-        if self.compile_mode != "default" and not self.compile:
-            raise SpecError("compile_mode", f"{self.compile_mode} needs compile")
-        _int_range("ctx", self.ctx, 1, 1 << 20)
-        _int_range("batch", self.batch, 1, 1 << 16)
-        _int_range("warmup", self.warmup, 0, 100_000)
-        if self.compile and self.warmup < 1:  # measured, the compilation would be a step: seconds, against ms
-            raise SpecError("warmup", "compile needs at least 1 warm-up step: the first call compiles, which "
-                                      "takes seconds and is no step's time")
-        _int_range("steps", self.steps, 1, 100_000)
-        _int_range("vocab_size", self.vocab_size, 2, 1 << 24)
-        _int_range("repeat", self.repeat, 1, 100)
-        _int_range("seed", self.seed, 0, 2**63 - 1)
-        for name in ("compile", "tf32", "memory", "step_sync", "fp8"):
-            if not isinstance(getattr(self, name), bool):
-                raise SpecError(name, f"must be true or false, not {getattr(self, name)!r}")
-        custom = ("d_model", "d_ff", "n_layers", "n_heads")
-        if self.size == "custom" and not _is_factory(self.model):
-            missing = [name for name in custom if getattr(self, name) is None]
-            if missing:  # name every one that is missing, as the flags that give them
-                raise SpecError("size", "custom needs --d-model --d-ff --n-layers --n-heads; missing "
-                                + " ".join("--" + name.replace("_", "-") for name in missing))
-            for name in custom:
-                _int_range(name, getattr(self, name), 1, 1 << 20)
-            if self.d_model % self.n_heads:  # type: ignore[operator]
-                raise SpecError("n_heads", f"must divide d_model ({self.d_model}), not {self.n_heads}")
-            if (self.d_model // self.n_heads) % 2 and self.model == "builtin":  # type: ignore[operator]
-                raise SpecError("n_heads", "d_model / n_heads must be even for RoPE")
-        else:
-            given = [name for name in custom if getattr(self, name) is not None]
-            if given:
-                raise SpecError(given[0], "only allowed with size custom")
-        if self.peak_tflops is not None and (isinstance(self.peak_tflops, bool) or not isinstance(
-                self.peak_tflops, (int, float)) or not 0 < self.peak_tflops < 1e6):
-            raise SpecError("peak_tflops", f"must be a positive number of TFLOP/s, not {self.peak_tflops!r}")
-        if self.peak_gbps is not None and (isinstance(self.peak_gbps, bool) or not isinstance(
-                self.peak_gbps, (int, float)) or not 0 < self.peak_gbps < 1e7):
-            raise SpecError("peak_gbps", f"must be a positive number of GB/s, not {self.peak_gbps!r}")
-        if self.memory and self.device != "cuda":
-            raise SpecError("memory", "memory profiling needs device cuda")
-        if self.profile == "nsys" and self.device != "cuda":
-            raise SpecError("profile", "nsys needs device cuda; use torch on the CPU")
-        _validate_parallel(self)
+        validate_spec(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,94 +246,18 @@ class RunSpec:
         return replace(self, **changes)
 
 
-def _is_factory(model: object) -> bool:
-    return isinstance(model, str) and model != "builtin" and not model.startswith("hf:")
+# Commands whose defaults differ from `run`'s say so here, and their help prints it.
+# A sweep's cells each run one process: a data-parallel job or a custom shape is not a sweep's cell.
+SWEEP = Command("sweep", defaults={"ctx": (128, 256, 512)}, axes=True, omit=frozenset(
+    ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "reshard", "fsdp_bf16", "optimize_ddp",
+     "scaling", "d_model", "d_ff", "n_layers", "n_heads")))
 
 
-def _validate_model(s: RunSpec) -> None:
-    """The model and its size: the builtin sizes, an hf architecture's published sizes (its own list, checked
-    without importing transformers), or a factory's, which takes no size and gets model_args instead."""
-    try:
-        kind, target = parse_model(s.model)
-    except ModelError as exc:
-        raise SpecError("model", str(exc)) from None
-    if not isinstance(s.model_args, tuple) or not all(isinstance(a, str) and "=" in a for a in s.model_args):
-        raise SpecError("model_args", f"must be KEY=VALUE pairs, not {s.model_args!r}")
-    if kind == "builtin":
-        _choice("size", s.size, SIZE_NAMES)
-        if s.model_args:
-            raise SpecError("model_args", "the builtin model takes none; use --size or the custom dimensions")
-    elif kind == "hf":
-        allowed = hf_shapes.sizes(target)
-        if s.size not in allowed:
-            raise SpecError("size", f"hf:{target} has {', '.join(allowed)}, not {s.size!r}")
-    else:
-        path = target.rpartition(":")[0]
-        if path.endswith(".py") and not Path(path).expanduser().is_file():
-            raise SpecError("model", f"no file {path}")
-        dims = [n for n in ("d_model", "d_ff", "n_layers", "n_heads") if getattr(s, n) is not None]
-        if dims:
-            raise SpecError(dims[0], "a factory model sets its own shape: pass --model-arg KEY=VALUE instead")
+def same_program() -> tuple[str, ...]:
+    """The fields that make a saved run another program when they differ (core.launch.scaling)."""
+    return tuple(f.name for f, s in declared(RunSpec) if s.same_program)
 
 
-def _choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise SpecError(field, f"must be one of {', '.join(allowed)}, not {value!r}")
-
-
-def _int_range(field: str, value: object, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer from {lo} to {hi}, not {value!r}")
-    if not lo <= value <= hi:
-        raise SpecError(field, f"must be from {lo} to {hi}, not {value}")
-
-
-def _validate_fsdp_bf16(s: RunSpec) -> None:
-    """FSDP's bf16 parameters and gradients stand in for autocast's casts: they need FSDP, bf16 compute
-    and the fp32 master weights they are cast from."""
-    if s.parallel != "fsdp":
-        raise SpecError("fsdp_bf16", f"is an FSDP setting (bf16 gathers and reduce-scatters); it needs parallel "
-                                     f"fsdp, not {s.parallel!r}")
-    if s.precision != "bf16":
-        raise SpecError("fsdp_bf16", f"computes in bf16; it needs precision bf16, not {s.precision!r}")
-    if s.weights != "fp32":
-        raise SpecError("fsdp_bf16", "casts fp32 weights to bf16 for each gather; with weights bf16 every "
-                                     "collective is bf16 already")
-
-
-def _validate_parallel(s: RunSpec) -> None:
-    """The data-parallel fields: a parallel strategy exactly when there is more than one process."""
-    _int_range("nproc", s.nproc, 1, MAX_NPROC)
-    _choice("parallel", s.parallel, PARALLELS)
-    _choice("comm_hook", s.comm_hook, COMM_HOOKS)
-    _choice("optimize_ddp", s.optimize_ddp, OPTIMIZE_DDP)
-    for name in ("grad_as_bucket_view", "scaling", "reshard", "fsdp_bf16"):
-        if not isinstance(getattr(s, name), bool):
-            raise SpecError(name, f"must be true or false, not {getattr(s, name)!r}")
-    if s.nproc > 1 and s.parallel == "none":
-        raise SpecError("parallel", f"must be ddp or fsdp with nproc {s.nproc}, not 'none'")
-    if s.nproc == 1 and s.parallel != "none":
-        raise SpecError("parallel", f"must be none with one process, not {s.parallel!r} (give nproc 2 or more)")
-    if s.bucket_mb is not None and (isinstance(s.bucket_mb, bool) or not isinstance(s.bucket_mb, (int, float))
-                                    or not 0 < s.bucket_mb <= 1 << 16):
-        raise SpecError("bucket_mb", f"must be a positive number of MB up to 65536, not {s.bucket_mb!r}")
-    ddp_knobs = [n for n, on in (("bucket_mb", s.bucket_mb is not None), ("grad_as_bucket_view",
-                 s.grad_as_bucket_view), ("comm_hook", s.comm_hook != "none")) if on]
-    if ddp_knobs and s.parallel != "ddp":
-        raise SpecError(ddp_knobs[0], f"is a DDP setting; it needs parallel ddp, not {s.parallel!r}")
-    if not s.reshard and s.parallel != "fsdp":
-        raise SpecError("reshard", f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, "
-                                   f"not {s.parallel!r}")
-    if s.fsdp_bf16:
-        _validate_fsdp_bf16(s)
-    if s.optimize_ddp != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
-        raise SpecError("optimize_ddp", f"is how torch.compile treats DDP; it needs parallel ddp and compile, not "
-                                        f"parallel {s.parallel!r}" + ("" if s.compile else " without compile"))
-    if s.nproc > 1 and s.mode == "fwd":
-        raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
-    if s.nproc > 1 and s.memory:
-        raise SpecError("memory", "memory history is recorded for one process; use nproc 1")
-    if s.scaling and s.nproc == 1:
-        raise SpecError("scaling", "compares against one process; it needs nproc 2 or more")
-    if s.nproc > 1 and s.repeat > 1:
-        raise SpecError("repeat", "replicate processes are for one process; use repeat 1 with nproc > 1")
+def axes() -> dict[str, str]:
+    """{field: its plural name in a sweep} for every field a sweep can vary."""
+    return {f.name: s.axis for f, s in declared(RunSpec) if s.axis}

@@ -113,6 +113,10 @@ def run_cells(runner: Any, total: int, label: Callable[[Any], str], outcome: Cal
                            eta=format_seconds(u.eta_s))
 
     with reader_may_be_gone():
+        # Cells that ended before any process (a ladder's rung its spec rules out) are said as the others are.
+        for i, cell in enumerate(getattr(runner.record, "runs", None) or []):
+            if cell.status == "unsupported":
+                err.print(f"[{i + 1}/{total}] {label(cell)}: {outcome(cell)}", markup=False, soft_wrap=True)
         bar.start()
     try:
         with stop.cancelling(runner.cancel):

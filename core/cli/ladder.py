@@ -15,40 +15,27 @@ from rich.text import Text
 from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
 from perfconsole.core import store
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
-from perfconsole.core.cli.main import (UsageError, add_force_argument, add_model_arguments, check_default_size,
-                                       check_device, default_device, default_size, save_path)
+from perfconsole.core.cli.main import (UsageError, add_force_argument, check_default_size, check_device, save_path,
+                                       spec_from_args)
+from perfconsole.core.cli.spec_args import add_spec_arguments, check_size_given
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
-from perfconsole.core.grids.ladder import RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
+from perfconsole.core.grids.ladder import DEFAULT_RUNGS, LADDER, RUNG_NAMES, RUNGS, LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.ladder import busy_legend, busy_text, moved_text, rows, status_text, verdicts
-from perfconsole.core.spec import DEVICES, PRECISIONS, SIZE_NAMES, RunSpec
+from perfconsole.core.reports.ladder import (busy_legend, busy_text, moved_text, rows, speedup_cells, status_text,
+                                             verdicts)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ladder", help="the optimization ladder: rungs from eager to fp8, one process each")
-    p.add_argument("--size", default=None, help=f"{', '.join(n for n in SIZE_NAMES if n != 'custom')} "
-                                                "(default: small on cuda, tiny on cpu)")
-    p.add_argument("--ctx", type=int, default=512, help="context length (tokens)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--precision", default="bf16", help=f"{', '.join(PRECISIONS)}")
-    p.add_argument("--mode", default="train", choices=("train",),
-                   help="train only: the ladder's rungs change the optimizer, so it times train steps")
-    p.add_argument("--warmup", type=int, default=3, help="warm-up steps per process (compiling rungs compile here)")
-    p.add_argument("--steps", type=int, default=10, help="measured steps per process (at least 2)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
-                   help="each rung in N fresh processes, for the interval between processes")
-    p.add_argument("--rungs", default=",".join(RUNG_NAMES),
-                   help="comma list of the rungs to run; one left out still passes its change up")
+    add_spec_arguments(p, LADDER)
+    p.add_argument("--rungs", default=",".join(DEFAULT_RUNGS),
+                   help=f"comma list of the rungs to run, from {', '.join(RUNG_NAMES)}; one left out still passes its change "
+                        f"up; {', '.join(r.name for r in RUNGS if r.opt_in) or 'none'} only when named")
     p.add_argument("--no-profile", action="store_true",
                    help="skip each rung's torch-profiler pass (no kernel categories, no measured GPU busy share)")
-    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--vocab-size", type=int, default=10_000)
-    p.add_argument("--peak-tflops", type=float, default=None, help="override the measured matmul peak")
-    p.add_argument("--peak-gbps", type=float, default=None, help="override the measured copy bandwidth")
     p.add_argument("--resume", default=None, metavar="FILE",
                    help="go on with a saved ladder: its own settings, the rungs that finished kept, the ones that "
                         "did not (cancelled, never started) run now; saved back to FILE unless --save names another")
@@ -56,22 +43,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save", default=None, metavar="FILE", help="save the ladder snapshot here (after every rung)")
     add_force_argument(p)
     p.add_argument("--out-dir", default=None, help="where rungs' profiler files go")
-    add_model_arguments(p)
     add_start_ahead_argument(p)
     add_executor_arguments(p)
     p.set_defaults(func=run)
 
 
 def ladder_spec_from_args(args: argparse.Namespace) -> LadderSpec:
-    device = args.device or default_device()
-    base = RunSpec(model=args.model, model_args=tuple(args.model_arg or ()),
-                   size=args.size or default_size(device, args.model), ctx=args.ctx, batch=args.batch, precision=args.precision,
-                   mode="train", warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
-                   seed=args.seed, vocab_size=args.vocab_size, peak_tflops=args.peak_tflops,
-                   peak_gbps=args.peak_gbps)
+    base = spec_from_args(args, validate=False, command=LADDER)
     check_model(base.model, base.model_args)  # an architecture or file that is not there, before its size
+    check_size_given(args, base.model)
     if not args.size:
-        check_default_size(base.model, base.size, device)
+        check_default_size(base.model, base.size, base.device)
     base.validate()
     if not is_remote(args):
         check_device(base.device)
@@ -91,8 +73,7 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
         st = status_text(row)
         t.add_row(f"{row.rung} {row.name}", Text(st, style="green" if row.status == "ok" else "yellow"),
                   "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
-                  "-" if row.speedup_vs_first is None else f"{row.speedup_vs_first:.2f}x",
-                  "-" if row.speedup_vs_previous is None else f"{row.speedup_vs_previous:.2f}x",
+                  *speedup_cells(row),
                   "-" if row.mfu is None else f"{100 * row.mfu:.1f}%",
                   "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%", busy_text(row),
                   "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}",

@@ -16,9 +16,9 @@ from typing import Any
 from pathlib import Path
 
 from perfconsole.core import store
-from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, COMPILE_MODES, DEVICES, KERNELS, MODES, OPTIMIZE_DDP,
-                                   OPTIMIZERS, PARALLELS, PRECISIONS, PROFILERS, SIZE_NAMES, WEIGHTS, RunSpec,
-                                   SpecError)
+from perfconsole.core.cli.spec_args import (add_spec_arguments, check_default_size, check_device,  # noqa: F401
+                                            default_device, default_size, spec_from_args)
+from perfconsole.core.spec import SpecError
 
 COMMANDS = [
     "perfconsole.core.cli.run",
@@ -58,91 +58,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # one line, no usage dump
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def add_spec_arguments(p: argparse.ArgumentParser, defaults: RunSpec | None = None) -> None:
-    """The flags that make a RunSpec; shared by `run`, the console's launch form and sweeps."""
-    d = defaults or RunSpec()
-    add_model_arguments(p, d)
-    p.add_argument("--size", default=None if defaults is None else d.size,
-                   help=f"model size: {', '.join(SIZE_NAMES)} for builtin; an hf architecture's own sizes "
-                        "(llama: tiny, 1B, 3B, 8B; gpt2: tiny, 124M, 355M, 774M, 1.5B; qwen2: tiny, 0.5B, 1.5B, 3B, 7B; "
-                        "qwen3: tiny, 0.6B, 1.7B, 4B, 8B; any: default, custom); unused by a factory "
-                        "(default: small on cuda, tiny on cpu; hf: the smallest published size on cuda)")
-    p.add_argument("--ctx", type=int, default=d.ctx, help="context length (tokens)")
-    p.add_argument("--batch", type=int, default=d.batch, help="batch size")
-    p.add_argument("--precision", default=d.precision, help=f"{', '.join(PRECISIONS)} (bf16/fp16 via autocast)")
-    p.add_argument("--mode", default=d.mode, help=f"{', '.join(MODES)}: inference, forward+backward, full train step")
-    p.add_argument("--warmup", type=int, default=d.warmup, help="warm-up steps, timed and reported apart (0 allowed)")
-    p.add_argument("--steps", type=int, default=d.steps, help="measured steps")
-    p.add_argument("--repeat", type=int, default=d.repeat, metavar="N",
-                   help="run the spec in N fresh processes, one after the other, for the spread between them")
-    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available, else cpu)")
-    p.add_argument("--attention", default=d.attention, help=f"{', '.join(ATTENTIONS)}")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
-    p.add_argument("--step-sync", action="store_true",
-                   help="synchronise after every step (as a loop that reads the loss each step); by default "
-                        "the next step is queued while the GPU finishes the last")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size)
-    p.add_argument("--profile", default=d.profile, help=f"{', '.join(PROFILERS)}")
-    p.add_argument("--memory", action="store_true", help="record CUDA memory history (memory_viz snapshot)")
-    p.add_argument("--peak-tflops", type=float, default=None,
-                   help="the GPU's dense peak, for MFU and speed of light (default: measured)")
-    p.add_argument("--peak-gbps", type=float, default=None, help="memory bandwidth for speed of light (default: measured)")
-    p.add_argument("--optimizer", default=d.optimizer, help=f"AdamW: {', '.join(OPTIMIZERS)}")
-    p.add_argument("--compile-mode", default=d.compile_mode, help=f"with --compile: {', '.join(COMPILE_MODES)}")
-    p.add_argument("--kernels", default=d.kernels, help=f"{', '.join(KERNELS)} (liger needs perfconsole[fast])")
-    p.add_argument("--fp8", action="store_true", help="torchao float8 matmuls (perfconsole[fast], compute capability >= 8.9)")
-    p.add_argument("--weights", default=d.weights, help=f"{', '.join(WEIGHTS)}: bf16 keeps parameters, gradients and "
-                   "AdamW state in bf16 (no fp32 master copy: rounds differently; needs --precision bf16)")
-    for dim in ("d-model", "d-ff", "n-layers", "n-heads"):
-        p.add_argument(f"--{dim}", type=int, default=None, help="custom size only")
-    add_parallel_arguments(p, d)
-
-
-MODEL_HELP = ("builtin (perfconsole's Transformer), hf:ARCH (a transformers architecture with random weights, "
-              "nothing downloaded: llama, qwen2, qwen3, gpt2, ...; needs perfconsole[hf]), or PATH.py:FACTORY / "
-              "package.module:FACTORY (your code: FACTORY(ctx=, vocab_size=, **model_args) returns an nn.Module "
-              "mapping (batch, ctx) token ids to logits; docs/models.md)")
-
-
-def add_model_arguments(p: argparse.ArgumentParser, d: RunSpec | None = None) -> None:
-    """--model and --model-arg: where the model comes from (model.sources), for run, sweep, ladder, compare."""
-    d = d or RunSpec()
-    p.add_argument("--model", default=d.model, metavar="MODEL", help=MODEL_HELP)
-    p.add_argument("--model-arg", action="append", default=list(d.model_args), metavar="KEY=VALUE",
-                   help="for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; repeatable")
-
-
-def add_parallel_arguments(p: argparse.ArgumentParser, d: RunSpec) -> None:
-    """Data parallel: N processes under torchrun, one GPU each (gloo processes on the CPU)."""
-    p.add_argument("--nproc", type=int, default=d.nproc, metavar="N",
-                   help="processes in the job, one GPU each on cuda, each with --batch (weak scaling)")
-    p.add_argument("--parallel", default=None, help=f"{', '.join(PARALLELS)} (default: ddp with --nproc > 1)")
-    p.add_argument("--bucket-mb", type=float, default=d.bucket_mb, metavar="MB",
-                   help="DDP's gradient bucket size, bucket_cap_mb (default: DDP's 25)")
-    p.add_argument("--grad-as-bucket-view", action="store_true", help="DDP's gradient_as_bucket_view")
-    p.add_argument("--comm-hook", default=d.comm_hook, help=f"{', '.join(COMM_HOOKS)}: DDP's bf16_compress_hook")
-    p.add_argument("--no-reshard", dest="reshard", action="store_false",
-                   help="FSDP: keep each block's parameters gathered from its forward to its backward "
-                        "(reshard_after_forward=False): one all-gather fewer per block, more memory")
-    p.add_argument("--fsdp-bf16", action="store_true",
-                   help="FSDP's mixed precision (MixedPrecisionPolicy): gather parameters and reduce-scatter "
-                        "gradients in bf16, half the bytes; the fp32 shards stay the master copy (precision bf16)")
-    p.add_argument("--optimize-ddp", default=d.optimize_ddp, metavar="MODE",
-                   help=f"{', '.join(OPTIMIZE_DDP)}: how torch.compile treats DDP (torch._dynamo.config.optimize_ddp): "
-                        "split the graph at DDP's buckets, or compile it whole (needs --compile)")
-    p.add_argument("--scaling", action="store_true",
-                   help="also run the one-process spec first, for weak-scaling efficiency")
-
-
-def default_device() -> str:
-    """cuda where a GPU is visible to NVML, else cpu; decided without importing torch."""
-    from perfconsole.core.telemetry.nvml import gpu_count
-
-    return "cuda" if gpu_count() > 0 else "cpu"
 
 
 def add_force_argument(p: argparse.ArgumentParser) -> None:
@@ -211,67 +126,6 @@ def reader_may_be_gone() -> Iterator[None]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             for stream in (sys.stdout, sys.stderr):
                 os.dup2(devnull, stream.fileno())
-
-
-def default_size(device: str, model: str = "builtin") -> str:
-    """small on a GPU; tiny on the CPU, where small takes seconds a step. An hf architecture's smallest
-    published size on a GPU; a factory's size is its own (the field is kept, unused)."""
-    if device == "cuda" and model.startswith("hf:"):
-        from perfconsole.model.sources.hf_shapes import sizes
-
-        named = [s for s in sizes(model[3:].lower()) if s not in ("tiny", "default", "custom")]
-        return named[0] if named else "default"
-    return "small" if device == "cuda" else "tiny"
-
-
-def check_default_size(model: str, size: str, device: str) -> None:
-    """A size the user did not give must exist: an hf architecture may lack `tiny`, the CPU's default."""
-    from perfconsole.model.sources.hf_shapes import sizes
-
-    allowed = sizes(model[3:].lower()) if model.startswith("hf:") else ()
-    if allowed and size not in allowed:
-        raise SpecError("size", f"{model} has no {size} shape, the {device} default; name one with --size: "
-                                f"{' | '.join(allowed)} (default: its config's own shape)")
-
-
-def check_device(device: str, nproc: int = 1) -> None:
-    """cuda on a machine where NVML sees no GPU, or fewer GPUs than a job's processes, is bad input,
-    said before any process starts."""
-    from perfconsole.core.telemetry.nvml import gpu_count, visible_gpus
-
-    if device == "cuda" and gpu_count() == 0:
-        raise SpecError("device", "cuda, but no NVIDIA GPU is visible on this machine; use cpu")
-    if device == "cuda" and nproc > len(visible_gpus()):
-        raise SpecError("nproc", f"{nproc} processes need {nproc} GPUs, but {len(visible_gpus())} are visible")
-
-
-def spec_from_args(args: argparse.Namespace, validate: bool = True) -> RunSpec:
-    """The RunSpec the flags describe; with validate=False the console shows what is wrong in place."""
-    device = args.device or default_device()
-    spec = RunSpec(
-        model=args.model, model_args=tuple(args.model_arg or ()),
-        size=args.size or default_size(device, args.model), ctx=args.ctx, batch=args.batch, precision=args.precision, mode=args.mode,
-        warmup=args.warmup, steps=args.steps, repeat=args.repeat, device=device,
-        attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync,
-        seed=args.seed, vocab_size=args.vocab_size, profile=args.profile, memory=args.memory,
-        peak_tflops=args.peak_tflops, d_model=args.d_model, d_ff=args.d_ff,
-        n_layers=args.n_layers, n_heads=args.n_heads, optimizer=args.optimizer, compile_mode=args.compile_mode,
-        kernels=args.kernels, fp8=args.fp8, weights=args.weights, peak_gbps=args.peak_gbps, nproc=args.nproc,
-        parallel=args.parallel or ("ddp" if args.nproc > 1 else "none"), bucket_mb=args.bucket_mb,
-        grad_as_bucket_view=args.grad_as_bucket_view, comm_hook=args.comm_hook, scaling=args.scaling,
-        reshard=getattr(args, "reshard", True), fsdp_bf16=getattr(args, "fsdp_bf16", False),
-        optimize_ddp=getattr(args, "optimize_ddp", "ddp_optimizer"),
-    )
-    if validate:
-        from perfconsole.core.launch.model_choice import check as check_model
-
-        check_model(spec.model, spec.model_args)  # an architecture or file that is not there, before its size
-        if not args.size:
-            check_default_size(spec.model, spec.size, device)
-        spec.validate()
-        if getattr(args, "executor", "local") != "slurm":  # under Slurm the job's node has the GPUs
-            check_device(spec.device, spec.nproc)
-    return spec
 
 
 def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.ArgumentParser:

@@ -14,15 +14,15 @@ from typing import TypeVar
 
 from rich.text import Text
 
-from perfconsole.core.cli.main import (add_force_argument, add_model_arguments, check_default_size, check_device,
-                                       default_device, default_size, save_path)
+from perfconsole.core.cli.main import add_force_argument, check_default_size, check_device, save_path
+from perfconsole.core.cli.spec_args import add_spec_arguments, check_size_given, fill_defaults, given, split_axes
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argument, finish, gpus_from_args,
                                          run_cells)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.spec import ATTENTIONS, DEVICES, MODES, PRECISIONS, SIZE_NAMES, RunSpec, SpecError
+from perfconsole.core.spec import SWEEP, RunSpec, SpecError
 from perfconsole.core.record import RunRecord
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 
@@ -48,31 +48,12 @@ def parse_list(text: str, conv: Callable[[str], T], field: str) -> tuple[T, ...]
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of sizes x contexts x precisions x modes, one process per cell")
-    p.add_argument("--sizes", default=None, help=f"comma list of {', '.join(n for n in SIZE_NAMES if n != 'custom')} "
-                   "(default: small on cuda, tiny on cpu, as `run`)")
-    p.add_argument("--ctx", default="128,256,512", help="comma list of context lengths")
-    p.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
-    p.add_argument("--mode", default="fwd_bwd", help=f"comma list of {', '.join(MODES)}")
-    p.add_argument("--warmup", default="5", help="comma list of warm-up steps; several make a warm-up study")
-    p.add_argument("--steps", type=int, default=10, help="measured steps per cell (at least 2)")
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
-                   help="each cell in N fresh processes, one after the other (the spread between them)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--device", default=None, help=f"{', '.join(DEVICES)} (default: cuda when available)")
-    p.add_argument("--attention", default="naive", help=f"{', '.join(ATTENTIONS)}")
-    p.add_argument("--compile", action="store_true", help="torch.compile every cell's model")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls in fp32")
-    p.add_argument("--step-sync", action="store_true", help="synchronise after every step")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--vocab-size", type=int, default=10_000)
-    p.add_argument("--peak-tflops", type=float, default=None, help="override the measured matmul peak")
-    p.add_argument("--peak-gbps", type=float, default=None, help="override the measured copy bandwidth")
+    add_spec_arguments(p, SWEEP)
     p.add_argument("--json", action="store_true",
                    help="print the snapshot (what --save writes) instead of a grid")
     p.add_argument("--save", default=None, metavar="FILE", help="save the sweep snapshot here (after every cell)")
     add_force_argument(p)
     p.add_argument("--out-dir", default=None, help="where cells' files go")
-    add_model_arguments(p)
     add_start_ahead_argument(p)
     add_gpus_argument(p)
     add_executor_arguments(p)
@@ -80,20 +61,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
-    base = RunSpec(size="tiny", batch=args.batch, steps=args.steps, repeat=args.repeat,
-                   device=args.device or default_device(),
-                   attention=args.attention, compile=args.compile, tf32=args.tf32, step_sync=args.step_sync, seed=args.seed,
-                   vocab_size=args.vocab_size, model=args.model, model_args=tuple(args.model_arg or ()),
-                   peak_tflops=args.peak_tflops, peak_gbps=args.peak_gbps)
+    values, grid = split_axes(fill_defaults(given(args, SWEEP)))
+    base = RunSpec(**{**values, "size": grid["size"][0]})
     if not is_remote(args):
         check_device(base.device)
     check_model(base.model, base.model_args)  # an architecture or file that is not there, before its sizes
-    sizes = args.sizes or default_size(base.device, args.model)
-    if not args.sizes:
-        check_default_size(args.model, sizes, base.device)
-    return SweepSpec(base, parse_list(sizes, str, "sizes"), parse_list(args.ctx, int, "ctx"),
-                     parse_list(args.precision, str, "precision"), parse_list(args.mode, str, "mode"),
-                     parse_list(args.warmup, int, "warmup")).validate()
+    check_size_given(args, base.model)
+    if not args.size:
+        check_default_size(base.model, base.size, base.device)
+    return SweepSpec(base, *(grid[name] for name in ("size", "ctx", "precision", "mode", "warmup"))).validate()
 
 
 def grid_table(sw: SweepRecord) -> CliTable:

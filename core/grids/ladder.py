@@ -19,7 +19,11 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
+from perfconsole.core.settings import Command, declared
 from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.spec_rules import unmet
+
+SETTINGS = {f.name: st for f, st in declared(RunSpec)}
 
 
 @dataclass(frozen=True)
@@ -29,15 +33,16 @@ class Rung:
     what: str                   # the change, in words
     needs: str = ""             # what it needs beyond torch, in words
     same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
-    device: str | None = None             # the only device the change can run on
-    precisions: tuple[str, ...] = ()      # the precisions it can run at (empty: any)
+    opt_in: bool = False        # run only when --rungs names it (a trade of time for memory, not a speed-up)
 
     def ruled_out(self, spec: RunSpec) -> str | None:
-        """Why the spec's device or precision rules this change out, in words; None where they do not."""
-        if self.device and spec.device != self.device:
-            return f"device {self.device}"
-        if self.precisions and spec.precision not in self.precisions:
-            return f"precision {' or '.join(self.precisions)}"
+        """Why the spec (this rung's, its change made) rules the change out: the changed settings' own
+        `needs` (core.spec), in their words; None where it can run as far as the spec alone can tell."""
+        for name in reversed(list(self.change)):
+            st = SETTINGS[name]
+            why = st.needs(getattr(spec, name), spec) if st.needs else None
+            if why:
+                return why
         return None
 
 
@@ -50,15 +55,23 @@ RUNGS: tuple[Rung, ...] = (
     Rung("compile", {"compile": True}, "torch.compile of the model"),
     Rung("fused-adamw", {"optimizer": "fused"}, "fused AdamW: one kernel for all parameters"),
     Rung("cuda-graphs", {"compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead)",
-         "device cuda", device="cuda"),
+         "device cuda"),
     Rung("bf16-weights", {"weights": "bf16"}, "bf16 parameters, gradients and AdamW state (no fp32 master copy)",
-         "precision bf16", same_numerics=False, precisions=("bf16",)),
+         "precision bf16", same_numerics=False),
     Rung("liger", {"kernels": "liger"}, "liger-kernel fused SwiGLU and cross-entropy (and RMSNorm when not compiled)",
-         "device cuda, perfconsole[fast]", device="cuda"),
+         "device cuda, perfconsole[fast]"),
     Rung("fp8", {"fp8": True}, "torchao float8 matmuls", "compute capability >= 8.9, perfconsole[fast]",
-         same_numerics=False, device="cuda", precisions=("bf16", "fp16")),
+         same_numerics=False),
 )
 RUNG_NAMES = tuple(r.name for r in RUNGS)
+# The ladder's own defaults (a long context in bf16, where its rungs matter) and the settings its rungs set,
+# which it takes from no flag; one process per rung, profiled by the ladder itself.
+LADDER = Command("ladder", defaults={"ctx": 512, "precision": "bf16", "warmup": 3}, fixed={"mode": "train"},
+                 omit=frozenset({k for r in RUNGS for k in r.change} | {
+                     "profile", "memory", "step_sync", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view",
+                     "comm_hook", "reshard", "fsdp_bf16", "optimize_ddp", "scaling", "d_model", "d_ff", "n_layers",
+                     "n_heads", "tf32"}))
+DEFAULT_RUNGS = tuple(r.name for r in RUNGS if not r.opt_in)
 
 
 def not_applicable(name: str, base: RunSpec) -> str | None:
@@ -81,7 +94,7 @@ class LadderSpec:
     """`base` gives size, ctx, batch, precision, steps and the rest; `rungs` names the rungs to run
     (in ladder order; a rung left out still passes its change up)."""
     base: RunSpec
-    rungs: tuple[str, ...] = RUNG_NAMES
+    rungs: tuple[str, ...] = DEFAULT_RUNGS
     profile: bool = True
 
     def rungs_in_order(self) -> list[str]:
@@ -95,13 +108,14 @@ class LadderSpec:
             own = replace(spec, **r.change)
             if r.name in self.rungs:
                 out.append(replace(own, profile="torch" if self.profile else "none"))
-            if r.ruled_out(self.base) is None and not not_applicable(r.name, self.base):
+            if r.ruled_out(own) is None and not not_applicable(r.name, self.base):
                 spec = own
         return out
 
     def not_carried(self) -> list[tuple[str, str]]:
-        """(rung, what it needs) for each change the base's device or precision keeps from the rungs above."""
-        return [(r.name, why) for r in RUNGS if (why := r.ruled_out(self.base)) is not None]
+        """(rung, why) for each change the base's device or precision keeps from the rungs above."""
+        return [(r.name, why) for r, cell in zip(RUNGS, LadderSpec(self.base, RUNG_NAMES, self.profile).cells())
+                if (why := r.ruled_out(cell)) is not None]
 
     def validate(self) -> LadderSpec:
         unknown = [n for n in self.rungs if n not in RUNG_NAMES]
@@ -119,7 +133,8 @@ class LadderSpec:
             raise SpecError("warmup", "the ladder's compiled rungs need at least 1 warm-up step: the first call "
                                       "compiles, which takes seconds and is no step's time")
         for cell in self.cells():
-            cell.validate()
+            if unmet(cell) is None:  # a rung the spec rules out ends `unsupported` before it starts
+                cell.validate()
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,7 +168,7 @@ class LadderRecord:
     def new(cls, spec: LadderSpec) -> LadderRecord:
         runs = [RunRecord(cell, name=f"{name}: {cell.label()}") for name, cell in zip(spec.rungs_in_order(), spec.cells())]
         for name, r in zip(spec.rungs_in_order(), runs):
-            reason = not_applicable(name, spec.base)
+            reason = not_applicable(name, spec.base) or (f"unsupported: {why[1]}" if (why := unmet(r.spec)) else None)
             if reason:  # finished before it starts: the runner runs pending rungs only
                 r.status, r.error = "unsupported", ev.Error("unsupported", reason)
         return cls(spec, runs)

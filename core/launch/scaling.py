@@ -16,7 +16,7 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.spec import RunSpec, same_program
 
 
 def one_process(spec: RunSpec) -> RunSpec:
@@ -27,10 +27,9 @@ def one_process(spec: RunSpec) -> RunSpec:
                       optimize_ddp="ddp_optimizer")
 
 
-# What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ).
-SAME_PROGRAM = ("size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "vocab_size", "device",
-                "d_model", "d_ff", "n_layers", "n_heads", "optimizer", "compile_mode", "kernels", "fp8",
-                "weights")
+# What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ):
+# the settings declared `same_program` (core.spec).
+SAME_PROGRAM = same_program()
 
 
 def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:

@@ -37,6 +37,7 @@ from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.core.measure import flop_count, memory_profile, model_build
+from perfconsole.core.settings import converters
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
 
@@ -196,6 +197,9 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     if spec.profile != "none" and not spec.compile and not built.own_ranges:
         model_build.install_layer_ranges(model)
     swapped = fast_paths.apply(spec, model, built.info)  # bf16 weights, liger, fp8: to any model
+    for name, value, convert in converters(spec):  # each optimization declared with the code that applies it
+        emit(ev.Progress("applying", f"{name} {value}"))
+        convert(value, model)
     loss_fn = built.loss or swapped
     if job:
         emit(ev.Progress("building", f"{spec.parallel} over {spec.nproc} processes"))

@@ -38,27 +38,16 @@ class Unsupported(RuntimeError):
 
 
 def check(spec: RunSpec, device: torch.device) -> None:
-    """Raise Unsupported for what cannot run here; called before the model is built."""
+    """Raise Unsupported for what this machine cannot do (a package, a GPU's compute capability); called before
+    the model is built. What the spec alone rules out was refused by RunSpec.validate before any process."""
     # The ladder's last change is checked first, so a rung's reason is its own change's, not an earlier one's.
     if spec.fp8:
         _need("torchao", "torchao")
-        if device.type != "cuda":
-            raise Unsupported("fp8 matmuls need device cuda")
         cap = torch.cuda.get_device_capability(device)
         if cap < FP8_MIN_CAPABILITY:
             raise Unsupported(f"fp8 needs compute capability >= 8.9, this GPU has {cap[0]}.{cap[1]}")
-        if spec.precision == "fp32":
-            raise Unsupported("fp8 matmuls here follow bf16 or fp16 training; choose precision bf16")
     if spec.kernels == "liger":
-        if spec.model != "builtin" and not spec.model.startswith("hf:"):
-            raise Unsupported("liger patches the builtin model and hf: architectures; a factory's layers are its own")
         _need("liger_kernel", "liger-kernel")
-        if device.type != "cuda":
-            raise Unsupported("liger-kernel's Triton kernels need device cuda")
-    if spec.weights == "bf16" and spec.precision != "bf16":
-        raise Unsupported(f"bf16 weights train with precision bf16, not {spec.precision}")
-    if spec.compile_mode == "reduce-overhead" and device.type != "cuda":
-        raise Unsupported("CUDA graphs (compile mode reduce-overhead) need device cuda")
 
 
 def _need(module: str, package: str) -> None:

@@ -95,8 +95,9 @@ def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
     with pytest.raises(SpecError, match="peak_gbps: must be a positive number"):
         RunSpec(peak_gbps=0).validate()
     assert RunSpec().label() == "small ctx256 b4 fp32 fwd_bwd"  # the defaults are today's program, unnamed
-    spec = RunSpec(compile=True, compile_mode="reduce-overhead", optimizer="forloop", kernels="liger", fp8=True)
-    assert spec.validate().label() == "small ctx256 b4 fp32 fwd_bwd compile adamw-forloop reduce-overhead liger fp8"
+    spec = RunSpec(compile=True, compile_mode="reduce-overhead", optimizer="forloop", kernels="liger", fp8=True,
+                   precision="bf16")
+    assert spec.validate().label() == "small ctx256 b4 bf16 fwd_bwd compile adamw-forloop reduce-overhead liger fp8"
 @pytest.mark.parametrize("changes, field, text", [
     ({"nproc": 2}, "parallel", "must be ddp or fsdp with nproc 2"),
     ({"parallel": "ddp"}, "parallel", "must be none with one process"),

@@ -17,27 +17,22 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from perfconsole.core.launch import model_choice
-from perfconsole.core.spec import (ATTENTIONS, COMM_HOOKS, DEVICES, MODES, OPTIMIZE_DDP, PARALLELS, PRECISIONS, PROFILERS,
-                                   RunSpec, SpecError)
+from perfconsole.core.settings import declared, kind_of
+from perfconsole.core.spec import RunSpec, SpecError
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
 
-# The size's choices are the model's own (model_choice.sizes).
-CHOICES: dict[str, tuple[str, ...]] = {"precision": PRECISIONS, "mode": MODES,
-                                       "attention": ATTENTIONS, "profile": PROFILERS, "device": DEVICES,
-                                       "parallel": PARALLELS, "comm_hook": COMM_HOOKS, "optimize_ddp": OPTIMIZE_DDP}
-INTS = ("ctx", "batch", "warmup", "steps", "repeat", "nproc")
-DIMS = ("d_model", "d_ff", "n_layers", "n_heads")
-FLAGS = ("compile", "tf32", "grad_as_bucket_view", "reshard", "fsdp_bf16", "scaling")
-FLOATS = ("bucket_mb",)  # empty: the library's default
-# The data-parallel settings come last: most runs leave them alone.
-ORDER = ("model", "model_args", "size", *DIMS, "ctx", "batch", "precision", "mode", "warmup", "steps", "repeat",
-         "attention", "compile", "tf32", "profile", "device", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "optimize_ddp",
-         "reshard", "fsdp_bf16", "scaling")
-LABELS = {"model_args": "  model args", "profile": "profiler", "repeat": "processes", "d_model": "  d_model",
-          "d_ff": "  d_ff", "n_layers": "  n_layers", "n_heads": "  n_heads", "nproc": "procs/job", "bucket_mb": "  bucket MB", "grad_as_bucket_view": "  grad view",
-          "comm_hook": "  comm hook", "optimize_ddp": "  optimize ddp", "reshard": "  reshard", "fsdp_bf16": "  fsdp bf16",
-          "scaling": "  scaling"}
+# The form's rows come from the settings' declarations (core.spec): each row's label, order and widget
+# (a selector for choices, a box for a flag, a field for a number or a text); the size's choices are the
+# model's own (model_choice.sizes), and a custom size's dimensions show only for size custom.
+ROWS = sorted(((f, s) for f, s in declared(RunSpec) if s.form is not None), key=lambda fs: fs[1].row)
+ORDER = tuple(f.name for f, _ in ROWS)
+LABELS = {f.name: s.form for f, s in ROWS}
+CHOICES: dict[str, tuple[str, ...]] = {f.name: s.choices for f, s in ROWS if s.choices and f.name != "size"}
+DIMS = tuple(f.name for f, s in ROWS if s.custom_only)
+INTS = tuple(f.name for f, _ in ROWS if kind_of(f) is int and f.name not in DIMS)
+FLAGS = tuple(f.name for f, _ in ROWS if kind_of(f) is bool)
+FLOATS = tuple(f.name for f, _ in ROWS if kind_of(f) is float)  # empty: the library's default
 
 
 def split_args(text: str) -> tuple[str, ...]:
@@ -125,7 +120,7 @@ class LaunchPane(VerticalScroll):
         p = self.base
         with Grid(id="form"):
             for name in ORDER:
-                yield Label(LABELS.get(name, name), id=f"lbl-{name}", classes=f"lbl {'dim-row' if name in DIMS else ''}")
+                yield Label(LABELS[name], id=f"lbl-{name}", classes=f"lbl {'dim-row' if name in DIMS else ''}")
                 value = getattr(p, name)
                 if name == "size":
                     opts = self.size_options = model_choice.sizes(p.model) or (p.size,)  # a factory: the kept size

@@ -18,7 +18,7 @@ from perfconsole.core.measure import fast_paths
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
 from perfconsole.core.measure.peaks import MEASURING, device_key, measure, peaks_for
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.spec import RunSpec, SpecError
 
 CPU = torch.device("cpu")
 TINY = RunSpec(size="tiny", ctx=16, batch=2, mode="train", device="cpu")
@@ -110,24 +110,32 @@ def test_a_cli_run_with_an_unwritable_data_dir_says_so_in_one_line(monkeypatch):
 
 
 @pytest.mark.parametrize("changes, reason", [
-    ({"fp8": True}, "torchao is not installed: install perfconsole[fast]"),
-    ({"kernels": "liger"}, "liger-kernel is not installed: install perfconsole[fast]"),
-    ({"compile": True, "compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead) need device cuda"),
-    ({"weights": "bf16"}, "bf16 weights train with precision bf16, not fp32"),
+    ({"fp8": True}, "fp8: fp8 matmuls need device cuda"),
+    ({"kernels": "liger"}, "kernels: liger-kernel's Triton kernels need device cuda"),
+    ({"compile": True, "compile_mode": "reduce-overhead"},
+     "compile_mode: CUDA graphs (compile mode reduce-overhead) need device cuda"),
+    ({"weights": "bf16"}, "weights: bf16 weights train with precision bf16, not fp32"),
 ])
-def test_what_cannot_run_on_the_cpu_says_why(changes, reason):
-    spec = TINY.with_(**changes)
-    if "install" in reason and importlib.util.find_spec("torchao" if spec.fp8 else "liger_kernel"):
-        reason = "need device cuda" if not spec.fp8 else "fp8 matmuls need device cuda"
-    with pytest.raises(fast_paths.Unsupported, match=re.escape(reason)):
+def test_what_the_spec_rules_out_on_the_cpu_is_refused_before_any_process(changes, reason):
+    """The rules that need only the spec are RunSpec.validate's (core.spec's `needs`), not the worker's."""
+    with pytest.raises(SpecError, match=re.escape(reason)):
+        TINY.with_(**changes).validate()
+
+
+def test_a_missing_package_is_the_workers_to_say():
+    spec = TINY.with_(device="cuda", precision="bf16", fp8=True)
+    if importlib.util.find_spec("torchao"):
+        pytest.skip("torchao is installed here")
+    with pytest.raises(fast_paths.Unsupported, match=re.escape("torchao is not installed: install perfconsole[fast]")):
         fast_paths.check(spec, CPU)
 
 
-def test_a_rung_whose_own_change_is_missing_names_that_change_first():
+def test_a_rung_whose_own_change_is_ruled_out_names_that_change_first():
     # fp8 rides on liger and CUDA graphs in the ladder: its reason is its own.
+    from perfconsole.core.spec_rules import unmet
+
     spec = TINY.with_(compile=True, compile_mode="reduce-overhead", kernels="liger", fp8=True)
-    with pytest.raises(fast_paths.Unsupported, match="torchao|fp8"):
-        fast_paths.check(spec, CPU)
+    assert unmet(spec) == ("fp8", "fp8 matmuls need device cuda")
 
 
 @pytest.mark.parametrize("optimizer, foreach", [("forloop", False), ("foreach", True), ("fused", None)])

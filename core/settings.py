@@ -1,0 +1,122 @@
+"""What a run setting is, declared once: `setting()` puts a `Setting` beside a RunSpec field's default, and
+everything else is built from those declarations (core.spec holds them).
+
+From one declaration come: the flags of `run`, `compare`, `sweep`, `ladder` and the console
+(core.cli.spec_args), `spec_from_args`, the launch form's rows (tui.screens.launch), the run's label,
+"the same program" of a saved baseline (core.launch.scaling), the sweep's axes, `compare --vary`, the
+rules that need only the spec (checked in `RunSpec.validate`, before any process starts) and the code
+that applies an optimization to a model (a converter, `apply`). A command whose defaults differ from
+`run`'s says so as data (`Command.defaults`), and its help prints them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+# The sections of a spec, in the order help and the form show them.
+SECTIONS = ("model", "shape", "numerics", "optimizations", "parallel", "profiling", "execution")
+
+
+@dataclass(frozen=True)
+class Setting:
+    section: str
+    help: str
+    choices: tuple[str, ...] = ()
+    flag: str | None = ""            # "" : --the-field-name; None: no flag (set by another flag or by code)
+    metavar: str | None = None
+    default_text: str = ""           # a default decided when the command runs, in words (device: cuda when available)
+    form: str | None = None          # the launch form's label; None: not on the form
+    row: int = 0                     # the form's order
+    custom_only: bool = False        # a dimension of size custom: shown only then
+    axis: str | None = None          # a sweep axis: its plural name there (`--sizes`, SweepSpec.sizes)
+    same_program: bool = False       # a saved run differing here is another program (core.launch.scaling)
+    tag: Callable[[Any, Any], str | None] | None = None    # (value, spec) -> its words in the label, or None
+    needs: Callable[[Any, Any], str | None] | None = None  # (value, spec) -> why the spec rules it out, or None
+    apply: str | None = None         # "module:function(value, model)": applies the setting to a built model
+
+    def converter(self) -> Callable[[Any, Any], Any]:
+        module, _, name = str(self.apply).partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+def setting(default: Any, section: str, help: str, **kw: Any) -> Any:
+    """A RunSpec field: its default, and the Setting that says everything else about it."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown section {section!r}")
+    return field(default=default, metadata={"setting": Setting(section, help, **kw)})
+
+
+def declared(cls: type) -> Iterator[tuple[dataclasses.Field, Setting]]:
+    """(field, Setting) for every declared field of a settings dataclass, in declaration order."""
+    for f in dataclasses.fields(cls):
+        if "setting" in f.metadata:
+            yield f, f.metadata["setting"]
+
+
+def flag_of(f: dataclasses.Field, s: Setting) -> str | None:
+    if s.flag is None:
+        return None
+    return s.flag or "--" + f.name.replace("_", "-")
+
+
+def kind_of(f: dataclasses.Field) -> type:
+    """The Python type a field's values take (from its annotation, a string under `from __future__`)."""
+    t = str(f.type)
+    for name, kind in (("bool", bool), ("tuple", tuple), ("int", int), ("float", float)):
+        if t.startswith(name):
+            return kind
+    return str
+
+
+def convert(f: dataclasses.Field, raw: str) -> Any:
+    """One value of a field from its text (a comma list's item, `--vary`'s value); ValueError if it is none."""
+    kind = kind_of(f)
+    text = raw.strip()
+    if kind is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{text!r} is not true or false")
+    if kind in (int, float):
+        if text == "" and "None" in str(f.type):
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command's view of the settings: the defaults it changes (said in its help), the ones it leaves
+    out (a ladder's rungs set their own), and whether its axes take comma lists (a sweep)."""
+    name: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+    omit: frozenset[str] = frozenset()
+    axes: bool = False
+    fixed: dict[str, Any] = field(default_factory=dict)   # values the command always uses (no flag)
+
+    def differs_text(self, base: Any) -> str:
+        """`ctx 512, precision bf16 (run: ctx 256, precision fp32)`: where its defaults are not run's."""
+        mine = {**self.defaults, **self.fixed}
+        if not mine:
+            return ""
+        ours = ", ".join(f"{k} {_show(v)}" for k, v in mine.items())
+        run = ", ".join(f"{k} {_show(getattr(base, k))}" for k in mine if hasattr(base, k))
+        return f"defaults that differ from `run`: {ours}" + (f" (run: {run})" if run else "")
+
+
+def _show(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
+def converters(spec: Any) -> list[tuple[str, Any, Callable[[Any, Any], Any]]]:
+    """(field, value, apply) for each optimization the spec turns on that applies itself to a built model
+    (a Setting with `apply`), in declaration order."""
+    return [(f.name, getattr(spec, f.name), s.converter()) for f, s in declared(type(spec))
+            if s.apply and getattr(spec, f.name) != f.default]

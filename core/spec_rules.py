@@ -1,0 +1,167 @@
+"""The rules a RunSpec keeps, checked by `RunSpec.validate()` before any process starts: each field's
+choices and type (from its declaration), ranges, the rules between fields, and each setting's `needs`
+(core.spec). The worker checks only what this machine can do (CUDA, compute capability, a package)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfconsole.core.settings import declared, kind_of
+from perfconsole.model.config import SIZES
+from perfconsole.model.sources import ModelError, hf_shapes
+from perfconsole.model.sources import parse as parse_model
+
+SIZE_NAMES = (*SIZES, "custom")
+CUSTOM = ("d_model", "d_ff", "n_layers", "n_heads")
+MAX_NPROC = 64
+RunSpec = Any  # core.spec's, which imports this module: the rules read its fields by name
+
+
+class SpecError(ValueError):
+    """A bad value in a RunSpec; `field` names it, the message says what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def validate(s: RunSpec) -> None:
+    _validate_model(s)
+    for f, st in declared(type(s)):
+        value = getattr(s, f.name)
+        if st.choices and f.name != "size":
+            choice(f.name, value, st.choices)
+        if kind_of(f) is bool and not isinstance(value, bool):
+            raise SpecError(f.name, f"must be true or false, not {value!r}")
+    int_range("ctx", s.ctx, 1, 1 << 20)
+    int_range("batch", s.batch, 1, 1 << 16)
+    int_range("warmup", s.warmup, 0, 100_000)
+    if s.compile and s.warmup < 1:  # measured, the compilation would be a step: seconds, against ms
+        raise SpecError("warmup", "compile needs at least 1 warm-up step: the first call compiles, which "
+                                  "takes seconds and is no step's time")
+    int_range("steps", s.steps, 1, 100_000)
+    int_range("vocab_size", s.vocab_size, 2, 1 << 24)
+    int_range("repeat", s.repeat, 1, 100)
+    int_range("seed", s.seed, 0, 2**63 - 1)
+    _validate_custom(s)
+    _positive("peak_tflops", s.peak_tflops, 1e6, "TFLOP/s")
+    _positive("peak_gbps", s.peak_gbps, 1e7, "GB/s")
+    _validate_parallel(s)
+    for f, st in declared(type(s)):  # what each setting needs of the others
+        why = st.needs(getattr(s, f.name), s) if st.needs else None
+        if why:
+            raise SpecError(f.name, why)
+
+
+def unmet(s: RunSpec) -> tuple[str, str] | None:
+    """(field, why) for the first setting whose needs the spec does not meet, or None; the last-declared
+    first, so a ladder rung's reason is its own change's, not an earlier one's."""
+    for f, st in reversed(list(declared(type(s)))):
+        why = st.needs(getattr(s, f.name), s) if st.needs else None
+        if why:
+            return f.name, why
+    return None
+
+
+def _validate_custom(s: RunSpec) -> None:
+    if s.size == "custom" and s.model_kind != "factory":
+        missing = [name for name in CUSTOM if getattr(s, name) is None]
+        if missing:  # name every one that is missing, as the flags that give them
+            raise SpecError("size", "custom needs --d-model --d-ff --n-layers --n-heads; missing "
+                            + " ".join("--" + name.replace("_", "-") for name in missing))
+        for name in CUSTOM:
+            int_range(name, getattr(s, name), 1, 1 << 20)
+        if s.d_model % s.n_heads:  # type: ignore[operator]
+            raise SpecError("n_heads", f"must divide d_model ({s.d_model}), not {s.n_heads}")
+        if (s.d_model // s.n_heads) % 2 and s.model_kind == "builtin":  # type: ignore[operator]
+            raise SpecError("n_heads", "d_model / n_heads must be even for RoPE")
+    else:
+        given = [name for name in CUSTOM if getattr(s, name) is not None]
+        if given:
+            raise SpecError(given[0], "only allowed with size custom")
+
+
+def _validate_model(s: RunSpec) -> None:
+    """The model and its size: the builtin sizes, an hf architecture's published sizes (its own list, checked
+    without importing transformers), or a factory's, which takes no size and gets model_args instead."""
+    try:
+        kind, target = parse_model(s.model)
+    except ModelError as exc:
+        raise SpecError("model", str(exc)) from None
+    if not isinstance(s.model_args, tuple) or not all(isinstance(a, str) and "=" in a for a in s.model_args):
+        raise SpecError("model_args", f"must be KEY=VALUE pairs, not {s.model_args!r}")
+    if kind == "builtin":
+        choice("size", s.size, SIZE_NAMES)
+        if s.model_args:
+            raise SpecError("model_args", "the builtin model takes none; use --size or the custom dimensions")
+    elif kind == "hf":
+        allowed = hf_shapes.sizes(target)
+        if s.size not in allowed:
+            raise SpecError("size", f"hf:{target} has {', '.join(allowed)}, not {s.size!r}")
+    else:
+        path = target.rpartition(":")[0]
+        if path.endswith(".py") and not Path(path).expanduser().is_file():
+            raise SpecError("model", f"no file {path}")
+        dims = [n for n in CUSTOM if getattr(s, n) is not None]
+        if dims:
+            raise SpecError(dims[0], "a factory model sets its own shape: pass --model-arg KEY=VALUE instead")
+
+
+def choice(field: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise SpecError(field, f"must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def int_range(field: str, value: object, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, f"must be an integer from {lo} to {hi}, not {value!r}")
+    if not lo <= value <= hi:
+        raise SpecError(field, f"must be from {lo} to {hi}, not {value}")
+
+
+def _positive(field: str, value: object, below: float, unit: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < below):
+        raise SpecError(field, f"must be a positive number of {unit}, not {value!r}")
+
+
+def _validate_fsdp_bf16(s: RunSpec) -> None:
+    """FSDP's bf16 parameters and gradients stand in for autocast's casts: they need FSDP, bf16 compute
+    and the fp32 master weights they are cast from."""
+    if s.parallel != "fsdp":
+        raise SpecError("fsdp_bf16", f"is an FSDP setting (bf16 gathers and reduce-scatters); it needs parallel "
+                                     f"fsdp, not {s.parallel!r}")
+    if s.precision != "bf16":
+        raise SpecError("fsdp_bf16", f"computes in bf16; it needs precision bf16, not {s.precision!r}")
+    if s.weights != "fp32":
+        raise SpecError("fsdp_bf16", "casts fp32 weights to bf16 for each gather; with weights bf16 every "
+                                     "collective is bf16 already")
+
+
+def _validate_parallel(s: RunSpec) -> None:
+    """The data-parallel fields: a parallel strategy exactly when there is more than one process."""
+    int_range("nproc", s.nproc, 1, MAX_NPROC)
+    if s.nproc > 1 and s.parallel == "none":
+        raise SpecError("parallel", f"must be ddp or fsdp with nproc {s.nproc}, not 'none'")
+    if s.nproc == 1 and s.parallel != "none":
+        raise SpecError("parallel", f"must be none with one process, not {s.parallel!r} (give nproc 2 or more)")
+    if s.bucket_mb is not None and (isinstance(s.bucket_mb, bool) or not isinstance(s.bucket_mb, (int, float))
+                                    or not 0 < s.bucket_mb <= 1 << 16):
+        raise SpecError("bucket_mb", f"must be a positive number of MB up to 65536, not {s.bucket_mb!r}")
+    ddp_knobs = [n for n, on in (("bucket_mb", s.bucket_mb is not None), ("grad_as_bucket_view",
+                 s.grad_as_bucket_view), ("comm_hook", s.comm_hook != "none")) if on]
+    if ddp_knobs and s.parallel != "ddp":
+        raise SpecError(ddp_knobs[0], f"is a DDP setting; it needs parallel ddp, not {s.parallel!r}")
+    if not s.reshard and s.parallel != "fsdp":
+        raise SpecError("reshard", f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, "
+                                   f"not {s.parallel!r}")
+    if s.fsdp_bf16:
+        _validate_fsdp_bf16(s)
+    if s.optimize_ddp != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
+        raise SpecError("optimize_ddp", f"is how torch.compile treats DDP; it needs parallel ddp and compile, not "
+                                        f"parallel {s.parallel!r}" + ("" if s.compile else " without compile"))
+    if s.nproc > 1 and s.mode == "fwd":
+        raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
+    if s.scaling and s.nproc == 1:
+        raise SpecError("scaling", "compares against one process; it needs nproc 2 or more")
+    if s.nproc > 1 and s.repeat > 1:
+        raise SpecError("repeat", "replicate processes are for one process; use repeat 1 with nproc > 1")

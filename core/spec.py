@@ -28,6 +28,7 @@ OPTIMIZERS = ("fused", "foreach", "forloop")                     # AdamW's imple
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")   # torch.compile modes
 KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGLU/cross-entropy kernels
 WEIGHTS = ("fp32", "bf16")                                       # the parameters' (and AdamW state's) dtype
+CHECKPOINTS = ("none", "blocks")                                 # activation checkpointing
 PARALLELS = ("none", "ddp", "fsdp")
 COMM_HOOKS = ("none", "bf16")
 # torch._dynamo.config.optimize_ddp for a compiled DDP job: split the graph at DDP's buckets (torch's default,
@@ -148,6 +149,13 @@ class RunSpec:
                            same_program=True, tag=_unless("fp32", "{}-weights"),
                            needs=lambda v, s: f"bf16 weights train with precision bf16, not {s.precision}"
                            if v == "bf16" and s.precision != "bf16" else None)
+    checkpoint: str = setting(
+        "none", "optimizations", "activation checkpointing: blocks recomputes each repeated block's forward in the "
+        "backward (torch.utils.checkpoint) and keeps only its inputs: less memory, more time",
+        choices=CHECKPOINTS, form="checkpoint", row=17, same_program=True,
+        tag=_unless("none", "checkpoint-{}"), apply="perfconsole.core.measure.checkpointing:apply",
+        needs=lambda v, s: "recomputes the forward in the backward; it needs mode fwd_bwd or train, not fwd"
+        if v != "none" and s.mode == "fwd" else None)
     nproc: int = setting(1, "parallel", "processes in the job, one GPU each on cuda, each with --batch (weak scaling)",
                          metavar="N", form="procs/job", row=20, tag=lambda v, s: f"{s.parallel}x{v}" if v > 1 else None)
     parallel: str = setting("none", "parallel", "the data-parallel wrapper", choices=PARALLELS,

@@ -62,6 +62,8 @@ RUNGS: tuple[Rung, ...] = (
          "device cuda, perfconsole[fast]"),
     Rung("fp8", {"fp8": True}, "torchao float8 matmuls", "compute capability >= 8.9, perfconsole[fast]",
          same_numerics=False),
+    Rung("checkpoint", {"checkpoint": "blocks"}, "activation checkpointing of each block: less memory, more time",
+         opt_in=True),
 )
 RUNG_NAMES = tuple(r.name for r in RUNGS)
 # The ladder's own defaults (a long context in bf16, where its rungs matter) and the settings its rungs set,

@@ -11,8 +11,8 @@
 #              torch profiler: per-phase kernel time against the timed phases, unattributed share
 #   e27:       2.7B, ctx 512, batch 4, bf16, train, eager, the same under nsys and torch (GPU-bound,
 #              where kernel time per phase can be held against the timed phase)
-#   flight:    the gpu test of a step in flight, and scripts/step_in_flight.py for 2.7B and xl: the
-#              default timing and --step-sync, each beside an independent timing
+#   flight:    the gpu test of a step in flight, and docs/results/probes/step_in_flight.py for 2.7B and
+#              xl: the default timing and --step-sync, each beside an independent timing
 #   compiled:  2.7B, ctx 512, batch 4, bf16, train, sdpa + torch.compile, 3 warm-up + 8 steps, under
 #              the torch profiler and under nsys: the profiled steps against the quiet ones
 set -uo pipefail
@@ -80,7 +80,7 @@ if want flight; then
     section "a step in flight against a synchronised step"
     timeout 200 python3 -m pytest -q -m gpu tests/core/measure/test_gpu_timing.py -k flight > "$OUT/flight_test.txt" 2>&1
     echo "flight test exit $?" | tee -a "$OUT/timeline.log"; tail -2 "$OUT/flight_test.txt"
-    timeout 300 python3 scripts/step_in_flight.py "$RES/step_in_flight_$DEV.md" ${FLIGHT_SIZES:---size 2.7B --size xl} \
+    timeout 300 python3 docs/results/probes/step_in_flight.py "$RES/step_in_flight_$DEV.md" ${FLIGHT_SIZES:---size 2.7B --size xl} \
         > "$OUT/step_in_flight.txt" 2>&1
     echo "step in flight exit $?" | tee -a "$OUT/timeline.log"; tail -8 "$OUT/step_in_flight.txt"
 fi

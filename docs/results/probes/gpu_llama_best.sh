@@ -26,7 +26,7 @@ step ladder_top "${CAP_LADDER:-300}" "${PC[@]}" ladder "${B[@]}" --warmup 3 --st
     --rungs bf16-weights,liger,fp8 --force --save "$OUT/ladder_top.json"
 step run_fp8 "${CAP_RUN:-150}" "${PC[@]}" run "${L[@]}" --warmup 3 --steps 20 --compile --optimizer fused \
     --weights bf16 --fp8 --force --save "$OUT/run_fp8.json"
-step independent_fp8 "${CAP_INDEP:-130}" python3 scripts/independent_model_timing.py --model hf:llama --size 1B \
+step independent_fp8 "${CAP_INDEP:-130}" python3 docs/results/probes/independent_model_timing.py --model hf:llama --size 1B \
     --ctx 2048 --batch 4 --warmup 3 --steps 20 --compile --bf16-weights --fp8 --against "$OUT/run_fp8.json"
 for f in "$OUT"/*.json; do "${PC[@]}" export "$f" --format md --force -o "${f%.json}.md" 2>/dev/null; done
 cat "$OUT/timeline.log"

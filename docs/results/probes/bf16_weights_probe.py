@@ -7,7 +7,7 @@ Each variant: 3 warm-up steps, then STEPS steps back to back, timed by CUDA even
 (synchronised once at the end) and by the host clock; the first losses of each are printed so the
 numerics can be compared.
 
-    python3 scripts/bf16_weights_probe.py --size 2.7B --steps 10
+    python3 docs/results/probes/bf16_weights_probe.py --size 2.7B --steps 10
 """
 from __future__ import annotations
 

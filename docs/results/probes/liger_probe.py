@@ -5,7 +5,7 @@ them, eager and compiled, and prints per case: the losses of the first steps, wh
 parameter is not finite after step 0, and the largest relative gradient difference at step 0 against
 the plain model (with the parameter it is in). GPU only (liger's kernels are Triton).
 
-    python3 scripts/liger_probe.py --size small --steps 4 > liger_probe.md
+    python3 docs/results/probes/liger_probe.py --size small --steps 4 > liger_probe.md
 """
 from __future__ import annotations
 

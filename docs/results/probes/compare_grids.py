@@ -1,7 +1,7 @@
 """Two grid snapshots of the same cells side by side, as Markdown, so a change in how cells are run
 (e.g. --start-ahead) can be shown to change no figure: for attention grids the forward and backward
 means (ms) and their ratios, for sweeps the step mean (ms) and its ratio.
-Usage: python3 scripts/compare_grids.py A.json B.json [--timeline FILE]
+Usage: python3 docs/results/probes/compare_grids.py A.json B.json [--timeline FILE]
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ CUDA events around each whole step, steps back to back and read at the end. `--b
 `--weights bf16 --fp8 --compile --optimizer fused`. Prints one JSON line with the median; give
 --against a run snapshot to compare medians (the ratio should be within 2 %).
 
-    python3 scripts/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
+    python3 docs/results/probes/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ section() { echo "== $1 at $(( $(date +%s) - T0 )) s" | tee -a "$OUT/timeline.lo
 export_md() {  # snapshot, markdown name; the command goes under the report's title
     if [[ -f "$1" ]]; then
         "${PC[@]}" export "$1" --format md --force -o "$RES/$2" 2>>"$OUT/export.log" || echo "export of $1 failed" | tee -a "$OUT/timeline.log"
-        python3 scripts/note_command.py "$RES/$2" "$LAST_COMMAND" "SECTIONS=$SECTION bash scripts/gpu_issue5.sh"
+        python3 scripts/note_command.py "$RES/$2" "$LAST_COMMAND" "SECTIONS=$SECTION bash docs/results/probes/gpu_issue5.sh"
     else
         echo "no snapshot $1 (see the logs in $OUT)" | tee -a "$OUT/timeline.log"
     fi
@@ -84,7 +84,7 @@ if want startahead; then
             --force --save "$OUT/start_ahead_$n.json" > "$OUT/start_ahead_$n.txt" 2> "$OUT/start_ahead_$n.log"
         echo "start-ahead $n exit $? wall $(python3 -c "print(round($EPOCHREALTIME - $t0, 1))") s" | tee -a "$OUT/timeline.log"
     done
-    python3 scripts/compare_grids.py "$OUT/start_ahead_1.json" "$OUT/start_ahead_default.json" \
+    python3 docs/results/probes/compare_grids.py "$OUT/start_ahead_1.json" "$OUT/start_ahead_default.json" \
         --timeline "$OUT/timeline.log" > "$RES/attention_start_ahead.md" 2>> "$OUT/export.log"
 fi
 
@@ -102,7 +102,7 @@ if want sweepagain; then
         --precision fp32,bf16 --mode train --batch 4 --warmup 2 --steps 3 --device cuda \
         --force --save "$OUT/sweep_start_ahead.json" --out-dir "$OUT/sweep_again" > "$OUT/sweep_again.txt" 2> "$OUT/sweep_again.log"
     echo "sweep again exit $? wall $(python3 -c "print(round($EPOCHREALTIME - $t0, 1))") s" | tee -a "$OUT/timeline.log"
-    python3 scripts/compare_grids.py "$RES/sweep_train_fp32_bf16.json" "$OUT/sweep_start_ahead.json" \
+    python3 docs/results/probes/compare_grids.py "$RES/sweep_train_fp32_bf16.json" "$OUT/sweep_start_ahead.json" \
         --timeline "$OUT/timeline.log" > "$RES/sweep_start_ahead.md" 2>> "$OUT/export.log"
 fi
 

@@ -1,6 +1,6 @@
 """Where the optimizer's time can go: a compiled 2.7B bf16 train step with its AdamW run four ways.
 
-    python3 scripts/overlap_probe.py VARIANT [--size 2.7B] [--steps 10]
+    python3 docs/results/probes/overlap_probe.py VARIANT [--size 2.7B] [--steps 10]
 
 VARIANT:
   full        torch.compile of the whole model, fused AdamW after the backward (today's fastest rung)

@@ -5,17 +5,17 @@
 set -uo pipefail
 RES=docs/results; OUT=${OUT:-/tmp/probes}; mkdir -p "$RES" "$OUT"
 DEV=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/NVIDIA //; s/ .*//' | tr 'A-Z' 'a-z')
-note() { printf '\nCommand: `%s` (run by `bash scripts/gpu_probes.sh`)\n\nDevice: %s, driver %s.\n' "$1" \
+note() { printf '\nCommand: `%s` (run by `bash docs/results/probes/gpu_probes.sh`)\n\nDevice: %s, driver %s.\n' "$1" \
     "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
     "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" >> "$2"; }
 T0=$(date +%s)
-timeout -k 10 "${CAP_LIGER:-260}" python3 scripts/liger_probe.py --size small --steps 4 \
+timeout -k 10 "${CAP_LIGER:-260}" python3 docs/results/probes/liger_probe.py --size small --steps 4 \
     > "$RES/liger_probe_$DEV.md" 2> "$OUT/liger_probe.log"
 echo "liger probe exit $? at $(( $(date +%s) - T0 )) s"
-note "python3 scripts/liger_probe.py --size small --steps 4" "$RES/liger_probe_$DEV.md"
-timeout -k 10 "${CAP_BF16:-260}" python3 scripts/bf16_weights_probe.py --size 2.7B --steps 10 \
+note "python3 docs/results/probes/liger_probe.py --size small --steps 4" "$RES/liger_probe_$DEV.md"
+timeout -k 10 "${CAP_BF16:-260}" python3 docs/results/probes/bf16_weights_probe.py --size 2.7B --steps 10 \
     > "$RES/bf16_weights_probe_$DEV.md" 2> "$OUT/bf16_probe.log"
 echo "bf16 probe exit $? at $(( $(date +%s) - T0 )) s"
-note "python3 scripts/bf16_weights_probe.py --size 2.7B --steps 10" "$RES/bf16_weights_probe_$DEV.md"
+note "python3 docs/results/probes/bf16_weights_probe.py --size 2.7B --steps 10" "$RES/bf16_weights_probe_$DEV.md"
 cp "$RES"/liger_probe_"$DEV".md "$RES"/bf16_weights_probe_"$DEV".md "$OUT/"
 cat "$RES"/liger_probe_"$DEV".md "$RES"/bf16_weights_probe_"$DEV".md; tail -n 5 "$OUT"/*.log

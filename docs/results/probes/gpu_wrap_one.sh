@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data parallel's own cost on one GPU (scripts/wrap_one_gpu.py, one rank, no link): the unwrapped model
+# Data parallel's own cost on one GPU (docs/results/probes/wrap_one_gpu.py, one rank, no link): the unwrapped model
 # against perfconsole's DDP or FSDP wrap with each setting, eager and compiled.
 # SECTIONS="fsdp" (default; then the collectives' GPU tests), "ddp", "ddpmodes" (compiled DDP under each of
 # torch._dynamo.config.optimize_ddp's modes), or several.
@@ -16,7 +16,7 @@ NAMES=()
 one() {  # name cap args...
     local name=$1 cap=$2; shift 2
     NAMES+=("$name")
-    timeout -k 20 "$cap" torchrun --standalone --nproc-per-node 1 scripts/wrap_one_gpu.py --size "$SIZE" "$@" \
+    timeout -k 20 "$cap" torchrun --standalone --nproc-per-node 1 docs/results/probes/wrap_one_gpu.py --size "$SIZE" "$@" \
         > "$OUT/$name.jsonl" 2> "$OUT/$name.log"
     echo "$name exit $? ($(( $(date +%s) - T0 )) s): wrap_one_gpu.py --size $SIZE $*" | tee -a "$OUT/timeline.log"
 }

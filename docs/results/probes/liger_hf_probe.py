@@ -1,7 +1,7 @@
 """Which of liger-kernel's patches faults on an hf Llama 3.2-1B shape (2 layers, 128,256-token vocabulary),
 bf16 autocast train step, batch 4, ctx 2048: each variant in its own process (a CUDA fault ends a process).
 
-    CUDA_LAUNCH_BLOCKING=1 python3 scripts/liger_hf_probe.py            # every variant, one line each
+    CUDA_LAUNCH_BLOCKING=1 python3 docs/results/probes/liger_hf_probe.py            # every variant, one line each
 """
 import subprocess
 import sys

@@ -26,7 +26,7 @@ step() {  # name cap command...: run it capped, log it, say its exit code and wh
 } > "$OUT/environment.txt" 2>&1
 
 step run_llama "${CAP_RUN:-110}" "${PC[@]}" run "${LLAMA[@]}" --warmup 5 --steps 20 --force --save "$OUT/llama1B.json"
-step independent "${CAP_INDEP:-70}" python3 scripts/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 \
+step independent "${CAP_INDEP:-70}" python3 docs/results/probes/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 \
     --batch 4 --warmup 5 --steps 20 --against "$OUT/llama1B.json"
 step nsys_llama "${CAP_NSYS:-90}" "${PC[@]}" run "${LLAMA[@]}" --warmup 3 --steps 5 --profile nsys \
     --force --save "$OUT/llama1B_nsys.json" --out-dir "$OUT/nsys"

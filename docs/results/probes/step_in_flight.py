@@ -1,6 +1,6 @@
 """A step in flight against a synchronised step, each beside an independent timing of the same step.
 
-    python3 scripts/step_in_flight.py OUT.md [--size 2.7B] [--size xl] ...
+    python3 docs/results/probes/step_in_flight.py OUT.md [--size 2.7B] [--size xl] ...
 
 For each size (bf16, train, ctx 512, batch 4, eager): `perfconsole run` as it measures by default (the
 next step queued while the GPU finishes the last) and with `--step-sync`, then
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 COMMON = ["--ctx", "512", "--batch", "4", "--precision", "bf16", "--mode", "train"]
 
 
@@ -47,7 +47,8 @@ def main() -> int:
     a = ap.parse_args()
     sizes = a.size or ["2.7B"]
     lines = ["# A step in flight against a synchronised step (bf16, train, ctx 512, batch 4, eager)", "",
-             f"Command: `python3 scripts/step_in_flight.py {a.out} " + " ".join(f"--size {s}" for s in sizes) + "`",
+             f"Command: `python3 docs/results/probes/step_in_flight.py {a.out} "
+             + " ".join(f"--size {s}" for s in sizes) + "`",
              "", "| size | timing | median step (ms) | mean step (ms) | forward (ms) | backward (ms) | optimizer (ms) |",
              "| --- | --- | --: | --: | --: | --: | --: |"]
     doc = []

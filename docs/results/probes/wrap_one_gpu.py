@@ -12,8 +12,8 @@ ran ahead. With one rank the collectives are local (FSDP's all-gathers and reduc
 DDP's all-reduce has nothing to add), so what a wrap adds here over the unwrapped model is its own host
 work and copies, not the link. Rank 0 prints one JSON line.
 
-    torchrun --standalone --nproc-per-node 1 scripts/wrap_one_gpu.py --wrap fsdp [--bf16] [--no-reshard] [--compile]
-    torchrun --standalone --nproc-per-node 1 scripts/wrap_one_gpu.py --wrap ddp [--bucket-mb MB] [--bucket-view] [--bf16-hook] [--compile]
+    torchrun --standalone --nproc-per-node 1 docs/results/probes/wrap_one_gpu.py --wrap fsdp [--bf16] [--no-reshard] [--compile]
+    torchrun --standalone --nproc-per-node 1 docs/results/probes/wrap_one_gpu.py --wrap ddp [--bucket-mb MB] [--bucket-view] [--bf16-hook] [--compile]
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
@@ -87,7 +88,7 @@ def _matmul_tflops(device: torch.device, dtype: torch.dtype) -> float:
         a = torch.randn(n, n, device=device, dtype=dtype)
         b = torch.randn(n, n, device=device, dtype=dtype)
         out = torch.empty(n, n, device=device, dtype=dtype)
-        ms = _time_ms(lambda: torch.mm(a, b, out=out), device)
+        ms = _time_ms(partial(torch.mm, a, b, out=out), device)
         best = max(best, 2.0 * n**3 / (ms * 1e9))
         del a, b, out
         if ms * 8 > CPU_CALL_MS:  # doubling n costs 8x the time
@@ -137,7 +138,7 @@ def _measure(device: torch.device) -> tuple[dict[str, float], float]:
         torch.set_float32_matmul_precision(precision)
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    ms = _time_ms(lambda: dst.copy_(src), device)
+    ms = _time_ms(partial(dst.copy_, src), device)
     gbps = 2.0 * nbytes / (ms * 1e6)  # every byte is read once and written once
     del src, dst
     if device.type == "cuda":

@@ -120,7 +120,6 @@ def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: i
             t0 = time.perf_counter()
             series()
             best = min(best, (time.perf_counter() - t0) * 1e3)
-    del full, shard
     return best
 
 

@@ -45,7 +45,7 @@ class InterleavedRuns:
                 if self._cancelled or status[i] != "ok" or r >= spec.repeat:
                     continue
                 self._one(i, r, spec, status, on_event)
-        for i, record in enumerate(self.records):
+        for i in range(len(self.records)):
             final = "cancelled" if self._cancelled and status[i] == "ok" else status[i]
             self._apply(i, ev.Finished(final), on_event)
         return self.records

@@ -109,7 +109,7 @@ def main() -> None:
     dist.all_gather_object(memories, memory)
     job = [max(r[i] for r in everyone) for i in range(a.steps)]
 
-    del opt, ddp
+    opt = ddp = None  # AdamW's state and DDP's buckets freed (step() holds them too) before the buffers below
     torch.cuda.empty_cache()
     n_params = sum(p.numel() for p in model.parameters())
     low = a.bf16_hook or a.bf16_weights

@@ -55,7 +55,7 @@ def variant(spec: RunSpec, bf16: bool, steps: int) -> tuple[float, float, list[f
     torch.cuda.synchronize()
     host_ms = (time.perf_counter() - t0) * 1e3 / steps
     losses.append(float(loss))
-    del model, fwd, opt
+    model = fwd = opt = None  # freed for the next variant (step() holds them too)
     torch.cuda.empty_cache()
     return start.elapsed_time(end) / steps, host_ms, losses
 

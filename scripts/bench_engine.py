@@ -81,7 +81,7 @@ def sizes(lines: list[str], warmup: int, steps: int) -> None:
                                 device="cuda"))
                 sm = r.summary
 
-                def st(name, attr):
+                def st(name, attr, sm=sm):
                     s = getattr(sm, name, None) if sm else None
                     return f(getattr(s, attr), 2) if s else "-"
 

@@ -3,7 +3,6 @@ files' defaults, the flags over them. (What Slurm itself refuses: tests/core/slu
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 

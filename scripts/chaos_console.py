@@ -7,9 +7,12 @@ and that what it measured was saved.
     python scripts/chaos_console.py --trials 500 --seed 7          # the long run (docs/results/chaos_long.md)
     python scripts/chaos_console.py --seed 7 --only 123            # replay one trial
     python scripts/chaos_console.py --repro 100 --parallel 3       # the issue's reproduction, 100 times
+    python scripts/chaos_console.py --nsys 4 --seed 7              # mid-nsys-run trials (GPU machine)
 
 Every trial is drawn from (seed, index) alone, so a failure names both and replays on its own.
-tests/tui/test_chaos.py runs a bounded number of trials in the normal suite.
+tests/tui/test_chaos.py runs a bounded number of trials in the normal suite, and on the GPU machine the
+mid-nsys-run trials: a console running a CUDA spec under nsys, ended while the capture process runs (nsys's
+agent, `nsys --start-agent`, runs in a session of its own: a console killed so once left it behind).
 """
 from __future__ import annotations
 
@@ -53,6 +56,12 @@ MOMENTS: dict[str, tuple[list[str], int | None]] = {
 }
 WEIGHTS = {"startup": 3, "first-frame": 3, "idle": 2, "dialog": 2, "quitting": 2, "launching": 2, "mid-run": 2,
            "queued": 1, "sweep": 1, "profiling": 1, "export": 1}
+# Never drawn by Trial.draw (it needs a GPU and nsys): nsys_trials() makes these. The plain process of the
+# profiled run measures NSYS_STEPS steps first; the cue is the capture process under nsys.
+NSYS_STEPS = 60
+MOMENTS["nsys-mid-run"] = (["--device", "cuda", "--size", "small", "--ctx", "256", "--batch", "4", "--precision", "bf16",
+                            "--profile", "nsys", "--start", "--steps", str(NSYS_STEPS), "--warmup", "2"], None)
+AGENT = "--start-agent"   # in the command line of nsys's agent
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,17 @@ class Trial:
                 f"{' (tmux server kept)' if self.keeper else ''}")
 
     def replay(self) -> str:
+        if self.moment == "nsys-mid-run":
+            return f"python scripts/chaos_console.py --seed {self.seed} --nsys {self.index + 1}  # the last of them"
         return f"PERFCONSOLE_CHAOS_SEED={self.seed} python scripts/chaos_console.py --only {self.index}"
+
+
+def nsys_trials(seed: int, n: int) -> list[Trial]:
+    """n mid-nsys-run trials: the endings in turn, each at a drawn delay after the capture process shows."""
+    rng = random.Random(f"{seed}:nsys")
+    endings = ("kill-session", "SIGTERM", "SIGHUP", "SIGINT")  # the issue's (the pty gone) first
+    return [Trial(seed, i, "nsys-mid-run", endings[i % len(endings)], round(rng.uniform(0, 6), 3), rng.random() < 0.5)
+            for i in range(n)]
 
 
 @dataclass
@@ -86,6 +105,7 @@ class Outcome:
     seconds: float = 0.0
     cue_seen: bool = True
     exit_s: float = 0.0   # from the ending until nothing of the console was left
+    agents_at_end: int = 0  # nsys agents alive as the trial ended the console (mid-nsys-run trials)
 
 
 class Tmux:
@@ -142,6 +162,18 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
         except psutil.Error:
             pass
     return out
+
+
+def agents() -> set[int]:
+    """Live nsys agents (`nsys --start-agent ...`), whoever started them."""
+    found = set()
+    for p in psutil.process_iter():
+        try:
+            if AGENT in p.cmdline() and p.status() != psutil.STATUS_ZOMBIE:
+                found.add(p.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 def stacks(procs: list[psutil.Process]) -> str:
@@ -230,6 +262,8 @@ def _act(tmux: Tmux, trial: Trial) -> tuple[bool, int]:
         return True, int(seen.group(1))
     elif m == "profiling":
         return tmux.wait_for("profiling", 90) is not None, 0
+    elif m == "nsys-mid-run":  # the plain process has measured its steps; the capture process is under way
+        return tmux.wait_for("under nsys", 300) is not None, NSYS_STEPS
     elif m == "export":
         if not tmux.wait_for("finished ·", 120):
             return False, 0
@@ -252,6 +286,7 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         env["PERFCONSOLE_FAULT"] = f"slow:{slow}"
     tmux = Tmux(work)
     env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+    agents_before = agents() if trial.moment == "nsys-mid-run" else set()
     try:
         if trial.keeper:
             tmux("new-session", "-d", "-s", "keeper", "-x", "80", "-y", "24", "sleep", "600")
@@ -265,6 +300,14 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         except psutil.Error:
             tree = []
         tree += marked(tag)
+        if trial.moment == "nsys-mid-run":  # an agent that lost its environment is found by its command line
+            new_agents = agents() - agents_before
+            out.agents_at_end = len(new_agents)
+            for a in new_agents:
+                try:
+                    tree.append(psutil.Process(a))
+                except psutil.Error:
+                    pass
         if trial.ending == "kill-session":
             tmux("kill-session", "-t", tmux.session)
         elif pid:
@@ -304,14 +347,20 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
 
 
 def run(seed: int, indices: list[int], parallel: int, peaks: Path, report=print) -> list[Outcome]:
+    return run_trials([Trial.draw(seed, i) for i in indices], parallel, peaks, report)
+
+
+def run_trials(trials: list[Trial], parallel: int, peaks: Path, report=print) -> list[Outcome]:
     root = Path(tempfile.mkdtemp(prefix="perfconsole-chaos-"))
     try:
         with ThreadPoolExecutor(parallel) as pool:
             outcomes = []
-            for o in pool.map(lambda i: run_trial(Trial.draw(seed, i), peaks, root), indices):
+            for o in pool.map(lambda t: run_trial(t, peaks, root), trials):
                 outcomes.append(o)
                 report(f"{'FAIL' if o.problems else 'ok  '} {o.trial} ({o.seconds:.1f} s, gone in {o.exit_s:.1f} s)"
-                       f"{'' if o.cue_seen else ' [cue not seen]'}" + "".join(f"\n     {p}" for p in o.problems))
+                       f"{'' if o.cue_seen else ' [cue not seen]'}"
+                       + (f" [{o.agents_at_end} nsys agent(s) alive at the ending]" if o.trial.moment == "nsys-mid-run" else "")
+                       + "".join(f"\n     {p}" for p in o.problems))
             return outcomes
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -360,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="replay these trials of the seed (comma-separated indices)")
     p.add_argument("--parallel", type=int, default=3)
     p.add_argument("--repro", type=int, default=0, metavar="N", help="run the issue's reproduction N times instead")
+    p.add_argument("--nsys", type=int, default=0, metavar="N",
+                   help="run N mid-nsys-run trials instead, one at a time (needs a CUDA GPU and nsys)")
     args = p.parse_args(argv)
     if args.repro:
         left = repro(args.repro, args.parallel)
@@ -368,7 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     peaks = seed_peaks(Path(tempfile.gettempdir()) / "perfconsole-chaos-peaks")
     indices = [int(i) for i in args.only.split(",")] if args.only else list(range(args.trials))
     t0 = time.monotonic()
-    outcomes = run(args.seed, indices, args.parallel, peaks)
+    if args.nsys:  # one at a time: an agent is told apart from another trial's by when it appeared
+        outcomes = run_trials(nsys_trials(args.seed, args.nsys), 1, peaks)
+    else:
+        outcomes = run(args.seed, indices, args.parallel, peaks)
     failed = [o for o in outcomes if o.problems]
     leftovers = sum(1 for o in failed if any(x.startswith("left running") for x in o.problems))
     print(f"seed {args.seed}: {len(outcomes)} trials, {len(failed)} failed, {leftovers} with processes left, "

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from perfconsole.core import events as ev
+from perfconsole.core.launch.processes import run_to_end
 from perfconsole.core.profiling.errors import NsysError
 from perfconsole.core.profiling.locate import NsysInfo, find_nsys
 from perfconsole.core.profiling.nsys_run import export_stats, profile_command
@@ -26,7 +27,7 @@ def stats_events(nsys: NsysInfo, rep_base: Path, out_dir: Path, other_stdout: It
         said = None
     yield ev.Progress("profiling", "nsys stats: exporting tables")
     try:
-        tables, files, warnings = export_stats(nsys, rep, out_dir)
+        tables, files, warnings = export_stats(nsys, rep, out_dir, run=run_to_end)  # killed with the console
     except NsysError as exc:
         yield ev.Error("profiler", f"nsys stats failed: {exc}", "\n".join(other_stdout))
         return

@@ -2,6 +2,13 @@
 is known here, and all of them are killed at interpreter exit; `Stop` cancels them on Ctrl-C, SIGTERM
 and SIGHUP so that a headless command keeps what they measured.
 
+A process group does not hold everything a child starts: `nsys profile` starts an agent
+(`nsys --start-agent --session-name profile-...`) in a session of its own, which a console killed mid-run
+left behind. So every child carries a mark of its own in its environment (`CHILD_MARK`), which what it
+starts inherits; killing a child, and reaping one, ends every process that still carries its mark.
+`run_to_end` runs a short-lived tool (nsys stats) the same way, so a console that dies meanwhile leaves
+none of it either.
+
 `ChildProcess` owns the process: starting it, draining its stderr, cancelling (SIGTERM to the group,
 SIGKILL after a grace period), killing and reaping. What the child says on stdout is its subclass's
 business (core.launch.launcher.Launch reads the worker's event stream). Given an `executor`
@@ -17,11 +24,16 @@ import os
 import signal
 import subprocess
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import psutil
+
 STDERR_TAIL = 40
 KILL_GRACE_S = 3.0
+STRAY_GRACE_S = 1.0   # a process left by a child that ended: SIGTERM, then SIGKILL after this
+CHILD_MARK = "PERFCONSOLE_CHILD"
 
 _live: set[ChildProcess] = set()
 _live_lock = threading.Lock()
@@ -34,6 +46,10 @@ class ChildProcess:
         self.proc: Any = None   # a subprocess.Popen, or a core.launch.slurm.SlurmJob
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.cancelled = threading.Event()
+        self.mark = uuid.uuid4().hex  # in the child's environment and in whatever it starts (see the module's doc)
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1", CHILD_MARK: self.mark}
 
     def spawn(self, argv: list[str], torchrun: tuple[int, Any] | None = None) -> None:
         """Start `argv`; under an executor, `torchrun` (processes per node, log dir) makes it a job
@@ -44,10 +60,9 @@ class ChildProcess:
                 _live.add(self)
             threading.Thread(target=self._drain_stderr, daemon=True, name="job-stderr").start()
             return
-        env = {**os.environ, **(self.env or {}), "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, encoding="utf-8", errors="replace", bufsize=1, env=env,
+            text=True, encoding="utf-8", errors="replace", bufsize=1, env=self.environment(),
             start_new_session=True,  # its own process group: cancel kills the worker and nsys alike
         )
         with _live_lock:
@@ -55,9 +70,11 @@ class ChildProcess:
         threading.Thread(target=self._drain_stderr, daemon=True, name="worker-stderr").start()
 
     def forget(self) -> None:
-        """The child has been reaped: exit handlers need not kill it any more."""
+        """The child has been reaped: exit handlers need not kill it any more, and nothing it started stays."""
         with _live_lock:
             _live.discard(self)
+        if self.executor is None:
+            end_marked(self.mark, STRAY_GRACE_S)
 
     def _drain_stderr(self) -> None:
         assert self.proc and self.proc.stderr
@@ -77,8 +94,11 @@ class ChildProcess:
         timer.start()
 
     def kill(self) -> None:
+        """SIGKILL to the group and to every process that carries this child's mark (nsys's agent)."""
         self.cancelled.set()
         self._signal_group(signal.SIGKILL)
+        if self.executor is None:
+            end_marked(self.mark, 0.0)
 
     def discard(self) -> None:
         """Kill a child that will not be run (a held one, when its sweep is cancelled) and reap it."""
@@ -97,10 +117,92 @@ class ChildProcess:
             if self.proc.gone_since is None:  # one scancel: Slurm itself escalates to SIGKILL
                 self.proc.cancel()
             return
+        # Descendants that left the group (a setsid) are signalled too, while they can still be found as such.
+        escaped = [] if sig != signal.SIGKILL else _descendants_elsewhere(self.proc.pid)
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+        for p in escaped:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)
+
+
+def _descendants_elsewhere(pid: int) -> list[psutil.Process]:
+    """pid's descendants outside its process group."""
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if os.getpgid(p.pid) != pid]
+    except (psutil.Error, OSError):
+        return []
+
+
+def marked(mark: str) -> list[psutil.Process]:
+    """Live processes (not this one) whose environment carries CHILD_MARK=mark. Another user's processes
+    cannot be read, and cannot be ours. Read from /proc where there is one (a few ms for a hundred
+    processes, a third of psutil's time), else through psutil."""
+    if not os.path.isdir("/proc/self"):
+        return [p for p in psutil.process_iter() if _environ_of(p).get(CHILD_MARK) == mark]
+    needle = f"\0{CHILD_MARK}={mark}\0".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                if needle not in b"\0" + f.read():
+                    continue
+            p = psutil.Process(int(entry.name))
+            if p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (OSError, psutil.Error):
+            continue
+    return found
+
+
+def _environ_of(p: psutil.Process) -> dict[str, str]:
+    try:
+        return {} if p.pid == os.getpid() or p.status() == psutil.STATUS_ZOMBIE else p.environ()
+    except (psutil.Error, OSError):
+        return {}
+
+
+def end_marked(mark: str, grace_s: float) -> list[psutil.Process]:
+    """End every process that carries the mark: SIGTERM and up to `grace_s` to go (none: SIGKILL at once).
+    Returns those it found."""
+    found = marked(mark)
+    if not found:
+        return found
+    if grace_s > 0:
+        for p in found:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        _gone, found_alive = psutil.wait_procs(found, timeout=grace_s)
+    else:
+        found_alive = found
+    for p in found_alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    return found
+
+
+def run_to_end(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run a tool to its end and capture what it says, as subprocess.run does, but as a child of this module:
+    in its own process group, marked, and killed with the others (at exit, on a signal, by kill_all).
+    subprocess.TimeoutExpired after `timeout_s`, the tool and what it started killed."""
+    child = ChildProcess()
+    child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, errors="replace", env=child.environment(), start_new_session=True)
+    with _live_lock:
+        _live.add(child)
+    try:
+        out, err = child.proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.proc.communicate()
+        raise
+    finally:
+        child.forget()
+    return subprocess.CompletedProcess(argv, child.proc.returncode, out, err)
 
 
 def kill_all() -> None:

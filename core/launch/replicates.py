@@ -86,10 +86,16 @@ class RepeatedLaunch:
 
 
 def make_launch(spec: RunSpec, **kw: Any) -> Any:
-    """The launch for a spec: one process, `spec.repeat` of them in turn, or a torchrun job preceded
-    by its one-process run (`spec.scaling`, core.launch.scaling)."""
+    """The launch for a spec: one process, `spec.repeat` of them in turn, a torchrun job preceded by its
+    one-process run (`spec.scaling`, core.launch.scaling), or, under a profiler that slows the whole process
+    (nsys), plain processes of the spec for the headline and then the capture (core.launch.profiled)."""
     if spec.scaling:
         from perfconsole.core.launch.scaling import ScalingLaunch
 
         return ScalingLaunch(spec, **kw)
+    from perfconsole.core.launch.profiled import APART, ProfiledLaunch, plain_dir, plain_spec
+
+    if spec.profile in APART:
+        plain = make_launch(plain_spec(spec), **{**kw, "out_dir": plain_dir(kw.get("out_dir")), "nsys": None})
+        return ProfiledLaunch(spec, plain, **kw)
     return RepeatedLaunch(spec, **kw) if spec.repeat > 1 else Launch(spec, **kw)

@@ -2,6 +2,8 @@
 
 Every command is an argument list with a timeout. `nsys stats` runs once per report so that one
 report that fails or is SKIPPED costs a warning, not the run, and progress can be shown per report.
+A launch runs it through core.launch.processes.run_to_end (`run`), so that a console that dies during the
+export leaves no nsys behind; a command that only reads a report runs it plainly.
 """
 from __future__ import annotations
 
@@ -17,6 +19,13 @@ from perfconsole.core.profiling.stats_text import parse_stats_text
 EXPORT_REPORTS = ("cuda_gpu_kern_sum", "nvtx_sum", "nvtx_kern_sum", "cuda_api_sum",
                   "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum")
 STATS_TIMEOUT_S = 900.0
+
+# (argv, timeout in s) -> the finished process, its output captured as text; subprocess.TimeoutExpired past it.
+RunTool = Callable[[list[str], float], "subprocess.CompletedProcess[str]"]
+
+
+def run_plainly(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
 def profile_command(nsys: NsysInfo, argv: list[str], output_base: Path) -> list[str]:
@@ -40,7 +49,7 @@ def stats_command(nsys: NsysInfo, report: str, rep: Path, prefix: Path, force_ex
 
 
 def export_stats(nsys: NsysInfo, rep: Path, out_dir: Path, on_progress: Callable[[str], None] | None = None,
-                 timeout_s: float = STATS_TIMEOUT_S) -> tuple[Tables, list[str], list[str]]:
+                 timeout_s: float = STATS_TIMEOUT_S, run: RunTool = run_plainly) -> tuple[Tables, list[str], list[str]]:
     """(tables, CSV files written, warnings) for EXPORT_REPORTS; NsysError only when no report could be read."""
     rep = Path(rep)
     if not rep.is_file():
@@ -56,8 +65,7 @@ def export_stats(nsys: NsysInfo, rep: Path, out_dir: Path, on_progress: Callable
         csv_path = Path(f"{prefix}_{report}.csv")
         csv_path.unlink(missing_ok=True)  # a stale file from an earlier export must not pass for this one
         try:
-            proc = subprocess.run(stats_command(nsys, report, rep, prefix, force_export=(i == 0)),
-                                  capture_output=True, text=True, timeout=timeout_s, check=False)
+            proc = run(stats_command(nsys, report, rep, prefix, force_export=(i == 0)), timeout_s)
         except subprocess.TimeoutExpired:
             warnings.append(f"nsys stats {report}: timed out after {timeout_s:.0f} s")
             continue

@@ -131,9 +131,18 @@ def overhead_lines(overhead: dict | None) -> list[str]:
         return []
     kernels = overhead.get("kernels_per_step")
     quiet_k = overhead.get("quiet_kernels_per_step")
-    text = (f"Profiling cost: {overhead['profiled_ms']:.3f} ms per step under {overhead['profiler']} against "
-            f"{overhead['quiet_ms']:.3f} ms quiet in the same process ({overhead['ratio']:.3f}x, medians of "
-            f"{overhead['profiled_steps']} and {overhead['quiet_steps']} steps)")
+    apart = outside_capture(overhead)
+    if apart is not None:
+        text = (f"The headline is a plain process of the same spec ({overhead['plain_ms']:.3f} ms, median of "
+                f"{overhead.get('plain_steps') or '?'} steps); the profile is another process's. Under "
+                f"{overhead['profiler']}, not capturing: {apart * 100:+.1f} % ({overhead['quiet_ms']:.3f} ms, median of "
+                f"{overhead['quiet_steps']} steps before the capture); capturing: {overhead['profiled_ms']:.3f} ms "
+                f"per step ({overhead['profiled_ms'] / overhead['plain_ms']:.3f}x the plain step, "
+                f"{overhead['ratio']:.3f}x the same process's quiet steps; median of {overhead['profiled_steps']})")
+    else:
+        text = (f"Profiling cost: {overhead['profiled_ms']:.3f} ms per step under {overhead['profiler']} against "
+                f"{overhead['quiet_ms']:.3f} ms quiet in the same process ({overhead['ratio']:.3f}x, medians of "
+                f"{overhead['profiled_steps']} and {overhead['quiet_steps']} steps)")
     if kernels is not None:
         text += f"; {kernels:,.1f} kernels per profiled step" + (
             f" against {quiet_k:,.1f} quiet" if quiet_k is not None else " (the quiet count is not known)")
@@ -143,6 +152,14 @@ def overhead_lines(overhead: dict | None) -> list[str]:
         lines += ["", f"**The kernel table over-counts:** its kernels sum to {over[0]:,.3f} ms per profiled step, more "
                       f"than the {over[1]:,.3f} ms step they ran in; its times are not vouched for."]
     return lines
+
+
+def outside_capture(overhead: dict | None) -> float | None:
+    """What running under the profiler cost outside its capture, as a share of the plain process's median
+    step (+0.15: 15 % slower), where the headline came from a plain process (core.launch.profiled)."""
+    plain = (overhead or {}).get("plain_ms")
+    quiet = (overhead or {}).get("quiet_ms")
+    return quiet / plain - 1 if plain and quiet else None
 
 
 # One stream runs one kernel at a time; a table past its step by more than this share counts kernels twice.
@@ -174,7 +191,11 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
                   f"(issued in {p.host_ms:,.1f} of {p.timed_ms:,.1f} ms)"
                   for p in a.phases if p.host_paced]
     o = profile.overhead
-    if o:
+    apart = outside_capture(o)
+    if o and apart is not None:
+        parts.append(f"under {o['profiler']}, not capturing {apart * 100:+.1f} % · profiled {o['profiled_ms'] / o['plain_ms']:.2f}x "
+                     f"the plain step")
+    elif o:
         parts.append(f"profiled {o['ratio']:.2f}x the quiet step")
     return " · ".join(parts) or None
 

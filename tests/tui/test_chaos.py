@@ -129,3 +129,45 @@ def test_a_console_stopped_by_sigint_exits_130_even_when_stopping_fails(tmp_path
         assert status.read_text().strip() == "130", tmux.screen()
     finally:
         tmux("kill-server")
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@needs_tmux
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_a_console_ended_mid_nsys_run_leaves_no_nsys_agent(peaks):
+    """A console ended while its run's capture process runs under nsys (its pty gone, or a signal) leaves no
+    process at all: not the worker, not nsys, not nsys's agent (`nsys --start-agent`, in a session of its own,
+    which outlived a console whose pty closed mid-run). Trials run one at a time, the endings in turn (a killed
+    tmux session first); PERFCONSOLE_CHAOS_NSYS_TRIALS sets how many (2)."""
+    from perfconsole.core.profiling.locate import find_nsys
+
+    if find_nsys(None) is None:
+        pytest.skip("nsys not found (PERFCONSOLE_NSYS, PATH, /opt/nvidia, /usr/local/cuda*)")
+    seed = int(os.environ.get("PERFCONSOLE_CHAOS_SEED") or random.randrange(1 << 30))
+    trials = chaos.nsys_trials(seed, int(os.environ.get("PERFCONSOLE_CHAOS_NSYS_TRIALS", "2")))
+    lines: list[str] = []
+    outcomes = chaos.run_trials(trials, 1, peaks, report=lines.append)
+    print(f"seed {seed}\n" + "\n".join(lines))
+    failed = [o for o in outcomes if o.problems]
+    assert not failed, f"seed {seed}: {len(failed)} of {len(trials)} trials failed\n" + "\n".join(
+        f"{o.trial}: {'; '.join(o.problems)}\n  replay: {o.trial.replay()}" for o in failed)
+    assert all(o.cue_seen for o in outcomes), lines
+    # The issue's case was met: an agent was alive when the console was ended, and went with it.
+    assert any(o.agents_at_end for o in outcomes), lines
+
+
+def test_mid_nsys_run_trials_are_made_apart_and_never_drawn():
+    """They need a GPU and nsys: Trial.draw never gives one; nsys_trials gives the endings in turn, pty death first."""
+    assert all(chaos.Trial.draw(7, i).moment != "nsys-mid-run" for i in range(500))
+    trials = chaos.nsys_trials(7, 5)
+    assert [t.ending for t in trials] == ["kill-session", "SIGTERM", "SIGHUP", "SIGINT", "kill-session"]
+    assert all(t.moment == "nsys-mid-run" and 0 <= t.delay <= 6 for t in trials)
+    assert "--profile" in chaos.MOMENTS["nsys-mid-run"][0] and "--nsys" in trials[0].replay()

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One device call for a profiled run's headline and for nothing left behind under nsys
+# (docs/results/nsys_headline_h100.md): tests/core/launch/test_profiled_headline_gpu.py (three rounds of a
+# plain, an nsys and a torch-profiler run of an eager, host-bound spec) and the mid-nsys-run chaos trials of
+# tests/tui/test_chaos.py. From the repository root on the GPU machine, with .device and .chaosdebs carried
+# (.chaosdebs: `apt-get download tmux libevent-core-2.1-7 libutempter0`, used where the machine has no tmux):
+#   bash scripts/gpu_headline.sh
+# The logs and every run's figures land in $OUT; the last lines printed are a short table.
+set -uo pipefail
+source scripts/device_env.sh
+OUT=${OUT:-"$PWD/out-headline"}
+mkdir -p "$OUT" /tmp/pcbin
+CAP=${CAP:-520}
+if ! command -v tmux >/dev/null; then
+    mkdir -p /tmp/devlibs
+    for f in .chaosdebs/*.deb; do dpkg -x "$f" /tmp/devlibs; done
+    ln -sf /tmp/devlibs/usr/bin/tmux /tmp/pcbin/tmux
+fi
+printf '#!/bin/sh\nexec python3 -c "import sys; from perfconsole.tui.main import main; sys.exit(main())" "$@"\n' \
+    > /tmp/pcbin/perfconsole
+chmod +x /tmp/pcbin/perfconsole
+export PATH=/tmp/pcbin:$PATH PERFCONSOLE_CHAOS_BIN=/tmp/pcbin/perfconsole PERFCONSOLE_EVIDENCE_DIR="$OUT"
+{ date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  nsys --version; echo "cpus $(nproc)"; ldd --version | head -1; tmux -V || echo "tmux does not run here"
+} > "$OUT/environment.txt" 2>&1
+cat "$OUT/environment.txt"
+# What nsys starts beside the program, and whether it inherits the environment and outlives a normal end.
+agents() { python3 -c "
+import os, psutil
+for p in psutil.process_iter():
+    try:
+        cl, env = p.cmdline(), p.environ()
+        if '--start-agent' in cl or (cl[:1] and cl[0].endswith('nsys')):
+            print('$1', p.pid, 'ppid', p.ppid(), 'pgid', os.getpgid(p.pid), 'sid', os.getsid(p.pid),
+                  'marked' if env.get('PROBE_MARK') else 'unmarked', ' '.join(cl)[:180])
+    except Exception:
+        pass"; }
+mkdir -p /tmp/probe
+PROBE_MARK=1 timeout 40 nsys profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi \
+    --capture-range-end=stop -o /tmp/probe/p --force-overwrite=true python3 -c "import time; time.sleep(6)" \
+    > "$OUT/agent_probe_nsys.txt" 2>&1 &
+sleep 4; agents during > "$OUT/agent_probe.txt"; wait; sleep 2; agents after >> "$OUT/agent_probe.txt"
+cat "$OUT/agent_probe.txt"
+start=$(date +%s)
+timeout -k 15 "$CAP" python3 -m pytest -m gpu -p no:cacheprovider -q -s -rA --timeout 420 \
+    tests/core/launch/test_profiled_headline_gpu.py tests/tui/test_chaos.py > "$OUT/pytest.log" 2>&1
+echo "pytest exit $? in $(( $(date +%s) - start )) s"
+ps -eo pid,ppid,pgid,sid,etimes,args | grep -i "nsys" | grep -v grep > "$OUT/nsys_processes_after.txt"
+echo "nsys processes left after everything: $(wc -l < "$OUT/nsys_processes_after.txt")"
+grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/pytest.log" | tail -8
+grep -E "^(ok  |FAIL) seed|^seed " "$OUT/pytest.log"
+python3 - "$OUT/headline_runs.json" <<'PY'
+import json, statistics, sys
+try:
+    runs = json.load(open(sys.argv[1]))["runs"]
+except OSError:
+    sys.exit("no headline_runs.json")
+print(f"{'run':<9}{'status':<8}{'headline':>10}{'plain':>9}{'quiet':>9}{'profiled':>10}{'s':>7}")
+for r in runs:
+    f = lambda v: f"{v:.2f}" if v is not None else "-"
+    print(f"{r['kind'] + str(r['round']):<9}{r['status']:<8}{f(r['headline_ms']):>10}{f(r['plain_ms']):>9}"
+          f"{f(r['quiet_ms']):>9}{f(r['profiled_ms']):>10}{r['seconds']:>7}")
+med = {k: statistics.median([r["headline_ms"] for r in runs if r["kind"] == k and r["headline_ms"]] or [float("nan")])
+       for k in ("none", "nsys", "torch")}
+q = statistics.median([r["quiet_ms"] for r in runs if r["kind"] == "nsys" and r["quiet_ms"]] or [float("nan")])
+print(f"medians: plain {med['none']:.2f}, nsys headline {med['nsys']:.2f} ({med['nsys'] / med['none'] - 1:+.1%}), "
+      f"torch headline {med['torch']:.2f} ({med['torch'] / med['none'] - 1:+.1%}), "
+      f"under nsys not capturing {q:.2f} ({q / med['none'] - 1:+.1%})")
+PY

@@ -1,0 +1,128 @@
+"""A profiled run's headline is the program without the profiler, on the GPU machine.
+
+An eager, host-bound spec (`large`, fp16 train, ctx 512, batch 4: on an H100 the host sets the pace) runs in
+three rounds of a plain run, an nsys run and a torch-profiler run, each a fresh launch as `perfconsole run`
+makes it (core.launch.replicates.make_launch). The median of each profiler's three headlines is within 3 % of
+the median of the three plain ones. Under nsys the headline is a plain process's by design (core.launch.profiled),
+and the capture process's own quiet steps say what nsys cost outside its capture; the torch profiler starts
+inside the process for its profiled steps only, so its headline is its own quiet steps. No nsys agent is left.
+
+PERFCONSOLE_EVIDENCE_DIR, where set, receives every run's figures (headline_runs.json).
+
+    python -m pytest -m gpu tests/core/launch/test_profiled_headline_gpu.py -v -s
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from perfconsole.core.launch.replicates import make_launch
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+pytestmark = pytest.mark.gpu
+
+SPEC = RunSpec(size="large", ctx=512, batch=4, precision="fp16", mode="train", device="cuda", warmup=3, steps=10)
+ROUNDS = 3
+WITHIN = 0.03
+AGENT = "--start-agent"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _agents() -> list[str]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if AGENT in p.cmdline():
+                found.append(" ".join(p.cmdline())[:160])
+        except psutil.Error:
+            continue
+    return found
+
+
+def _figures(kind: str, index: int, record: RunRecord, seconds: float, agents: list[str]) -> dict:
+    o = (record.profile.overhead if record.profile else None) or {}
+    return {"kind": kind, "round": index + 1, "status": record.status, "seconds": round(seconds, 1),
+            "headline_ms": record.summary.total_ms.median if record.summary else None,
+            "steps_ms": [round(s.total_ms, 3) for s in record.steps],
+            "profiler": record.profile.profiler if record.profile else None,
+            "plain_ms": o.get("plain_ms"), "quiet_ms": o.get("quiet_ms"), "profiled_ms": o.get("profiled_ms"),
+            "quiet_step_ms": [round(v, 3) for v in o.get("quiet_step_ms") or []],
+            "tables": sorted(record.profile.tables) if record.profile else [],
+            "error": record.error.message if record.error else None, "agents_left": agents}
+
+
+@pytest.fixture(scope="module")
+def rounds(tmp_path_factory) -> list[dict]:
+    if not _cuda():
+        pytest.skip("needs a CUDA GPU")
+    from perfconsole.core.profiling.locate import find_nsys
+
+    if find_nsys(os.environ.get("PERFCONSOLE_NSYS")) is None:
+        pytest.skip("nsys not found (PERFCONSOLE_NSYS, PATH, /opt/nvidia, /usr/local/cuda*)")
+    root = tmp_path_factory.mktemp("headline")
+    runs: list[dict] = []
+    agents_before = set(_agents())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(root / "data"))  # one data folder: the peaks are measured once
+        for r in range(ROUNDS):
+            for kind in ("none", "nsys", "torch"):
+                spec = SPEC.with_(profile=kind)
+                started = time.monotonic()
+                launch = make_launch(spec, out_dir=root / f"{kind}-{r + 1}")
+                record = RunRecord(spec)
+                launch.start()
+                for event in launch.events():
+                    record.apply(event)
+                seconds = time.monotonic() - started
+                time.sleep(1.0 if kind == "nsys" else 0.0)  # an agent that outlived nsys would be there still
+                left = [a for a in _agents() if a not in agents_before]
+                runs.append(_figures(kind, r, record, seconds, left))
+                print(json.dumps({k: v for k, v in runs[-1].items() if k not in ("steps_ms", "quiet_step_ms")}))
+    evidence = os.environ.get("PERFCONSOLE_EVIDENCE_DIR")
+    if evidence:
+        Path(evidence).mkdir(parents=True, exist_ok=True)
+        (Path(evidence) / "headline_runs.json").write_text(json.dumps({"spec": SPEC.to_dict(), "runs": runs}, indent=1))
+    return runs
+
+
+def _medians(runs: list[dict], kind: str) -> list[float]:
+    return [r["headline_ms"] for r in runs if r["kind"] == kind and r["headline_ms"] is not None]
+
+
+def test_every_run_finished_and_no_nsys_agent_is_left(rounds):
+    assert [r["status"] for r in rounds] == ["ok"] * 3 * ROUNDS, [(r["kind"], r["error"]) for r in rounds]
+    assert all(len(r["steps_ms"]) == SPEC.steps for r in rounds)
+    assert not [r["agents_left"] for r in rounds if r["agents_left"]]
+
+
+def test_an_nsys_runs_headline_is_a_plain_runs(rounds):
+    plain, nsys = _medians(rounds, "none"), _medians(rounds, "nsys")
+    assert len(plain) == len(nsys) == ROUNDS
+    ratio = statistics.median(nsys) / statistics.median(plain)
+    assert abs(ratio - 1) <= WITHIN, (plain, nsys)
+    for r in (r for r in rounds if r["kind"] == "nsys"):
+        assert r["profiler"] == "nsys" and "cuda_gpu_kern_sum" in r["tables"]
+        assert r["plain_ms"] == pytest.approx(r["headline_ms"])  # the headline is the plain process's
+        assert len(r["quiet_step_ms"]) == SPEC.steps and r["quiet_ms"] == pytest.approx(statistics.median(r["quiet_step_ms"]))
+
+
+def test_a_torch_profiled_runs_headline_is_a_plain_runs(rounds):
+    plain, torch_ = _medians(rounds, "none"), _medians(rounds, "torch")
+    assert len(plain) == len(torch_) == ROUNDS
+    ratio = statistics.median(torch_) / statistics.median(plain)
+    assert abs(ratio - 1) <= WITHIN, (plain, torch_)
+    assert all(r["profiler"] == "torch" for r in rounds if r["kind"] == "torch")

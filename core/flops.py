@@ -171,7 +171,7 @@ def peak_key(spec: RunSpec) -> str:
 def adamw_bytes(spec: RunSpec, model: dict[str, Any] | None = None) -> float:
     """`model` (the record's ev.ModelReady info) gives the parameter count of any model; else the builtin's."""
     d_model, d_ff, n_layers, _ = spec.dims()
-    params = 2 * spec.vocab_size * d_model + n_layers * (4 * d_model**2 + 3 * d_model * d_ff + 2 * d_model) + d_model
+    params = 2 * spec.vocab * d_model + n_layers * (4 * d_model**2 + 3 * d_model * d_ff + 2 * d_model) + d_model
     if model and model.get("params"):
         params = int(model["params"])
     # fp32 parameters (the default; autocast casts them for the matmuls) or bf16 ones, and AdamW's state with them.
@@ -182,7 +182,7 @@ def floors_ms(spec: RunSpec, tflops: float, gbps: float, model: dict[str, Any] |
     """Each phase's floor in ms (None where the mode lacks it) and the total, their sum. `model` gives
     counted forward and backward FLOPs (core.measure.flop_count) where the record has them."""
     d_model, d_ff, n_layers, _ = spec.dims()
-    fwd = forward_flops(d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx) / (tflops * 1e9)
+    fwd = forward_flops(d_model, d_ff, n_layers, spec.vocab, spec.batch, spec.ctx) / (tflops * 1e9)
     bwd = 2 * fwd
     if model and model.get("forward_flops"):
         fwd, bwd = (float(model["forward_flops"]) / (tflops * 1e9), float(model["backward_flops"]) / (tflops * 1e9))

@@ -15,7 +15,7 @@ from typing import Any
 from perfconsole.core.settings import Command, declared, setting
 from perfconsole.core.spec_rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
 from perfconsole.core.spec_rules import validate as validate_spec
-from perfconsole.model.config import SIZES
+from perfconsole.model.config import BUILTIN_VOCAB, SIZES
 from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model
 
@@ -102,7 +102,9 @@ class RunSpec:
                                    same_program=True)
     n_heads: int | None = setting(None, "model", "custom size only", form="  n_heads", row=6, custom_only=True,
                                   same_program=True)
-    vocab_size: int = setting(10_000, "model", "the vocabulary of the builtin and hf models", same_program=True)
+    vocab_size: int | None = setting(None, "model", "the vocabulary of the builtin model, an hf custom shape or a "
+                                     "factory", default_text="the model's own: 10,000 for builtin and an hf custom "
+                                     "shape, the factory's own default, read from its logits", same_program=True)
     seed: int = setting(0, "execution", "the seed of the weights and the batch")
     ctx: int = setting(256, "shape", "context length (tokens)", form="ctx", row=7, axis="ctxs", same_program=True,
                        tag=lambda v, s: f"ctx{v}")
@@ -215,6 +217,11 @@ class RunSpec:
             return f"{self.model} {size}"
         target, _, factory = self.model.rpartition(":")
         return f"{Path(target).name}:{factory}" if target.endswith(".py") else self.model
+
+    @property
+    def vocab(self) -> int:
+        """The vocabulary the formulas take where no model told it: the spec's, else the builtin's."""
+        return BUILTIN_VOCAB if self.vocab_size is None else self.vocab_size
 
     @property
     def tokens_per_step(self) -> int:

@@ -40,7 +40,8 @@ def validate(s: RunSpec) -> None:
         raise SpecError("warmup", "compile needs at least 1 warm-up step: the first call compiles, which "
                                   "takes seconds and is no step's time")
     int_range("steps", s.steps, 1, 100_000)
-    int_range("vocab_size", s.vocab_size, 2, 1 << 24)
+    if s.vocab_size is not None:
+        int_range("vocab_size", s.vocab_size, 2, 1 << 24)
     int_range("repeat", s.repeat, 1, 100)
     int_range("seed", s.seed, 0, 2**63 - 1)
     _validate_custom(s)

@@ -150,7 +150,7 @@ def model_step_flops(spec: RunSpec, model: dict[str, Any] | None) -> float:
     if model and model.get("forward_flops"):
         return float(model["forward_flops"]) + (0.0 if spec.mode == "fwd" else float(model["backward_flops"]))
     d_model, d_ff, n_layers, _ = spec.dims()
-    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
+    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab, spec.batch, spec.ctx)
 
 
 # NVML's utilisation is the share of its last sample period in which a kernel ran, and that period is 1/6 s

@@ -4,13 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+BUILTIN_VOCAB = 10_000  # the builtin model's vocabulary when the spec names none
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     d_model: int
     d_ff: int
     n_layers: int
     n_heads: int
-    vocab_size: int = 10_000
+    vocab_size: int = BUILTIN_VOCAB
     context_length: int = 256
     rope_theta: float = 10_000.0
 

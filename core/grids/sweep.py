@@ -125,7 +125,7 @@ class SweepRecord:
 def cell_work(spec: RunSpec) -> float:
     """FLOPs of all the cell's steps: what its run time grows with, beyond the fixed start-up cost."""
     d_model, d_ff, n_layers, _ = spec.dims()
-    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx) * (
+    return step_flops(spec.mode, d_model, d_ff, n_layers, spec.vocab, spec.batch, spec.ctx) * (
         spec.warmup + spec.steps)
 
 

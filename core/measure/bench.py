@@ -108,7 +108,7 @@ class Stepper:
             self.inputs, self.targets = model_build.make_batch(built, spec, device)
         else:
             gen = torch.Generator(device="cpu").manual_seed(spec.seed)
-            ids = torch.randint(0, spec.vocab_size, (spec.batch, spec.ctx + 1), generator=gen)
+            ids = torch.randint(0, spec.vocab, (spec.batch, spec.ctx + 1), generator=gen)
             self.inputs = ids[:, :-1].to(device)
             self.targets = ids[:, 1:].to(device)
         # A model without its own loss must give (batch, ctx, vocab) logits: checked at the first forward.

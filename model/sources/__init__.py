@@ -44,7 +44,7 @@ class ModelRequest:
     model: str = "builtin"
     size: str = "small"
     ctx: int = 256
-    vocab_size: int = 10_000
+    vocab_size: int | None = None                  # None: the model's own (builtin: 10,000)
     attention: str = "naive"                       # naive | sdpa (hf: eager | sdpa)
     dims: tuple[int | None, int | None, int | None, int | None] = (None, None, None, None)  # custom sizes
     args: tuple[str, ...] = ()                     # KEY=VALUE pairs (--model-arg)
@@ -129,7 +129,7 @@ def check(model: str) -> None:
     elif kind == "factory":
         from perfconsole.model.sources import factory
 
-        factory.locate(factory.split(target)[0])
+        factory.locate(*factory.split(target))
 
 
 def parse_args(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:

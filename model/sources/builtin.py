@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfconsole.model.config import SIZES, ModelConfig
+from perfconsole.model.config import BUILTIN_VOCAB, SIZES, ModelConfig
 from perfconsole.model.sources import Built, ModelError, ModelInfo, ModelRequest
 
 
@@ -14,7 +14,8 @@ def config(request: ModelRequest) -> ModelConfig:
         d_model, d_ff, n_layers, n_heads = SIZES[request.size]
     else:
         raise ModelError(f"size: the builtin model has {', '.join((*SIZES, 'custom'))}, not {request.size!r}")
-    return ModelConfig(d_model, d_ff, n_layers, n_heads, request.vocab_size, request.ctx)  # type: ignore[arg-type]
+    vocab = BUILTIN_VOCAB if request.vocab_size is None else request.vocab_size
+    return ModelConfig(d_model, d_ff, n_layers, n_heads, vocab, request.ctx)  # type: ignore[arg-type]
 
 
 def build(request: ModelRequest, device: Any) -> Built:

@@ -1,6 +1,8 @@
 """A user's model: `PATH.py:FACTORY` or `package.module:FACTORY` (the contract is in docs/models.md).
 
-FACTORY is called as `FACTORY(ctx=..., vocab_size=..., **model_args)` and returns a `torch.nn.Module`
+FACTORY is called as `FACTORY(ctx=..., vocab_size=..., **model_args)` (vocab_size only where the spec names
+one or the signature requires it: a default of the factory's own holds, read back from its logits) and returns a
+`torch.nn.Module`
 mapping a (batch, ctx) tensor of token ids to logits (a tensor, or an object with `.logits`), or a dict
 `{"model": module, "loss": fn, "batch": fn}` for a model that needs its own loss or inputs. Anything
 that goes wrong in the user's code is a ModelError naming the last frame in the user's file.
@@ -8,6 +10,7 @@ that goes wrong in the user's code is a ModelError naming the last frame in the 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import importlib
 import importlib.util
 import sys
@@ -16,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from perfconsole.model.config import BUILTIN_VOCAB
 from perfconsole.model.sources import Built, ModelError, ModelInfo, ModelRequest, parse_args
 
 CONTRACT = "see docs/models.md"
@@ -42,12 +46,16 @@ def said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def locate(target: str) -> None:
+def locate(target: str, name: str | None = None) -> None:
     """The file exists, or the module's top-level package can be found: told without running the user's
-    code (only a top-level name is looked up, since finding a submodule imports its package)."""
+    code (only a top-level name is looked up, since finding a submodule imports its package). A file's
+    source is read, never run: a `name` it defines nowhere at its top level is refused as `build` would."""
     if target.endswith(".py"):
-        if not Path(target).expanduser().is_file():
+        path = Path(target).expanduser()
+        if not path.is_file():
             raise ModelError(f"model: no file {target}")
+        if name is not None:
+            _defines(path, target, name)
         return
     top = target.partition(".")[0]
     try:
@@ -56,6 +64,34 @@ def locate(target: str) -> None:
         found = False
     if not found:
         raise ModelError(f"model: no module named {top!r} (is it installed, or on PYTHONPATH?)")
+
+
+def _defines(path: Path, target: str, name: str) -> None:
+    """Refuse a factory name the file binds nowhere (a def, class, assignment or import, at any depth of its
+    top-level statements, so a name bound under an `if` or `try` counts). A file that cannot be parsed,
+    star-imports or has a module __getattr__ is left to `build`, which runs it."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return
+    bound: set[str] = set()
+    for node in tree.body:
+        for n in [node] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ast.walk(node):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(n.name)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                bound.add(n.id)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                if any(a.name == "*" for a in n.names):
+                    return
+                bound |= {(a.asname or a.name).partition(".")[0] for a in n.names}
+    if name in bound or "__getattr__" in bound:
+        return
+    found = sorted(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                   and not n.name.startswith("_"))
+    raise ModelError(f"model: {target} has no function {name!r}" + (f" (it defines {', '.join(found[:8])})" if found else ""))
 
 
 def load(target: str) -> tuple[ModuleType, str | None]:
@@ -97,10 +133,24 @@ def sha256(path: str | None) -> str | None:
         return None
 
 
-def call(fn: Any, request: ModelRequest, file: str | None, label: str) -> Any:
-    kwargs = parse_args(request.args)
+def vocab_to_pass(fn: Any, request: ModelRequest) -> int | None:
+    """The vocab_size the factory is called with: the spec's where it names one; else none, so the factory's
+    own default holds, except where its signature requires the argument (then the builtin's 10,000)."""
+    if request.vocab_size is not None:
+        return request.vocab_size
     try:
-        return fn(ctx=request.ctx, vocab_size=request.vocab_size, **kwargs)
+        param = inspect.signature(fn).parameters.get("vocab_size")
+    except (TypeError, ValueError):
+        return BUILTIN_VOCAB
+    return BUILTIN_VOCAB if param is not None and param.default is inspect.Parameter.empty else None
+
+
+def call(fn: Any, request: ModelRequest, file: str | None, label: str, vocab: int | None) -> Any:
+    kwargs = parse_args(request.args)
+    if vocab is not None:
+        kwargs["vocab_size"] = vocab
+    try:
+        return fn(ctx=request.ctx, **kwargs)
     except TypeError as exc:
         frames = traceback.extract_tb(exc.__traceback__)
         if len(frames) <= 1:  # the call itself failed: the arguments do not fit the signature
@@ -109,6 +159,20 @@ def call(fn: Any, request: ModelRequest, file: str | None, label: str) -> Any:
         raise ModelError(f"model: {label} raised {said(exc)}{where(exc, (file or '',))}") from None
     except Exception as exc:
         raise ModelError(f"model: {label} raised {said(exc)}{where(exc, (file or '',))}") from None
+
+
+def vocab_from_logits(model: Any, ctx: int, device: Any, label: str) -> int:
+    """The vocabulary a factory chose, read from the last dimension of its logits for a short batch of zeros."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = model(torch.zeros((1, max(1, min(ctx, 8))), dtype=torch.long, device=device))
+        logits = out.logits if hasattr(out, "logits") else out
+        return int(logits.shape[-1])
+    except Exception as exc:
+        raise ModelError(f"model: {label} was called without vocab_size (its own default), and its logits for a "
+                         f"batch of token 0 could not be read ({said(exc)}); give --vocab-size") from None
 
 
 def unpack(result: Any, label: str) -> tuple[Any, Any, Any]:
@@ -140,17 +204,25 @@ def build(request: ModelRequest, device: Any) -> Built:
                        and getattr(v, "__module__", None) == module.__name__)
         raise ModelError(f"model: {target} has no function {name!r}" + (f" (it defines {', '.join(found[:8])})" if found else ""))
     label = f"{Path(target).name if target.endswith('.py') else target}:{name}"
+    passed = vocab_to_pass(fn, request)
     with torch.device(device):
-        model, loss, batch = unpack(call(fn, request, file, label), label)
+        model, loss, batch = unpack(call(fn, request, file, label, passed), label)
     model = model.to(device)  # what the user's code made on the CPU explicitly
+    if passed is not None:
+        vocab, said_vocab = passed, f"vocab_size={passed}"
+    elif batch is None:
+        vocab = vocab_from_logits(model, request.ctx, device, label)
+        said_vocab = f"its own vocab_size ({vocab}, read from its logits)"
+    else:  # its batch maker draws the tokens; it is given the builtin's vocabulary as a bound
+        vocab, said_vocab = BUILTIN_VOCAB, f"its own vocab_size (its batch maker given {BUILTIN_VOCAB})"
 
     def twin(on: Any) -> Any:
         with torch.device(on):
-            return unpack(call(fn, request, file, label), label)[0]
+            return unpack(call(fn, request, file, label, passed), label)[0]
 
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    info = ModelInfo("factory", label, type(model).__name__, params, request.vocab_size,
-                     f"{request.model}, called with ctx={request.ctx}, vocab_size={request.vocab_size}"
+    info = ModelInfo("factory", label, type(model).__name__, params, vocab,
+                     f"{request.model}, called with ctx={request.ctx}, {said_vocab}"
                      + "".join(f", {a}" for a in request.args), file=file, file_sha256=sha256(file),
-                     config={"args": list(request.args)})
+                     config={"args": list(request.args), "vocab_size": vocab})
     return Built(model, info, loss=loss, batch=batch, twin=twin)

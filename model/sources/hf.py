@@ -80,7 +80,7 @@ def make_config(request: ModelRequest) -> Any:
     if request.size == "custom":
         names = GPT2_DIM_FIELDS if hasattr(defaults, "n_embd") else DIM_FIELDS
         kwargs.update({n: v for n, v in zip(names, request.dims) if v is not None})
-        kwargs["vocab_size"] = request.vocab_size
+        kwargs["vocab_size"] = 10_000 if request.vocab_size is None else request.vocab_size  # a custom shape's
         if hasattr(defaults, "num_key_value_heads"):
             kwargs["num_key_value_heads"] = request.dims[3]
     args = parse_args(request.args)

@@ -38,7 +38,7 @@ def test_builtin_source_is_the_old_model_and_the_counted_flops_match_the_formula
     assert built.info.params == sum(p.numel() for p in built.module.parameters())
     got = flop_count.counted(spec, built, loss_fn=fast_paths.torch_loss)
     d_model, d_ff, n_layers, _ = spec.dims()
-    formula = forward_flops(d_model, d_ff, n_layers, spec.vocab_size, spec.batch, spec.ctx)
+    formula = forward_flops(d_model, d_ff, n_layers, spec.vocab, spec.batch, spec.ctx)
     assert got["flops_source"] == "counted" and got["counted_on"] == "meta"
     assert abs(got["forward_flops"] / formula - 1) < 0.02
     assert abs(got["backward_flops"] / (2 * formula) - 1) < 0.02

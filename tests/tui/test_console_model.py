@@ -122,3 +122,21 @@ async def test_hf_llama_tiny_runs_from_the_form_to_finished():
         assert r.status == "ok", r.error
         assert r.model["architecture"] == "LlamaForCausalLM" and len(r.steps) == 2
         assert plain(app.query_one("#live-status", Static).content).startswith("finished")
+
+
+async def test_a_misspelt_factory_function_is_said_whole_beside_the_field_at_80x24():
+    """The file is read, not run: a name it does not define is refused before any process, and the whole
+    message (with the names the file does define) wraps beside the field instead of being cut."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LaunchPane)
+        pane.set_value("model", f"{EXAMPLE}:bild")
+        await pilot.pause()
+        said = f"{EXAMPLE} has no function 'bild' (it defines Block, StudentGPT, build)"
+        assert pane.spec is None and _err(app, "model") == said
+        shown = app.query_one("#err-model", Static)
+        assert shown.size.height >= 2 and shown.size.width < len(said)   # wrapped at 80 columns, not cut
+        assert app.query_one("#btn-run").disabled
+        pane.set_value("model", f"{EXAMPLE}:build")
+        await pilot.pause()
+        assert pane.spec is not None and _err(app, "model") == ""

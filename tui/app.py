@@ -117,7 +117,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self._ui_loop: asyncio.AbstractEventLoop | None = None
         self.stop_signal: int | None = None     # the stop signal (or hang-up) that ends this console
         self._stopping = False
-        self._kept: set[str] = set()             # ids of runs saved on the way out
+        self._kept: set[str] = set()             # ids of runs with a file: opened, saved by hand or on the way out
+        self.kept: list[Path] = []               # the files leaving wrote (tui/main.py names them on exit)
 
     # --- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -256,20 +257,24 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
     def refresh_runs(self) -> None:
         self.main(RunsPane).show_runs(self.runs, self.marked, self.sources, self.grids)
 
-    # --- quitting ------------------------------------------------------------------------------
+    # --- quitting: q, ctrl+q and the palette leave as a stop signal does, keeping every run -----------
     def action_quit_console(self) -> None:
         if self.launch is None:
-            self.exit(0)
+            self.leave(0)
             return
         climbing = next((g.name for g in self.grids if g.status == "running"), "a ladder")
         what = self.active.name if self.active is not None else climbing
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.end_runs()
-                self.exit(0)
+                self.leave(0)
 
-        self.push_screen(ConfirmScreen(f"{what} is running. Quit and end it? (y/n)"), answer)
+        self.push_screen(ConfirmScreen(f"{what} is running. Quit and end it? Its steps so far are kept. (y/n)"),
+                         answer)
+
+    async def action_quit(self) -> None:
+        """Textual's own quit (the palette's "Quit the application"): the console's way out, not a bare exit."""
+        self.action_quit_console()
 
     def action_quit_hint(self) -> None:
         running = " (it asks first while a run is going; ctrl+k cancels the run)" if self.launch else ""
@@ -300,14 +305,19 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
                 self._ui_loop.call_soon_threadsafe(self.hang_up, signum)
 
     def hang_up(self, signum: int = signal.SIGHUP) -> None:
-        """End every run, save what the session measured and has not saved, and exit 128 + signum (129
-        SIGHUP, 143 SIGTERM, 130 SIGINT). The exit guard, tripped first, ends the process should this stall."""
-        if self._stopping:
-            return
-        self._stopping = True
+        """Leave with 128 + signum (129 SIGHUP, 143 SIGTERM, 130 SIGINT). The exit guard, tripped first (also
+        when a quit is already leaving), ends the process should leaving stall."""
         code = 128 + signum
         if self.exit_guard is not None:
             self.exit_guard.trip(code)
+        self.leave(code)
+
+    def leave(self, code: int) -> None:
+        """Every way out (q, ctrl+q, a stop signal, a lost terminal): end every run, save what the session
+        measured and has not saved to the data directory, and exit `code`."""
+        if self._stopping:
+            return
+        self._stopping = True
         self.end_runs()
         self.run_worker(self._leave(code), group="stop", exit_on_error=False)
 
@@ -332,6 +342,9 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.exit(code)
 
     def save_measured(self) -> list[Path]:
-        """The session's runs with steps and no file, saved to the data directory (also off the UI thread)."""
+        """The session's runs with steps and no file, saved to the data directory (also off the UI thread,
+        by the exit guard): a run opened from a file or saved already is not written again."""
         self._kept.update(list(self.sources))
-        return exit_guard.save_measured(self.runs, self._kept)
+        saved = exit_guard.save_measured(self.runs, self._kept)
+        self.kept += saved
+        return saved

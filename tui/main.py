@@ -6,8 +6,10 @@ Textual is imported only when the console opens, so headless commands start fast
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from pathlib import Path
 
 from perfconsole.core.cli import main as cli
 
@@ -94,13 +96,23 @@ def open_console(args: argparse.Namespace) -> int:
         code = app.run()
     finally:
         processes.kill_all()
-        if app.stop_signal is None:
-            guard.rescue = None  # a plain quit keeps only what the user saved
         # Leaving may stall too (a thread that will not end): the guard bounds it, keeping the code.
         guard.trip(int(code or 0) if app.stop_signal is None else 128 + app.stop_signal)
+    say_kept(app.kept)
     # A stopped console exits 128 + the signal, also when something failed while it stopped (textual then
     # returns 1 and prints the traceback): the caller learns that the signal ended it.
     return int(code or 0) if app.stop_signal is None else 128 + app.stop_signal
+
+
+def say_kept(files: list[Path]) -> None:
+    """The exit line: how many runs leaving saved, and where (nothing when every run had a file already)."""
+    if not files:
+        return
+    folders = ", ".join(sorted({str(f.parent) for f in files}))
+    runs = "1 run" if len(files) == 1 else f"{len(files)} runs"
+    with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (a hang-up)
+        print(f"perfconsole: kept {runs} not saved before in {folders}; the console lists them in Runs",
+              file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,7 +120,7 @@ async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: app.return_code is not None)  # it waits for the rung's last events, exits
     assert app.return_code == 0
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert all(p.status() == psutil.STATUS_ZOMBIE for p in alive)

@@ -116,7 +116,7 @@ async def test_quit_mid_run_asks_once_then_ends_the_worker():
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: app.return_code is not None)  # it waits for the run's last events, saves, exits
     assert app.return_code == 0
     psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=5)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

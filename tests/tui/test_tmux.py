@@ -196,3 +196,39 @@ def test_a_filter_typed_in_a_burst_keeps_the_kernel_tables_widths(tmux, tmp_path
     time.sleep(2)
     screen = tmux.screen()
     assert "aten::_softmax" in screen and "5,809.8" in screen, screen   # was "aten::" and "5,809."
+
+def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_path):
+    """fp32, bf16 and fp16 with ctrl+t, one saved with s, then q: all three are in the data folder (`q` said
+    where), and a fresh console lists them, as it did after a dropped SSH session but not after q."""
+    env = _env(tmp_path)
+    snapshots = tmp_path / "data" / "snapshots"
+    argv = [str(BIN), *FLAGS, "--mode", "fwd", "--steps", "2", "--warmup", "0"]
+    tmux.start(argv, env)
+    tmux.wait_for("ctx")
+    time.sleep(1)                                      # the form has focused its first field
+    tmux.keys("C-t")                                   # fp32, bf16 and fp16, one after another
+    end = time.monotonic() + 240                       # Live shows each run as it starts: wait for the last
+    while time.monotonic() < end and not ("fp16" in (s := tmux.screen()) and "finished ·" in s and "queued" not in s):
+        time.sleep(0.5)
+    tmux.keys("5")
+    screen = tmux.wait_for("3 runs")
+    assert screen.count("2/2") == 3, screen
+    tmux.keys("s")
+    tmux.wait_for("saved")
+    assert len(list(snapshots.glob("*.json"))) == 1
+    tmux.keys("q")
+    end = time.monotonic() + 20
+    while not tmux.pane_dead() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert tmux.pane_dead(), tmux.screen()
+    assert len(list(snapshots.glob("*.json"))) == 3
+    said = tmux("capture-pane", "-p", "-J", "-S", "-100", "-t", tmux.session)  # -J: wrapped lines as one
+    assert f"kept 2 runs not saved before in {snapshots}" in said, said
+    tmux("kill-session", "-t", tmux.session)
+    tmux.start(argv, env)
+    tmux.wait_for("ctx")
+    time.sleep(1)
+    tmux.keys("5")
+    screen = tmux.wait_for("3 runs")
+    assert screen.count("2/2") == 3, screen
+

@@ -81,12 +81,16 @@ def interval_text(low: float | None, high: float | None, fmt: str = ",.3f") -> s
     return f"[{format(low, fmt)}, {format(high, fmt)}]"
 
 
-def ratio_text(ratio: float, digits: int = 2) -> str:
-    """A speedup (baseline time / time) in words: "1.30x faster", "4.80x slower" (never "0.21x slower").
+def ratio_text(ratio: float | None, digits: int = 2, faster: bool = True) -> str:
+    """A speedup (baseline time / time) in words, the one way every report and table says one: "1.30x
+    faster" ("1.30x" with `faster` off, where a column or a sentence already says speedup), "4.80x slower"
+    (never "0.21x"); "-" where there is none.
 
     Below 1 the run is slower by the inverse ratio, which is how a slowdown is said."""
+    if ratio is None or math.isnan(ratio):
+        return "-"
     if ratio >= 1:
-        return f"{ratio:.{digits}f}x faster"
+        return f"{ratio:.{digits}f}x" + (" faster" if faster else "")
     return f"{1 / ratio:.{digits}f}x slower" if ratio > 0 else "slower (no time for the baseline)"
 
 

@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from perfconsole.core.reports.sweep import GridCell, GridTable, grid_status
+from perfconsole.core.stats import ratio_text
 
 if TYPE_CHECKING:
     from perfconsole.core.grids.attention import AttentionRecord, AttentionResult
@@ -82,7 +83,7 @@ def _side_by_side(a: AttentionRecord, precision: str) -> list[str]:
             totals = [_total(c) if c else None for c in cells]
             row = [str(d), str(s)] + [_f(t) if t is not None else STATUS_TEXT.get(c.status, c.status) if c else "-"
                                       for t, c in zip(totals, cells)]
-            row += [f"**{totals[0] / t:.2f}x**" if t and totals[0] else "-" for t in totals[1:]]
+            row += [f"**{ratio_text(totals[0] / t, faster=False)}**" if t and totals[0] else "-" for t in totals[1:]]
             lines.append("| " + " | ".join(row) + " |")
     lines.insert(0, f"Speedups are against {base}; a cell that did not finish both passes shows its status.")
     lines.insert(1, "")
@@ -115,8 +116,9 @@ def findings(a: AttentionRecord) -> list[str]:
                   if vv == v and t and by.get((variants[0], p, d, s))]
         if ratios:
             gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            out.append(f"{v} against {variants[0]}: speedup {gm:.2f}x (geometric mean of fwd+bwd over "
-                       f"{len(ratios)} cells, {min(ratios):.2f}x – {max(ratios):.2f}x)")
+            out.append(f"{v} against {variants[0]}: speedup {ratio_text(gm, faster=False)} (geometric mean of "
+                       f"fwd+bwd over {len(ratios)} cells, {ratio_text(min(ratios), faster=False)} – "
+                       f"{ratio_text(max(ratios), faster=False)})")
     growth = []
     mem = {(c.cell.variant, c.cell.precision, c.cell.d, c.cell.seq): c.memory_before_backward_mib for c in a.cells}
     for (v, p, d, s), m in mem.items():

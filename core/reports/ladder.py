@@ -28,7 +28,7 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS
 from perfconsole.core.grids.ladder import rung as rung_named
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.stats import interval_text
+from perfconsole.core.stats import interval_text, ratio_text
 from perfconsole.core.summary import BUSY_SOURCES
 from perfconsole.core.summary import busy_text as summary_busy_text
 
@@ -161,8 +161,8 @@ def _compare(row: LadderRow, first: LadderRow, previous: LadderRow | None, losse
             row.numerics = "same" if ok else "DIFFERS"
 
 
-def _f(v: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}{suffix}"
+def _f(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.{digits}f}"
 
 
 def _g(v: float) -> str:
@@ -171,6 +171,11 @@ def _g(v: float) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def speedup_cells(row: LadderRow) -> tuple[str, str]:
+    """The rung's speedups over the first and the previous rung as a table says them ("1.25x", "2.44x slower")."""
+    return ratio_text(row.speedup_vs_first, faster=False), ratio_text(row.speedup_vs_previous, faster=False)
 
 
 def moved_text(row: LadderRow, limit: int = 3) -> str:
@@ -232,7 +237,7 @@ def markdown(ladder: LadderRecord) -> str:
             and not any(carries(spec, rung_named(name)) for spec in above)]
     if kept:
         lines[-1:-1] = [f"- not carried up on {b.device} {b.precision}: " + ", ".join(
-            f"{name} (needs {why})" for name, why in kept)]
+            f"{name} ({why})" for name, why in kept)]
     legend = busy_legend(rs)
     if legend:
         lines[-1:-1] = [f"- {legend}"]
@@ -242,7 +247,7 @@ def markdown(ladder: LadderRecord) -> str:
         loss = "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}"
         lines.append("| " + " | ".join([
             f"{row.rung} {row.name}", row.what, status_text(row).replace("|", "/"), _f(row.median_ms), interval,
-            _f(row.speedup_vs_first, suffix="x"), _f(row.speedup_vs_previous, suffix="x"),
+            *speedup_cells(row),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
     found = verdicts(rs, bold=True)
@@ -290,8 +295,8 @@ def _best_text(row: LadderRow, bold: bool) -> str:
     sol = f", {_pct(row.sol_fraction)} of speed of light" if row.sol_fraction else ""
     design = "; it rounds differently on purpose" if row.numerics == "differs by design" else ""
     mark = "**" if bold else ""
-    return (f"{mark}{row.rung} {row.name}{mark}, {_f(row.median_ms)} ms ({_f(row.speedup_vs_first, suffix='x')} the first "
-            f"rung{sol}{design})")
+    return (f"{mark}{row.rung} {row.name}{mark}, {_f(row.median_ms)} ms ({ratio_text(row.speedup_vs_first, faster=False)} "
+            f"the first rung{sol}{design})")
 
 
 CSV_COLUMNS = ("rung", "name", "status", "reason", "median_ms", "interval_low_ms", "interval_high_ms", "processes",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.run import run_document
+from perfconsole.core.stats import ratio_text
 
 if TYPE_CHECKING:
     from perfconsole.core.grids.sweep import SweepRecord
@@ -187,7 +188,8 @@ def findings(sw: SweepRecord) -> list[str]:
         per: dict[tuple[str, str], list[float]] = defaultdict(list)
         for size, _ctx, _mode, prec, base, low in sp:
             per[(size, prec)].append(base / low)
-        parts = [f"{size} {math.exp(sum(map(math.log, v)) / len(v)):.2f}x" for (size, prec), v in per.items()]
+        parts = [f"{size} {ratio_text(math.exp(sum(map(math.log, v)) / len(v)), faster=False)}"
+                 for (size, prec), v in per.items()]
         precs = sorted({prec for _, prec in per})
         out.append(f"{'/'.join(precs)} speedup over fp32 per size (geometric mean over contexts): " + ", ".join(parts))
         for size, prec in per:
@@ -269,7 +271,7 @@ def markdown(sw: SweepRecord) -> str:
         lines += ["## Lower precision against fp32", "",
                   "| size | ctx | mode | precision | fp32 total (ms) | total (ms) | speedup |",
                   "| --- | --: | --- | --- | --: | --: | --: |"]
-        lines += [f"| {size} | {ctx} | {mode} | {prec} | {_f(base)} | {_f(low)} | **{base / low:.2f}x** |"
+        lines += [f"| {size} | {ctx} | {mode} | {prec} | {_f(base)} | {_f(low)} | **{ratio_text(base / low, faster=False)}** |"
                   for size, ctx, mode, prec, base, low in sps] + [""]
     if show_warmup:
         lines += ["## Warm-up study", ""] + _warmup_table(sw) + [""]

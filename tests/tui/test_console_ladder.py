@@ -163,6 +163,15 @@ def test_a_climbing_ladder_counts_its_running_and_pending_rungs_as_such():
     assert [" ".join(line.split()[2:4]) for line in lines[2:n + 1]] == ["cancelled -", *["not run"] * (n - 2)]
 
 
+def test_the_ladder_table_says_a_slower_rung_is_slower_not_a_fraction():
+    import re
+
+    from perfconsole.tui.glyphs import UNICODE
+    from perfconsole.tui.screens.grids import ladder_view
+    body = plain(ladder_view(store.load(LADDER), UNICODE))
+    assert "x slower" in body and not re.search(r"(?<![\d.,])0\.\d+x", body), body   # was "0.88x"
+
+
 async def test_the_ladder_table_keeps_its_columns_at_80x24_and_scrolls_sideways():
     app = make_app(snapshots=[LADDER])
     async with app.run_test(size=(80, 24)) as pilot:

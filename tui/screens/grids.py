@@ -307,8 +307,7 @@ def ladder_view(ladder: Any, glyphs: Glyphs) -> Unsqueezed:
             report_ladder.status_text(row))
         t.add_row(f"{row.rung} {row.name}", Text(word, style="green" if ok else "yellow"),
                   "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
-                  "-" if row.speedup_vs_first is None else f"{row.speedup_vs_first:.2f}x",
-                  "-" if row.speedup_vs_previous is None else f"{row.speedup_vs_previous:.2f}x",
+                  *report_ladder.speedup_cells(row),
                   "-" if row.mfu is None else f"{100 * row.mfu:.1f}%",
                   "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%",
                   report_ladder.busy_text(row),

@@ -8,11 +8,12 @@ are one line that names the field and the allowed values.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.settings import Command, declared, setting
+from perfconsole.core.settings import SECTIONS, Command, declared, setting
 from perfconsole.core.spec_rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
 from perfconsole.core.spec_rules import validate as validate_spec
 from perfconsole.model.config import BUILTIN_VOCAB, SIZES
@@ -23,7 +24,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 MODES = ("fwd", "fwd_bwd", "train")
 ATTENTIONS = ("naive", "sdpa")
 DEVICES = ("cuda", "cpu")
-PROFILERS = ("none", "nsys", "torch")
+PROFILERS = ("none", "nsys", "torch", "ncu")
 OPTIMIZERS = ("fused", "foreach", "forloop")                     # AdamW's implementation
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")   # torch.compile modes
 KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGLU/cross-entropy kernels
@@ -128,8 +129,9 @@ class RunSpec:
                               tag=_on("step-sync"))
     profile: str = setting("none", "profiling", "the profiler of the profiled steps after the quiet ones",
                            choices=PROFILERS, form="profiler", row=18, tag=_unless("none"),
-                           needs=lambda v, s: "nsys needs device cuda; use torch on the CPU"
-                           if v == "nsys" and s.device != "cuda" else None)
+                           needs=lambda v, s: f"{v} needs device cuda; use torch on the CPU"
+                           if v in ("nsys", "ncu") and s.device != "cuda" else "ncu profiles one process; use "
+                           "nproc 1" if v == "ncu" and s.nproc > 1 else None)
     memory: bool = setting(False, "profiling", "record CUDA memory history (memory_viz snapshot)",
                            needs=_needs_memory)
     peak_tflops: float | None = setting(None, "profiling", "the GPU's dense peak, for MFU and speed of light",
@@ -234,9 +236,8 @@ class RunSpec:
 
     def section(self, name: str) -> Any:
         """The fields of one section, as a frozen object: what a helper that needs only those is given."""
-        names = [f.name for f, s in declared(RunSpec) if s.section == name]
-        cls = make_dataclass(f"{name.title()}Settings", names, frozen=True)
-        return cls(**{n: getattr(self, n) for n in names})
+        cls = _section_class(name)
+        return cls(**{f.name: getattr(self, f.name) for f in fields(cls)})
 
     def validate(self) -> RunSpec:
         validate_spec(self)
@@ -259,6 +260,14 @@ class RunSpec:
 
     def with_(self, **changes: Any) -> RunSpec:
         return replace(self, **changes)
+
+
+@functools.cache
+def _section_class(name: str) -> type:
+    if name not in SECTIONS:
+        raise ValueError(f"unknown section {name!r}; sections: {', '.join(SECTIONS)}")
+    return make_dataclass(f"{name.title()}Settings", [f.name for f, s in declared(RunSpec) if s.section == name],
+                          frozen=True)
 
 
 # Commands whose defaults differ from `run`'s say so here, and their help prints it.

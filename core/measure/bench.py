@@ -88,10 +88,11 @@ def build_model(spec: RunSpec, device: torch.device) -> torch.nn.Module:
     return model_build.build(spec, device).module
 
 
-def configure_backends(spec: RunSpec) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = spec.tf32
-    torch.backends.cudnn.allow_tf32 = spec.tf32
-    torch.set_float32_matmul_precision("high" if spec.tf32 else "highest")
+def configure_backends(numerics: Any) -> None:
+    """The matmul precision of fp32 work, from the spec's numerics section."""
+    torch.backends.cuda.matmul.allow_tf32 = numerics.tf32
+    torch.backends.cudnn.allow_tf32 = numerics.tf32
+    torch.set_float32_matmul_precision("high" if numerics.tf32 else "highest")
 
 
 class Stepper:
@@ -120,7 +121,7 @@ class Stepper:
         self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and spec.mode != "fwd" else None
         self.optimizer = None
         if spec.mode == "train":
-            self.optimizer = fast_paths.make_optimizer(spec, model, device)
+            self.optimizer = fast_paths.make_optimizer(spec.section("optimizations"), model, device)
         # CUDA graphs: tell the graph trees a new step begins, so the last step's outputs may be overwritten.
         self.graphs = spec.compile and spec.compile_mode == "reduce-overhead"
 
@@ -175,7 +176,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     device = job.device if job else torch.device(spec.device)
     fast_paths.check(spec, device)
     peaks = _peaks(spec, device, emit)
-    configure_backends(spec)
+    configure_backends(spec.section("numerics"))
     # Seeded after the peaks: measuring them draws random matrices, and only a run whose data folder has no
     # peaks yet measures them, so a seed set before would give that run other weights than the next.
     torch.manual_seed(spec.seed)
@@ -302,10 +303,11 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
     """The same number of steps again, under the profiler, queued as the quiet ones were; their cost
     against the quiet ones. Returns the GPU's busy share over the profiled steps, where the profile can say."""
     capture = _profiler(spec, out_dir)
-    emit(ev.Progress("profiling", f"{steps_text(spec.steps)} under {spec.profile}"))
+    n = 1 if spec.profile == "ncu" else spec.steps  # ncu replays each kernel: one step (core.launch.ncu_launch)
+    emit(ev.Progress("profiling", f"{steps_text(n)} under {spec.profile}"))
     done: list[ev.Step] = []
     with capture.active():
-        for i in range(spec.steps):
+        for i in range(n):
             done += pipe.step(index + i, warmup=False)
         done += pipe.drain()
     set_ranges(None, False)
@@ -389,7 +391,7 @@ class _TorchCapture(_NoCapture):
 
 
 def _profiler(spec: RunSpec, out_dir: Path | None) -> _NoCapture:
-    if spec.profile == "nsys":
+    if spec.profile in ("nsys", "ncu"):  # both profile what runs between cudaProfilerStart and Stop
         return _NsysCapture(spec)
     if spec.profile == "torch":
         return _TorchCapture(spec, out_dir or Path.cwd())

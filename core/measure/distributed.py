@@ -161,29 +161,29 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def wrap_model(spec: RunSpec, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.Module, CommTimer | None]:
-    """DDP (with the spec's bucket size, bucket views, hook and compile treatment) or FSDP around the
-    model. DDP's timer starts off; with the bf16 hook it wraps that hook from the start (DDP takes one
+def wrap_model(par: Any, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.Module, CommTimer | None]:
+    """DDP (with the parallel section's bucket size, bucket views, hook and compile treatment) or FSDP around
+    the model. DDP's timer starts off; with the bf16 hook it wraps that hook from the start (DDP takes one
     hook, once)."""
-    if spec.parallel == "ddp":
+    if par.parallel == "ddp":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         # Read by DDP's constructor and by torch.compile: set before either (spec.OPTIMIZE_DDP).
-        torch._dynamo.config.optimize_ddp = spec.optimize_ddp
-        kw: dict[str, Any] = {"gradient_as_bucket_view": spec.grad_as_bucket_view}
-        if spec.bucket_mb is not None:
-            kw["bucket_cap_mb"] = spec.bucket_mb
+        torch._dynamo.config.optimize_ddp = par.optimize_ddp
+        kw: dict[str, Any] = {"gradient_as_bucket_view": par.grad_as_bucket_view}
+        if par.bucket_mb is not None:
+            kw["bucket_cap_mb"] = par.bucket_mb
         ddp = DDP(model, device_ids=[rank.local_rank] if rank.device.type == "cuda" else None, **kw)
         timer = CommTimer(rank.device.type == "cuda")
-        if spec.comm_hook == "bf16":
+        if par.comm_hook == "bf16":
             ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.bf16_compress_hook))
             timer.registered = True
         return ddp, timer
-    return _fsdp(model, spec.reshard, spec.fsdp_bf16), None
+    return _fsdp(model, par.reshard, par.fsdp_bf16), None
 
 
-def time_comm(ddp: torch.nn.Module, timer: CommTimer, spec: RunSpec) -> None:
+def time_comm(ddp: torch.nn.Module, timer: CommTimer) -> None:
     """Switch the timer on. With DDP's own all-reduce (no hook in the quiet steps) its Python twin,
     `allreduce_hook`, is registered now, wrapped by the timer."""
     if not timer.registered:

@@ -146,14 +146,14 @@ def _float8(model: nn.Module) -> None:
                                and m.in_features % 16 == 0 and m.out_features % 16 == 0)
 
 
-def make_optimizer(spec: RunSpec, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW as the spec says: fused (one kernel per step; the CPU has foreach instead, as before),
+def make_optimizer(opt: Any, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW as the spec's optimizations section says (`opt.optimizer`): fused (one kernel per step; the CPU has foreach instead, as before),
     foreach (a few multi-tensor kernels) or forloop (one kernel per op and parameter)."""
     params = model.parameters()
-    if spec.optimizer == "fused" and device.type == "cuda":
+    if opt.optimizer == "fused" and device.type == "cuda":
         return torch.optim.AdamW(params, lr=1e-4, fused=True)
-    if spec.optimizer == "forloop":
+    if opt.optimizer == "forloop":
         return torch.optim.AdamW(params, lr=1e-4, foreach=False, fused=False)
-    if spec.optimizer == "foreach":
+    if opt.optimizer == "foreach":
         return torch.optim.AdamW(params, lr=1e-4, foreach=True, fused=False)
     return torch.optim.AdamW(params, lr=1e-4, fused=False)  # fused on the CPU: what the runs always did

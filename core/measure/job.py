@@ -44,7 +44,7 @@ class Job:
         return self.rank.device
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        wrapped, self.timer = distributed.wrap_model(self.spec, model, self.rank)
+        wrapped, self.timer = distributed.wrap_model(self.spec.section("parallel"), model, self.rank)
         self.wrapped = wrapped
         if self.timer is not None:
             self.ddp = wrapped
@@ -94,7 +94,7 @@ class Job:
         if self.ddp is None or self.timer is None:
             return
         emit(ev.Progress("comm_steps", "steps with their collectives timed"))
-        distributed.time_comm(self.ddp, self.timer, self.spec)
+        distributed.time_comm(self.ddp, self.timer)
         totals: list[float] = []
         comms: list[float | None] = []
         try:

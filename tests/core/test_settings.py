@@ -18,7 +18,7 @@ OTHER = {"model": "hf:llama", "model_args": ("num_key_value_heads=2",), "size": 
          "ctx": 64, "batch": 2, "precision": "bf16", "mode": "train", "warmup": 2, "steps": 3, "attention": "sdpa",
          "compile": True, "tf32": True, "step_sync": True, "profile": "torch", "memory": True, "peak_tflops": 100.0,
          "peak_gbps": 1000.0, "optimizer": "forloop", "compile_mode": "max-autotune", "kernels": "liger", "fp8": True,
-         "weights": "bf16", "nproc": 2, "parallel": "ddp", "bucket_mb": 50.0, "grad_as_bucket_view": True,
+         "weights": "bf16", "checkpoint": "blocks", "nproc": 2, "parallel": "ddp", "bucket_mb": 50.0, "grad_as_bucket_view": True,
          "comm_hook": "bf16", "reshard": False, "fsdp_bf16": True, "optimize_ddp": "no_optimization",
          "scaling": True, "repeat": 2, "device": "cpu", "d_model": 64, "d_ff": 128, "n_layers": 2, "n_heads": 4}
 NOT_ON_THE_FORM = {"vocab_size", "seed", "step_sync", "memory", "peak_tflops", "peak_gbps", "optimizer", "compile_mode",

@@ -66,7 +66,7 @@ def main() -> None:
         spec = RunSpec(size=a.size, ctx=a.ctx, batch=a.batch, precision="bf16", mode="train", device="cuda",
                        parallel=a.wrap, bucket_mb=a.bucket_mb, grad_as_bucket_view=a.bucket_view,
                        comm_hook="bf16" if a.bf16_hook else "none", reshard=not a.no_reshard, fsdp_bf16=a.bf16)
-        model, _ = wrap_model(spec, model, Rank(0, 1, 0, dev, None))
+        model, _ = wrap_model(spec.section("parallel"), model, Rank(0, 1, 0, dev, None))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     if a.compile:  # the wrapped model, as perfconsole's bench compiles it
         model = torch.compile(model)

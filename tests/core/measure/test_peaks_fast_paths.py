@@ -141,7 +141,7 @@ def test_a_rung_whose_own_change_is_ruled_out_names_that_change_first():
 @pytest.mark.parametrize("optimizer, foreach", [("forloop", False), ("foreach", True), ("fused", None)])
 def test_optimizer_choice(optimizer, foreach):
     model = build_model(TINY, CPU)
-    opt = fast_paths.make_optimizer(TINY.with_(optimizer=optimizer), model, CPU)
+    opt = fast_paths.make_optimizer(TINY.with_(optimizer=optimizer).section("optimizations"), model, CPU)
     assert opt.defaults["foreach"] is foreach and not opt.defaults["fused"]
 
 

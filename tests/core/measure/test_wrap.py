@@ -67,7 +67,7 @@ class Stack(torch.nn.Module):  # the user's own module: Dynamo does not start a 
 dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
 model = Stack()
 spec = RunSpec(device="cpu", nproc=2, parallel="ddp", compile=True, bucket_mb=2, optimize_ddp=sys.argv[2])
-ddp, _ = wrap_model(spec.validate(), model, Rank(0, 1, 0, torch.device("cpu"), None))
+ddp, _ = wrap_model(spec.validate().section("parallel"), model, Rank(0, 1, 0, torch.device("cpu"), None))
 graphs = []
 
 

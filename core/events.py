@@ -127,6 +127,8 @@ class ProfileOverhead(Event):
     plain_ms: float | None = None
     plain_steps: int | None = None
     quiet_step_ms: list[float] = field(default_factory=list)
+    # Each plain process's own median step: their spread says how far one process's figure can be trusted.
+    plain_process_ms: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,17 @@
 """A profiled run whose headline is the program without the profiler.
 
 `nsys profile` runs the whole process under its injection, so every CUDA call pays for it even outside the
-capture range: on an H100 the quiet steps of an eager, host-bound program (`large`, fp16 train, ctx 512,
-batch 4) took 14-27 % longer in a process under nsys than in a plain process of the same spec. Under such
-a profiler (`APART`) a run is two processes of the same spec, one after the other:
+capture range, and a headline taken from that process's quiet steps is not the program's. Under such a
+profiler (`APART`) a run is two processes of the same spec, one after the other:
 
 1. a plain process (`--repeat N`: N of them), whose steps, summary, memory and telemetry are the run's
    headline, streamed as they come;
 2. the capture process under the profiler, whose tables and profile overhead are the run's profile. Its own
    quiet steps are kept in the overhead (`quiet_step_ms`, median `quiet_ms`) beside the plain median
-   (`plain_ms`): what the profiler cost even outside the capture. Its other events are progress lines.
+   (`plain_ms`) and each plain process's median (`plain_process_ms`): what the profiler cost even outside the
+   capture, as far as the spread between processes lets one process against another say (on an H100, plain
+   processes of one eager, host-bound spec ranged 125.7-178.6 ms: docs/results/nsys_headline_h100.md). Its
+   other events are progress lines.
 
 `ProfiledLaunch` looks like one launch to its callers: one stream that ends with exactly one `Finished`.
 A plain process that fails (an OOM, say) or is cancelled ends the run without a capture; a capture that
@@ -30,8 +32,9 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 
 # Profilers whose process differs from a plain one even outside the capture. The torch profiler starts only
-# for its profiled steps, inside the process, so its quiet steps are the plain program's (checked on an H100
-# with alternating processes: docs/results/nsys_headline_h100.md).
+# for its profiled steps, inside the process, so its quiet steps are the plain program's: on an H100 its three
+# processes' quiet medians (130.8-189.3 ms) lay among plain processes of the same spec (125.7-178.6 ms), whose
+# spread is the whole story (docs/results/nsys_headline_h100.md).
 APART = ("nsys",)
 # The capture process's events that are the run's: the rest (steps, summary, memory...) are the plain process's.
 _PASSED = (ev.Progress, ev.ProfileOverhead, ev.ProfileReady, ev.Overlap, ev.Error)
@@ -141,9 +144,15 @@ class ProfiledLaunch:
             elif isinstance(event, ev.ProfileOverhead):
                 median = plain.summary.total_ms.median if plain.summary and plain.summary.total_ms else None
                 yield dataclasses.replace(event, plain_ms=median, plain_steps=len(plain.steps),
-                                          quiet_step_ms=list(quiet))
+                                          quiet_step_ms=list(quiet), plain_process_ms=_process_medians(plain))
             elif isinstance(event, _PASSED):
                 yield event
         if self._cancelled and status == "ok":
             status = "cancelled"
         yield ev.Finished(status)
+
+
+def _process_medians(plain: RunRecord) -> list[float]:
+    """Each plain process's median step: one for a single process, one a replicate for --repeat."""
+    summaries = [r.summary for r in plain.replicates if r.summary is not None] or [plain.summary]
+    return [s.total_ms.median for s in summaries if s is not None and s.total_ms is not None]

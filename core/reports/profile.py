@@ -139,6 +139,7 @@ def overhead_lines(overhead: dict | None) -> list[str]:
                 f"{overhead['quiet_steps']} steps before the capture); capturing: {overhead['profiled_ms']:.3f} ms "
                 f"per step ({overhead['profiled_ms'] / overhead['plain_ms']:.3f}x the plain step, "
                 f"{overhead['ratio']:.3f}x the same process's quiet steps; median of {overhead['profiled_steps']})")
+        text += spread_clause(overhead)
     else:
         text = (f"Profiling cost: {overhead['profiled_ms']:.3f} ms per step under {overhead['profiler']} against "
                 f"{overhead['quiet_ms']:.3f} ms quiet in the same process ({overhead['ratio']:.3f}x, medians of "
@@ -152,6 +153,25 @@ def overhead_lines(overhead: dict | None) -> list[str]:
         lines += ["", f"**The kernel table over-counts:** its kernels sum to {over[0]:,.3f} ms per profiled step, more "
                       f"than the {over[1]:,.3f} ms step they ran in; its times are not vouched for."]
     return lines
+
+
+def plain_spread(overhead: dict | None) -> tuple[float, float, int] | None:
+    """(lowest, highest, count) of the plain processes' median steps, where there were two or more."""
+    ms = (overhead or {}).get("plain_process_ms") or []
+    return (min(ms), max(ms), len(ms)) if len(ms) >= 2 else None
+
+
+def spread_clause(overhead: dict) -> str:
+    """What the cost outside the capture is worth: one process against another, held against the spread between
+    plain processes of the spec where the run measured it."""
+    spread = plain_spread(overhead)
+    if spread is None:
+        return ("; one process against one: the spread between processes of one spec, not measured here, can be "
+                "larger than that (--repeat N measures it)")
+    lo, hi, n = spread
+    where = "within" if lo <= overhead["quiet_ms"] <= hi else "outside"
+    return (f"; the {n} plain processes' medians ranged {lo:.3f}-{hi:.3f} ms ({(hi / lo - 1) * 100:.1f} % apart), "
+            f"and the capture process's quiet median lies {where} that spread")
 
 
 def outside_capture(overhead: dict | None) -> float | None:
@@ -193,8 +213,10 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
     o = profile.overhead
     apart = outside_capture(o)
     if o and apart is not None:
-        parts.append(f"under {o['profiler']}, not capturing {apart * 100:+.1f} % · profiled {o['profiled_ms'] / o['plain_ms']:.2f}x "
-                     f"the plain step")
+        spread = plain_spread(o)
+        among = " (one process each)" if spread is None else f" (plain processes {spread[0]:.1f}-{spread[1]:.1f} ms)"
+        parts.append(f"under {o['profiler']}, not capturing {apart * 100:+.1f} %{among} · profiled "
+                     f"{o['profiled_ms'] / o['plain_ms']:.2f}x the plain step")
     elif o:
         parts.append(f"profiled {o['ratio']:.2f}x the quiet step")
     return " · ".join(parts) or None

@@ -13,7 +13,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch import profiled
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
-from perfconsole.core.record import RunRecord
+from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.export import export
 from perfconsole.core.reports.profile import headline, outside_capture, overhead_lines
 from perfconsole.core.spec import RunSpec
@@ -63,6 +63,7 @@ def test_the_headline_is_the_plain_processes_and_the_profile_the_capture_process
     assert record.profile.profiler == "torch" and record.profile.tables
     assert o["plain_ms"] == pytest.approx(record.summary.total_ms.median)
     assert o["plain_steps"] == 6 and len(o["quiet_step_ms"]) == 3
+    assert o["plain_process_ms"] == pytest.approx([r.summary.total_ms.median for r in record.replicates])
     assert o["quiet_ms"] == pytest.approx(statistics.median(o["quiet_step_ms"]))
     assert not set(o["quiet_step_ms"]) & {s.total_ms for s in record.steps}  # another process's steps
     assert outside_capture(o) == pytest.approx(o["quiet_ms"] / o["plain_ms"] - 1)
@@ -79,7 +80,9 @@ def test_both_figures_are_kept_and_stated(two_plain_then_capture):
     md = export(again, "md")
     assert "Under torch, not capturing: " in md and "The headline is a plain process" in md
     line = headline(again.profile, again.summary, len(again.steps))
-    assert f"under torch, not capturing {outside_capture(o) * 100:+.1f} %" in line
+    lo, hi = min(o["plain_process_ms"]), max(o["plain_process_ms"])
+    assert f"under torch, not capturing {outside_capture(o) * 100:+.1f} % (plain processes {lo:.1f}-{hi:.1f} ms)" in line
+    assert f"the 2 plain processes' medians ranged {lo:.3f}-{hi:.3f} ms" in md
 
 
 def test_a_plain_process_that_fails_ends_the_run_before_any_capture(torch_apart):
@@ -128,12 +131,22 @@ def test_without_nsys_the_torch_fallback_runs_alone(monkeypatch):
     assert launch.apart() is False and launch.current is launch.capture
 
 
-def test_the_report_states_the_cost_outside_the_capture():
+def test_the_report_states_the_cost_outside_the_capture_and_what_it_is_worth():
     o = {"profiler": "nsys", "quiet_ms": 186.0, "profiled_ms": 256.83, "ratio": 256.83 / 186.0, "quiet_steps": 10,
-         "profiled_steps": 10, "plain_ms": 162.0, "plain_steps": 10, "quiet_step_ms": [186.0] * 10}
+         "profiled_steps": 10, "plain_ms": 162.0, "plain_steps": 10, "quiet_step_ms": [186.0] * 10,
+         "plain_process_ms": [162.0]}
     text = " ".join(overhead_lines(o))
     assert "Under nsys, not capturing: +14.8 % (186.000 ms" in text
     assert "capturing: 256.830 ms per step (1.585x the plain step, 1.381x" in text
-    same_process = {k: v for k, v in o.items() if k not in ("plain_ms", "plain_steps", "quiet_step_ms")}
+    assert "one process against one: the spread between processes of one spec, not measured here" in text
+    assert "(one process each)" in headline(Profile("nsys", [], {}, [], o), None, 10)
+    # With --repeat, the plain processes' own spread is the yardstick, in figures.
+    three = {**o, "plain_process_ms": [141.9, 153.6, 178.6]}
+    text = " ".join(overhead_lines(three))
+    assert "the 3 plain processes' medians ranged 141.900-178.600 ms (25.9 % apart), and the capture process's " \
+           "quiet median lies outside that spread" in text
+    assert "lies within that spread" in " ".join(overhead_lines({**three, "quiet_ms": 150.0}))
+    assert "(plain processes 141.9-178.6 ms)" in headline(Profile("nsys", [], {}, [], three), None, 10)
+    same_process = {k: v for k, v in o.items() if k not in ("plain_ms", "plain_steps", "quiet_step_ms", "plain_process_ms")}
     assert outside_capture(same_process) is None
     assert "quiet in the same process (1.381x" in " ".join(overhead_lines(same_process))

@@ -7,6 +7,11 @@ the median of the three plain ones. Under nsys the headline is a plain process's
 and the capture process's own quiet steps say what nsys cost outside its capture; the torch profiler starts
 inside the process for its profiled steps only, so its headline is its own quiet steps. No nsys agent is left.
 
+A 3 % comparison needs plain processes that agree to 3 % among themselves. On the first H100 they did not
+(125.7-178.6 ms for one spec: docs/results/nsys_headline_h100.md), and three pairs cannot tell 3 % apart
+there: where the headlines miss 3 % and the plain processes are further apart than that, the comparison is an
+expected failure that states both spreads; where the plain processes agree, a miss fails.
+
 PERFCONSOLE_EVIDENCE_DIR, where set, receives every run's figures (headline_runs.json).
 
     python -m pytest -m gpu tests/core/launch/test_profiled_headline_gpu.py -v -s
@@ -61,6 +66,7 @@ def _figures(kind: str, index: int, record: RunRecord, seconds: float, agents: l
             "profiler": record.profile.profiler if record.profile else None,
             "plain_ms": o.get("plain_ms"), "quiet_ms": o.get("quiet_ms"), "profiled_ms": o.get("profiled_ms"),
             "quiet_step_ms": [round(v, 3) for v in o.get("quiet_step_ms") or []],
+            "plain_process_ms": o.get("plain_process_ms") or [],
             "tables": sorted(record.profile.tables) if record.profile else [],
             "error": record.error.message if record.error else None, "agents_left": agents}
 
@@ -109,20 +115,31 @@ def test_every_run_finished_and_no_nsys_agent_is_left(rounds):
     assert not [r["agents_left"] for r in rounds if r["agents_left"]]
 
 
+def _judge(plain: list[float], other: list[float], what: str) -> None:
+    """Medians within WITHIN; where they are not and the plain processes themselves are further apart than
+    WITHIN, an expected failure in figures (the machine cannot judge 3 % with three pairs)."""
+    assert len(plain) == len(other) == ROUNDS
+    off = statistics.median(other) / statistics.median(plain) - 1
+    if abs(off) <= WITHIN:
+        return
+    spread = max(plain) / min(plain) - 1
+    figures = (f"{what} headline median {statistics.median(other):.2f} ms against plain {statistics.median(plain):.2f} "
+               f"({off:+.1%}); plain processes {min(plain):.2f}-{max(plain):.2f} ms ({spread:.1%} apart), "
+               f"{what} {min(other):.2f}-{max(other):.2f} ms")
+    if spread > WITHIN:
+        pytest.xfail(f"{figures}: plain processes of this spec differ by more than {WITHIN:.0%} among themselves")
+    pytest.fail(figures)
+
+
 def test_an_nsys_runs_headline_is_a_plain_runs(rounds):
-    plain, nsys = _medians(rounds, "none"), _medians(rounds, "nsys")
-    assert len(plain) == len(nsys) == ROUNDS
-    ratio = statistics.median(nsys) / statistics.median(plain)
-    assert abs(ratio - 1) <= WITHIN, (plain, nsys)
     for r in (r for r in rounds if r["kind"] == "nsys"):
         assert r["profiler"] == "nsys" and "cuda_gpu_kern_sum" in r["tables"]
         assert r["plain_ms"] == pytest.approx(r["headline_ms"])  # the headline is the plain process's
         assert len(r["quiet_step_ms"]) == SPEC.steps and r["quiet_ms"] == pytest.approx(statistics.median(r["quiet_step_ms"]))
+        assert r["plain_process_ms"] == pytest.approx([r["headline_ms"]])
+    _judge(_medians(rounds, "none"), _medians(rounds, "nsys"), "nsys")
 
 
 def test_a_torch_profiled_runs_headline_is_a_plain_runs(rounds):
-    plain, torch_ = _medians(rounds, "none"), _medians(rounds, "torch")
-    assert len(plain) == len(torch_) == ROUNDS
-    ratio = statistics.median(torch_) / statistics.median(plain)
-    assert abs(ratio - 1) <= WITHIN, (plain, torch_)
     assert all(r["profiler"] == "torch" for r in rounds if r["kind"] == "torch")
+    _judge(_medians(rounds, "none"), _medians(rounds, "torch"), "torch")

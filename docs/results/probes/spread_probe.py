@@ -7,7 +7,7 @@ space randomisation, and PYTHONHASHSEED=0: every process laid out alike). For ea
 minimum step, the host's median issue time per step, the median SM clock over its measured steps (NVML, as
 every run records it), and the CPU time the hypervisor took from this machine meanwhile (steal, /proc/stat).
 
-    python scripts/spread_probe.py --processes 12 --arms free,pinned --cpus 4-7 --out DIR   (on the GPU machine)
+    python docs/results/probes/spread_probe.py --processes 12 --arms free,pinned --cpus 4-7 --out DIR   (GPU machine)
 """
 from __future__ import annotations
 

@@ -126,7 +126,9 @@ def _range_kernels(ranges: list[dict], leaves: list[Leaf], instances: dict[str, 
                 open_.append(rs[i])
                 i += 1
             open_ = [r for r in open_ if t < r["ts"] + r["dur"]]
-            for rng in {str(r.get("name", "")) for r in open_}:
+            # each enclosing range once, in the order they opened (a set's order changed with the hash
+            # seed, and with it the order of equal totals in the table)
+            for rng in dict.fromkeys(str(r.get("name", "")) for r in open_):
                 acc[(rng, name)].append(ns)
     rows = []
     for (rng, name), values in acc.items():

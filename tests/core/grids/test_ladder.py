@@ -30,7 +30,9 @@ def test_each_rung_is_the_last_plus_its_change():
     assert [r.name for r in RUNGS if not r.same_numerics] == ["bf16-weights", "fp8"]
     picked = LadderSpec(BASE, ("eager", "fused-adamw")).cells()
     assert len(picked) == 2 and picked[1].compile and picked[1].attention == "sdpa"  # skipped rungs pass their change up
-    assert len(RUNGS) == 8
+    assert len(RUNGS) == 9 and RUNGS[-1].name == "checkpoint" and RUNGS[-1].opt_in   # named in --rungs to run
+    every = LadderSpec(BASE.with_(precision="bf16", device="cuda"), RUNG_NAMES).cells()
+    assert every[-1].checkpoint == "blocks" and every[-1].fp8 and every[-2].checkpoint == "none"
 
 
 def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_own_reason():
@@ -40,21 +42,22 @@ def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_
 
     spec = LadderSpec(BASE.with_(precision="bf16"))
     cells = dict(zip(RUNG_NAMES, spec.cells()))
-    assert spec.not_carried() == [("cuda-graphs", "device cuda"), ("liger", "device cuda"), ("fp8", "device cuda")]
+    assert spec.not_carried() == [("cuda-graphs", "CUDA graphs (compile mode reduce-overhead) need device cuda"),
+                                  ("liger", "liger-kernel's Triton kernels need device cuda"),
+                                  ("fp8", "fp8 matmuls need device cuda")]
     assert cells["cuda-graphs"].compile_mode == "reduce-overhead"
     assert cells["bf16-weights"].compile_mode == "default" and cells["bf16-weights"].weights == "bf16"
-    fast_paths.check(cells["bf16-weights"], torch.device("cpu"))       # rung 6 runs its own change on the CPU
-    reasons = {}
-    for name in ("cuda-graphs", "liger", "fp8"):
-        with pytest.raises(fast_paths.Unsupported) as e:
-            fast_paths.check(cells[name], torch.device("cpu"))
-        reasons[name] = str(e.value)
-    assert reasons["cuda-graphs"].startswith("CUDA graphs")
-    assert "liger" in reasons["liger"] and ("torchao" in reasons["fp8"] or "fp8" in reasons["fp8"])
+    fast_paths.check(cells["bf16-weights"].validate(), torch.device("cpu"))  # rung 6 runs its own change on the CPU
+    record = LadderRecord.new(spec)   # the rest end before any process, each with its own change's reason
+    reasons = {name: r.error.message for name, r in zip(RUNG_NAMES, record.runs) if r.error}
+    assert reasons == {"cuda-graphs": "unsupported: CUDA graphs (compile mode reduce-overhead) need device cuda",
+                       "liger": "unsupported: liger-kernel's Triton kernels need device cuda",
+                       "fp8": "unsupported: fp8 matmuls need device cuda"}
     assert cells["fp8"].kernels == "torch" and cells["fp8"].weights == "bf16"
     from perfconsole.core.reports.ladder import markdown
 
-    assert "- not carried up on cpu bf16: cuda-graphs (needs device cuda), liger (needs device cuda)\n" in \
+    assert ("- not carried up on cpu bf16: cuda-graphs (CUDA graphs (compile mode reduce-overhead) need device cuda), "
+            "liger (liger-kernel's Triton kernels need device cuda)\n") in \
         markdown(LadderRecord.new(spec))
     fp32 = LadderSpec(BASE).cells()   # at fp32 bf16 weights cannot apply: its rung says so, the rest go without it
     assert fp32[5].weights == "bf16" and fp32[6].weights == "fp32"

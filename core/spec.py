@@ -156,7 +156,7 @@ class RunSpec:
     checkpoint: str = setting(
         "none", "optimizations", "activation checkpointing: blocks recomputes each repeated block's forward in the "
         "backward (torch.utils.checkpoint) and keeps only its inputs: less memory, more time",
-        choices=CHECKPOINTS, form="checkpoint", row=17, same_program=True,
+        choices=CHECKPOINTS, form="checkpoint", row=17, axis="checkpoints", same_program=True,
         tag=_unless("none", "checkpoint-{}"), apply="perfconsole.core.measure.checkpointing:apply",
         needs=lambda v, s: "recomputes the forward in the backward; it needs mode fwd_bwd or train, not fwd"
         if v != "none" and s.mode == "fwd" else None)

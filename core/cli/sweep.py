@@ -69,26 +69,28 @@ def sweep_spec_from_args(args: argparse.Namespace) -> SweepSpec:
     check_size_given(args, base.model)
     if not args.size:
         check_default_size(base.model, base.size, base.device)
-    return SweepSpec(base, *(grid[name] for name in ("size", "ctx", "precision", "mode", "warmup"))).validate()
+    five = ("size", "ctx", "precision", "mode", "warmup")
+    extra = tuple((name, values) for name, values in grid.items() if name not in five and values != (getattr(base, name),))
+    return SweepSpec(base, *(grid[name] for name in five), extra).validate()
 
 
 def grid_table(sw: SweepRecord) -> CliTable:
     """Rows: size x ctx (x warm-up); one column per precision x mode with the mean ± std step time.
     Printed fitted to a terminal or tab-separated (core/cli/tables.py)."""
     sp = sw.spec
-    keys = [(p, m) for p in sp.precisions for m in sp.modes]
+    keys = sp.columns()
     t = CliTable(f"{sw.name} — {sw.status}", [Column("size" if sp.base.model == "builtin" else "model", "label"),
                                                 Column("ctx")]
                  + ([Column("warm-up")] if sp.is_warmup_study else [])
-                 + [Column(f"{m} {p} (ms)") for p, m in keys], title_justify="left")
-    by = {(r.spec.size, r.spec.ctx, r.spec.warmup, r.spec.precision, r.spec.mode): r for r in sw.runs}
+                 + [Column(f"{m} {p}{sp.extra_words(e)} (ms)") for p, m, e in keys], title_justify="left")
+    by = {(r.spec.size, r.spec.ctx, r.spec.warmup, sp.column_of(r.spec)): r for r in sw.runs}
     for size in sp.sizes:
         for ctx in sorted(sp.ctxs):
             for w in sp.warmups:
                 label = sp.base.with_(size=size).model_label()  # a factory's model is its name, not a size
                 row: list[str | Text] = [label, str(ctx)] + ([str(w)] if sp.is_warmup_study else [])
-                for p, m in keys:
-                    r = by[(size, ctx, w, p, m)]
+                for key in keys:
+                    r = by[(size, ctx, w, key)]
                     if r.status == "ok" and r.summary:
                         row.append(f"{r.summary.total_ms.mean:,.2f} ± {r.summary.total_ms.std:,.2f}")
                     else:

@@ -20,7 +20,7 @@ from perfconsole.core.flops import step_flops
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord, new_id
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.spec import RunSpec, SpecError, axes
 
 MAX_CELLS = 2000
 
@@ -34,16 +34,34 @@ class SweepSpec:
     precisions: tuple[str, ...]
     modes: tuple[str, ...]
     warmups: tuple[int, ...]
+    # Any other setting declared as an axis (core.spec), with its values: `--checkpoint none,blocks`.
+    extra: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def columns(self) -> list[tuple[str, str, tuple[Any, ...]]]:
+        """(precision, mode, the extra axes' values): what a sweep's tables and columns are per."""
+        return [(p, m, e) for p in self.precisions for m in self.modes
+                for e in itertools.product(*(values for _, values in self.extra))]
+
+    def column_of(self, spec: RunSpec) -> tuple[str, str, tuple[Any, ...]]:
+        return spec.precision, spec.mode, tuple(getattr(spec, name) for name, _ in self.extra)
+
+    def extra_words(self, values: tuple[Any, ...]) -> str:
+        """` checkpoint blocks`: the extra axes' values in words, empty without them."""
+        return "".join(f" {name} {v}" for (name, _), v in zip(self.extra, values))
 
     def cells(self) -> list[RunSpec]:
-        """Precision, mode, size, ctx, warm-up: a size's contexts run in a row, smallest first."""
-        return [replace(self.base, precision=p, mode=m, size=s, ctx=c, warmup=w)
-                for p, m, s, c, w in itertools.product(self.precisions, self.modes, self.sizes,
-                                                       sorted(self.ctxs), self.warmups)]
+        """Precision, mode (and any extra axis), size, ctx, warm-up: a size's contexts run in a row, smallest first."""
+        names = [name for name, _ in self.extra]
+        return [replace(self.base, precision=p, mode=m, size=s, ctx=c, warmup=w, **dict(zip(names, e)))
+                for (p, m, e), s, c, w in itertools.product(self.columns(), self.sizes, sorted(self.ctxs),
+                                                           self.warmups)]
 
     def validate(self) -> SweepSpec:
-        for name in ("sizes", "ctxs", "precisions", "modes", "warmups"):
-            values = getattr(self, name)
+        for name, _ in self.extra:
+            if name not in axes() or name in ("size", "ctx", "precision", "mode", "warmup"):
+                raise SpecError(name, f"is not a sweep axis of its own; axes: {', '.join(axes())}")
+        named = [(n, getattr(self, n)) for n in ("sizes", "ctxs", "precisions", "modes", "warmups")]
+        for name, values in named + list(self.extra):
             if not values:
                 raise SpecError(name, "give at least one value")
             if len(set(values)) != len(values):
@@ -65,12 +83,14 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"base": self.base.to_dict(), "sizes": list(self.sizes), "ctxs": list(self.ctxs),
-                "precisions": list(self.precisions), "modes": list(self.modes), "warmups": list(self.warmups)}
+                "precisions": list(self.precisions), "modes": list(self.modes), "warmups": list(self.warmups),
+                "extra": [[name, list(values)] for name, values in self.extra]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
         return cls(RunSpec.from_dict(d["base"]), tuple(d["sizes"]), tuple(d["ctxs"]),
-                   tuple(d["precisions"]), tuple(d["modes"]), tuple(d["warmups"]))
+                   tuple(d["precisions"]), tuple(d["modes"]), tuple(d["warmups"]),
+                   tuple((name, tuple(values)) for name, values in d.get("extra", [])))
 
 
 @dataclass
@@ -92,6 +112,7 @@ class SweepRecord:
             models = dict.fromkeys(s.base.with_(size=size).model_label() for size in s.sizes)  # a factory's: one
             self.name = (f"sweep {','.join(models)} ctx {','.join(map(str, sorted(s.ctxs)))} "
                          f"{','.join(s.precisions)} {','.join(s.modes)}"
+                         + "".join(f" {name} {','.join(map(str, values))}" for name, values in s.extra)
                          + (f" warm-up {','.join(map(str, s.warmups))}" if s.is_warmup_study else ""))
         if len(self.cell_seconds) < len(self.runs):
             self.cell_seconds += [None] * (len(self.runs) - len(self.cell_seconds))

@@ -126,8 +126,9 @@ def _grid_table(runs: list[RunRecord], show_warmup: bool) -> list[str]:
 
 def _speedups(sw: SweepRecord) -> list[tuple[str, int, str, str, float, float]]:
     """(size, ctx, mode, low precision, fp32 ms, low ms) where the same cell ran ok in both."""
-    by = {(r.spec.size, r.spec.ctx, r.spec.mode, r.spec.warmup, r.spec.precision): r
-          for r in sw.runs if r.status == "ok" and r.summary}
+    sp = sw.spec
+    by = {(r.spec.size, r.spec.ctx, r.spec.mode + sp.extra_words(sp.column_of(r.spec)[2]), r.spec.warmup,
+           r.spec.precision): r for r in sw.runs if r.status == "ok" and r.summary}
     out = []
     for (size, ctx, mode, warmup, prec), r in by.items():
         base = by.get((size, ctx, mode, warmup, "fp32"))
@@ -140,7 +141,7 @@ def _oom_starts(sw: SweepRecord) -> list[str]:
     found = []
     groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
     for r in sw.runs:
-        groups[(r.spec.size, r.spec.precision, r.spec.mode)].append(r)
+        groups[(r.spec.size, r.spec.precision, r.spec.mode + sw.spec.extra_words(sw.spec.column_of(r.spec)[2]))].append(r)
     for (size, prec, mode), runs in groups.items():
         ooms = sorted(r.spec.ctx for r in runs if r.status == "oom")
         if ooms:
@@ -262,10 +263,9 @@ def markdown(sw: SweepRecord) -> str:
              f"attention {b.attention}{', compiled' if b.compile else ''}{', TF32' if b.tf32 else ''}; "
              "one process per cell", ""]
     show_warmup = sp.is_warmup_study
-    for prec in sp.precisions:
-        for mode in sp.modes:
-            runs = [r for r in sw.runs if r.spec.precision == prec and r.spec.mode == mode]
-            lines += [f"## {mode} · {prec}", ""] + _grid_table(runs, show_warmup) + [""]
+    for prec, mode, extra in sp.columns():
+        runs = [r for r in sw.runs if sp.column_of(r.spec) == (prec, mode, extra)]
+        lines += [f"## {mode} · {prec}{sp.extra_words(extra)}", ""] + _grid_table(runs, show_warmup) + [""]
     sps = _speedups(sw)
     if sps:
         lines += ["## Lower precision against fp32", "",
@@ -328,22 +328,21 @@ def grid_tables(sw: SweepRecord, metric: str = "step_ms") -> list[GridTable]:
         raise ValueError(f"metric: must be one of {', '.join(SWEEP_METRICS)}, not {metric!r}")
     sp = sw.spec
     ctxs = tuple(sorted(sp.ctxs))
-    by = {(r.spec.mode, r.spec.precision, r.spec.warmup, r.spec.size, r.spec.ctx): r for r in sw.runs}
+    by = {(sp.column_of(r.spec), r.spec.warmup, r.spec.size, r.spec.ctx): r for r in sw.runs}
     out = []
-    for prec in sp.precisions:
-        for mode in sp.modes:
-            for warmup in sp.warmups:
-                title = f"{mode} · {prec}" + (f" · warm-up {warmup}" if sp.is_warmup_study else "")
-                rows = []
-                for size in sp.sizes:
-                    row = []
-                    for ctx in ctxs:
-                        r = by.get((mode, prec, warmup, size, ctx))
-                        if r is None:
-                            row.append(GridCell("not_run", (None,)))
-                        else:
-                            row.append(GridCell(grid_status(r.status), (_sweep_value(r, metric),),
-                                                r.error.message if r.error else None))
-                    rows.append(tuple(row))
-                out.append(GridTable(title, "size", "ctx", tuple(sp.sizes), ctxs, tuple(rows)))
+    for prec, mode, extra in sp.columns():
+        for warmup in sp.warmups:
+            title = f"{mode} · {prec}{sp.extra_words(extra)}" + (f" · warm-up {warmup}" if sp.is_warmup_study else "")
+            rows = []
+            for size in sp.sizes:
+                row = []
+                for ctx in ctxs:
+                    r = by.get(((prec, mode, extra), warmup, size, ctx))
+                    if r is None:
+                        row.append(GridCell("not_run", (None,)))
+                    else:
+                        row.append(GridCell(grid_status(r.status), (_sweep_value(r, metric),),
+                                            r.error.message if r.error else None))
+                rows.append(tuple(row))
+            out.append(GridTable(title, "size", "ctx", tuple(sp.sizes), ctxs, tuple(rows)))
     return out

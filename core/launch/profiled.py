@@ -28,6 +28,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.launch.sequence import LaunchSequence
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 
@@ -50,7 +51,7 @@ def plain_dir(out_dir: Path | None) -> Path | None:
     return out_dir / "plain" if out_dir is not None else None
 
 
-class ProfiledLaunch:
+class ProfiledLaunch(LaunchSequence):
     """`plain` is the launch of `plain_spec(spec)` (one process, or RepeatedLaunch's N): core.launch.replicates'
     make_launch builds both."""
 
@@ -86,22 +87,6 @@ class ProfiledLaunch:
 
     def wait_ready(self) -> None:
         self.current.wait_ready()
-
-    @property
-    def pid(self) -> int | None:
-        return self.current.pid
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        self.current.cancel()
-
-    def kill(self) -> None:
-        self._cancelled = True
-        self.current.kill()
-
-    def discard(self) -> None:
-        self._cancelled = True
-        self.current.discard()
 
     def events(self) -> Iterator[ev.Event]:
         if not self.apart():

@@ -15,6 +15,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.launch.sequence import LaunchSequence
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec, same_program
 
@@ -51,7 +52,7 @@ def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
     return ev.Baseline("ok", saved.summary.to_dict())
 
 
-class ScalingLaunch:
+class ScalingLaunch(LaunchSequence):
     def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
                  env: dict[str, str] | None = None, executor: Any = None) -> None:
         self.spec = spec
@@ -73,22 +74,6 @@ class ScalingLaunch:
 
     def wait_ready(self) -> None:
         pass
-
-    @property
-    def pid(self) -> int | None:
-        return self.current.pid
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        self.current.cancel()
-
-    def kill(self) -> None:
-        self._cancelled = True
-        self.current.kill()
-
-    def discard(self) -> None:
-        self._cancelled = True
-        self.current.discard()
 
     def events(self) -> Iterator[ev.Event]:
         yield ev.Progress("baseline", "the one-process run of the same spec, for scaling efficiency")

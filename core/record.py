@@ -164,6 +164,9 @@ class RunRecord:
             self.memory = MemoryInfo(event.peak_allocated_mib, event.peak_reserved_mib,
                                      dict(event.per_phase), event.snapshot_path, dict(event.details),
                                      event.alloc_retries)
+        elif isinstance(event, ev.ProfileReady) and event.profiler == "ncu" and self.profile is not None:
+            self.profile.tables.update(event.tables)  # ncu's why beside the kernels' times (core.launch.ncu_launch)
+            self.profile.files += list(event.files)
         elif isinstance(event, ev.ProfileReady):
             self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
             self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, _one_stream(self.spec))

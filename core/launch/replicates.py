@@ -93,6 +93,10 @@ def make_launch(spec: RunSpec, **kw: Any) -> Any:
         from perfconsole.core.launch.scaling import ScalingLaunch
 
         return ScalingLaunch(spec, **kw)
+    if spec.profile == "ncu":  # the torch-profiled spec first (headline, kernel times), then ncu (core.launch.ncu_launch)
+        from perfconsole.core.launch.ncu_launch import NcuLaunch, timed_spec
+
+        return NcuLaunch(spec, make_launch(timed_spec(spec), **kw), **kw)
     from perfconsole.core.launch.profiled import APART, ProfiledLaunch, plain_dir, plain_spec
 
     if spec.profile in APART:

@@ -13,7 +13,7 @@ def test_defaults_are_valid():
     ({"mode": "eval"}, "mode", "fwd, fwd_bwd, train"),
     ({"attention": "flash"}, "attention", "naive, sdpa"),
     ({"device": "tpu"}, "device", "cuda, cpu"),
-    ({"profile": "ncu"}, "profile", "none, nsys, torch"),
+    ({"profile": "nvprof"}, "profile", "none, nsys, torch, ncu"),
 ])
 def test_bad_choice_names_field_and_allowed_values(changes, field, allowed):
     with pytest.raises(SpecError) as e:

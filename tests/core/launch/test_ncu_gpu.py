@@ -1,0 +1,81 @@
+"""`--profile ncu` on the GPU machine: a small model's top kernels each get ncu's speed of light and a rule, and
+the headline is the quiet steps of the process before ncu, not moved by it.
+
+A plain run of the same spec and the ncu run, each a fresh launch as `perfconsole run` makes it
+(core.launch.replicates.make_launch). Every kernel asked of ncu is matched by a profiled launch with its compute %,
+memory % and at least one rule; the run's steps are the spec's quiet steps only (the ncu step is in another
+process); its median is within WITHIN of the plain run's.
+
+PERFCONSOLE_EVIDENCE_DIR, where set, receives the ncu run's record (ncu_run.json), the plain run's median and
+the ncu process's CSV pages and log.
+
+    python -m pytest -m gpu tests/core/launch/test_ncu_gpu.py -v -s
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core import store
+from perfconsole.core.launch import ncu_launch
+from perfconsole.core.launch.ncu import find_ncu
+from perfconsole.core.launch.replicates import make_launch
+from perfconsole.core.profiling.ncu_kernels import kernel_key
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+pytestmark = pytest.mark.gpu
+
+# GPU-bound enough (on an H100 `small` ctx 256 b4 is paced by the host: its processes' medians spread by 10 %+).
+SPEC = RunSpec(size="medium", ctx=512, batch=8, precision="bf16", mode="train", device="cuda", warmup=3, steps=10)
+TOP = 5
+WITHIN = 0.05
+
+
+def _run(spec: RunSpec, out: Path) -> RunRecord:
+    record = RunRecord(spec)
+    for event in make_launch(spec, out_dir=out).events():
+        record.apply(event)
+    return record
+
+
+def test_profile_ncu_top_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if find_ncu() is None:
+        pytest.skip("no ncu on this machine")
+    monkeypatch.setattr(ncu_launch, "TOP_KERNELS", TOP)
+    plain = _run(SPEC, tmp_path / "plain")
+    assert plain.status == "ok", plain.error
+    record = _run(SPEC.with_(profile="ncu"), tmp_path / "ncu")
+    evidence = os.environ.get("PERFCONSOLE_EVIDENCE_DIR")
+    if evidence:
+        Path(evidence).mkdir(parents=True, exist_ok=True)
+        store.save(record, Path(evidence) / "ncu_run.json")
+        for name in ("ncu_details.csv", "ncu_raw.csv", "ncu.log"):
+            if (tmp_path / "ncu" / name).exists():
+                shutil.copy(tmp_path / "ncu" / name, Path(evidence) / f"product_{name}")
+        (Path(evidence) / "plain.json").write_text(json.dumps({
+            "plain_ms": plain.summary.total_ms.median, "plain_steps": [s.total_ms for s in plain.steps]}))
+    assert record.status == "ok", record.error
+    assert len(record.steps) == SPEC.steps  # the ncu step is no step of the record
+    tables = record.profile.tables
+    run = tables["ncu_run"][0]
+    launches, rules = tables["ncu_kernels"], tables["ncu_rules"]
+    asked = {kernel_key(k) for k in run["kernels_asked"]}
+    got = {kernel_key(r["kernel"]) for r in launches}
+    assert asked <= got, f"asked of ncu but not profiled: {sorted(asked - got)}; profiled: {sorted(got)}"
+    ruled = {r["id"] for r in rules}
+    for r in launches:
+        assert r["compute_pct"] is not None and r["memory_pct"] is not None, r
+        assert r["duration_s"] and r["duration_s"] > 0, r
+        assert r["id"] in ruled, f"no rule for launch {r['id']} {r['kernel'][:80]}"
+    headline = record.summary.total_ms.median
+    assert headline == pytest.approx(statistics.median(s.total_ms for s in record.steps))
+    plain_ms = plain.summary.total_ms.median
+    print(f"\nplain {plain_ms:.3f} ms, ncu run's headline {headline:.3f} ms ({headline / plain_ms - 1:+.1%}), "
+          f"ncu process quiet {run['quiet_ms']:.3f} ms; {len(launches)} launches profiled of {len(asked)} kernels")
+    assert abs(headline / plain_ms - 1) < WITHIN

@@ -16,6 +16,7 @@ from perfconsole.core import store
 from perfconsole.core.paths import data_dir, safe_name, shipped_snapshots_dir
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports import export
+from perfconsole.core.reports.names import short_title
 from perfconsole.core.spec import RunSpec
 
 SNAPSHOTS = "snapshots"
@@ -36,7 +37,7 @@ def comparison_file_name(comparison: Any) -> str:
     """A comparison's snapshot name, unique as a run's is (its name, then an id the name never cuts off):
     the id comes from its runs' ids in order, so saving it again rewrites its own file, never another's."""
     digest = hashlib.sha1(" ".join(r.id for r in comparison.runs).encode()).hexdigest()[:12]
-    return f"{safe_name('compare-' + comparison.name, 60)}-{digest}"
+    return f"{safe_name('compare-' + short_title(comparison.runs), 60)}-{digest}"
 
 
 class SessionActions:

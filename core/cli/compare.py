@@ -20,7 +20,8 @@ from perfconsole.core.cli.executor import add_executor_arguments, executor_from_
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.reports.compare import Comparison, differs_first, speedup_text
+from perfconsole.core.reports.compare import Comparison, speedup_text
+from perfconsole.core.reports.names import differs_first
 from perfconsole.core.spec import RunSpec, SpecError
 
 VARYING = ("model", "size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "seed", "warmup", "steps")
@@ -92,17 +93,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def comparison_table(c: Comparison) -> CliTable:
-    t = CliTable(f"compare: {c.name}", [Column("run", "label"), Column("status", "label"), Column("mean (ms)"),
-                                          Column("median (ms)"), Column("processes"),
-                                          Column("speedup vs run 1", "label")],
+    """The runs with the figure their speedups are ratios of, named as the exports name it (Comparison.basis)."""
+    t = CliTable(f"compare: {c.name}", [Column("run", "label"), Column("status", "label"),
+                                          Column(f"{c.basis()} (ms)"), Column(f"{c.basis('median')} (ms)"),
+                                          Column("processes"), Column("speedup vs run 1", "label")],
                  title_justify="left")
-    heads = differs_first(c)  # what tells the runs apart first: a cut name keeps it
-    for i, (r, s) in enumerate(zip(c.runs, c.speedups())):
-        st = r.summary.interval_stat() if r.summary else None
+    heads = differs_first(c.runs)  # what tells the runs apart first: a cut name keeps it
+    for i, (r, st, s) in enumerate(zip(c.runs, c.speedup_stats(), c.speedups())):
         t.add_row(f"{i + 1}: {heads[i]}", r.status, *(("-", "-") if st is None else (f"{st.mean:,.3f}", f"{st.median:,.3f}")),
                   str(r.summary.processes if r.summary else 0), speedup_text(s))
     note = c.work_note()
-    of = "of the processes' medians" if c.between_processes() else "of the steps"
-    t.caption = (f"processes ran interleaved; a speedup is the ratio of the means ({of}); "
-                 f"{c.interval_basis()}" + (f"\n{note}" if note else ""))
+    t.caption = f"processes ran interleaved; {c.speedup_rule()}; {c.interval_basis()}" + (f"\n{note}" if note else "")
     return t

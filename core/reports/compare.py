@@ -104,16 +104,25 @@ class Comparison:
         return ("intervals within one process per run: they do not cover the spread between processes "
                 "(run with --repeat N for that)")
 
-    def speedups(self, phase: str = "total_ms") -> list[Speedup | None]:
-        """Speedup of each run against the baseline: None for the baseline, a NoSpeedup saying why where
-        the baseline or the run measured no step.
-
-        With replicate processes on every side, the statistics are those of the processes' medians.
-        """
+    def speedup_stats(self, phase: str = "total_ms") -> list[Stat | None]:
+        """The statistics a speedup is a ratio of: those of the processes' medians where every run has
+        replicate processes, else those of the steps."""
         if self.between_processes():
-            stats = [r.summary.interval_stat(phase) for r in self.runs]  # type: ignore[union-attr]
-        else:
-            stats = self.phase_stats(phase)
+            return [r.summary.interval_stat(phase) if r.summary else None for r in self.runs]
+        return self.phase_stats(phase)
+
+    def basis(self, stat: str = "mean") -> str:
+        """The name of the figure a speedup is a ratio of ("mean of the processes' median steps", "mean step"),
+        or with stat="median" of its neighbour: the CLI, the console and every export print it so."""
+        return f"{stat} of the processes' median steps" if self.between_processes() else f"{stat} step"
+
+    def speedup_rule(self) -> str:
+        return f"speedup = the baseline's {self.basis()} / the run's"
+
+    def speedups(self, phase: str = "total_ms") -> list[Speedup | None]:
+        """Speedup of each run against the baseline (see `speedup_stats`): None for the baseline, a NoSpeedup
+        saying why where the baseline or the run measured no step."""
+        stats = self.speedup_stats(phase)
         base = stats[0]
         out: list[Speedup | None] = [None]
         for st in stats[1:]:
@@ -206,59 +215,6 @@ class Comparison:
         return cls([RunRecord.from_dict(r) for r in d["runs"]], name=d.get("name", ""))
 
 
-# A differing field as the run's name writes it ("ctx256", "b4", "bf16"), or as key=value.
-_BARE = ("size", "precision", "mode", "attention")
-_PREFIX = {"ctx": "ctx", "batch": "b"}
-
-
-def differs_first(c: Comparison) -> list[str]:
-    """Each run's name with the fields in which the runs differ first: "bf16 · tiny ctx32 b2 fwd_bwd".
-
-    Names share most of their words ("tiny ctx256 b4 fp32 fwd"), so a name cut to a column's width
-    lost the very field that told the runs apart.
-    """
-    diffs = c.spec_differences()
-    heads = []
-    for i, r in enumerate(c.runs):
-        words = [w for k, vals in diffs.items() if (w := _word(k, vals[i]))]
-        rest = " ".join(w for w in r.name.split() if w not in words)
-        heads.append(" ".join(words) + (" · " + rest if words and rest else rest))
-    return heads
-
-
-def apart_first(names: list[str]) -> list[str]:
-    """Each name in a list with the words that tell it from its nearest neighbour first, for a list
-    too narrow for whole names: "bf16 · small ctx1024 b16 train step-sync".
-
-    The neighbour is the row above or below that shares more of its words, of those that lack one of
-    them ("x" against "x #2" below it is told apart by the row above): a queue of fp32, bf16 and fp16
-    runs differs in the precision alone, however unlike the runs before it are. A name that no
-    neighbour tells apart is left as it is.
-    """
-    words = [n.split() for n in names]
-    out = []
-    for i, own in enumerate(words):
-        near = [words[j] for j in (i - 1, i + 1) if 0 <= j < len(words) and set(own) - set(words[j])]
-        if not near:
-            out.append(names[i])
-            continue
-        other = set(max(near, key=lambda w: len(set(w) & set(own))))
-        apart = [w for w in own if w not in other]
-        rest = [w for w in own if w in other]
-        out.append(" ".join(apart) + " · " + " ".join(rest) if apart and rest else names[i])
-    return out
-
-
-def _word(key: str, value: object) -> str:
-    if value is None or value is False:
-        return f"no {key}" if value is False else ""
-    if value is True:
-        return key
-    if key in _BARE:
-        return str(value)
-    return f"{_PREFIX[key]}{value}" if key in _PREFIX else f"{key}={value}"
-
-
 def speedup_text(s: Speedup | None) -> str:
     """"1.85x faster (95% CI [1.70, 2.01])", "4.80x slower (95% CI [4.40, 5.24])", or "no significant
     difference" when the interval holds 1. A slowdown's interval is the speedup's turned over (1/high, 1/low),
@@ -270,9 +226,9 @@ def speedup_text(s: Speedup | None) -> str:
     words = ratio_text(s.ratio)
     if math.isnan(s.ci95_low):
         return f"{words} (too few steps for an interval)"
-    if not s.significant:
-        return f"no significant difference ({s.ratio:.2f}x, 95% CI {interval_text(s.ci95_low, s.ci95_high, '.2f')})"
     low, high = (s.ci95_low, s.ci95_high) if s.ratio >= 1 else (1 / s.ci95_high, 1 / s.ci95_low)
+    if not s.significant:
+        return f"no significant difference ({ratio_text(s.ratio, faster=False)}, 95% CI {interval_text(low, high, '.2f')})"
     return f"{words} (95% CI {interval_text(low, high, '.2f')})"
 
 
@@ -299,6 +255,7 @@ def document(c: Comparison) -> dict[str, Any]:
         "phases": {p: [stat(s) for s in c.phase_stats(p)] for p in PHASE_NAMES},
         "speedup": {p: [sp(s) for s in c.speedups(p)] for p in PHASE_NAMES},
         "speedup_basis": "between_processes" if c.between_processes() else "one_process",
+        "speedup_of": {"name": c.basis(), "ms": [None if s is None else s.mean for s in c.speedup_stats()]},
         "unlike_work": c.unlike_work(),
         "tokens_per_s": c.tokens_per_s(),
         "scaling_efficiency": [r.summary.scaling_efficiency if r.summary else None for r in c.runs],
@@ -322,8 +279,7 @@ def markdown(c: Comparison) -> str:
     runs = c.runs
     head = "| | " + " | ".join(f"{i}: {r.name}" for i, r in enumerate(runs, start=1)) + " |"
     sep = "| --- |" + " --: |" * len(runs)
-    lines = [f"# Comparison: {c.name}", "", "Baseline: run 1. Speedup = baseline time / run time; "
-             f"{c.interval_basis()}.", ""]
+    lines = [f"# Comparison: {c.name}", "", f"Baseline: run 1 ({c.speedup_rule()}); {c.interval_basis()}.", ""]
     note = c.work_note()
     if note:
         lines += [f"**Warning: {note}.**", ""]
@@ -333,12 +289,15 @@ def markdown(c: Comparison) -> str:
         lines += [head, sep] + [f"| {k} | " + " | ".join(str(v) for v in vals) + " |" for k, vals in diffs.items()]
     else:
         lines.append("The specs are identical.")
-    lines += ["", "## Step and phase times (ms, mean ± std)", "", head, sep]
+    pooled = "the steps of all processes pooled" if c.between_processes() else "the steps"
+    lines += ["", f"## Step and phase times (ms, mean ± std of {pooled})", "", head, sep]
     for p in PHASE_NAMES:
         stats = c.phase_stats(p)
         if any(s is not None for s in stats):
             lines.append(f"| {p[:-3]} | " + " | ".join("-" if s is None else f"{s.mean:.3f} ± {s.std:.3f}"
                                                        for s in stats) + " |")
+    lines.append(f"| {c.basis()} (ms) | " + " | ".join(_f(None if s is None else s.mean) for s in c.speedup_stats())
+                 + " |")
     lines.append("| speedup (step) | " + " | ".join(speedup_text(s) for s in c.speedups()) + " |")
     lines.append("| tokens/s | " + " | ".join(_f(v, ",.0f") for v in c.tokens_per_s()) + " |")
     lines.append("| peak allocated (MiB) | " + " | ".join(_f(v, ",.0f") for v in c.peak_memory_mib()) + " |")
@@ -354,7 +313,7 @@ def markdown(c: Comparison) -> str:
     moves = c.kernel_moves()
     if moves:
         lines += ["", "## Kernels whose time moved most (total ms)", "",
-                  "| kernel | category | " + " | ".join(f"run {i}" for i in range(len(runs))) + " | change |",
+                  "| kernel | category | " + " | ".join(f"run {i}" for i in range(1, len(runs) + 1)) + " | change |",
                   "| --- | --- |" + " --: |" * (len(runs) + 1)]
         for m in moves:
             name = m.name if len(m.name) <= 80 else m.name[:77] + "..."
@@ -365,13 +324,13 @@ def markdown(c: Comparison) -> str:
 
 
 def csv_text(c: Comparison) -> str:
-    """Long form, one value per row: section, metric, run index, run name, value."""
+    """Long form, one value per row: section, metric, run number (1 the baseline, as everywhere), run name, value."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["section", "metric", "run", "run_name", "value"])
 
     def rows(section: str, metric: str, values: list[Any]) -> None:
-        for i, (r, v) in enumerate(zip(c.runs, values)):
+        for i, (r, v) in enumerate(zip(c.runs, values), start=1):
             w.writerow([section, metric, i, r.name, "" if v is None else v])
 
     for k, vals in c.spec_differences().items():
@@ -381,6 +340,7 @@ def csv_text(c: Comparison) -> str:
         if any(s is not None for s in stats):
             for stat_name in ("mean", "std", "median"):
                 rows("phase", f"{p}.{stat_name}", [None if s is None else getattr(s, stat_name) for s in stats])
+    rows("speedup", f"{c.basis()} (ms)", [None if s is None else s.mean for s in c.speedup_stats()])
     sps = [None if isinstance(s, NoSpeedup) else s for s in c.speedups()]
     rows("speedup", "total_ms.ratio", [None if s is None else s.ratio for s in sps])
     rows("speedup", "total_ms.ci95_low", [None if s is None else _num(s.ci95_low) for s in sps])

@@ -98,7 +98,7 @@ def _names_shown(app) -> list[str]:
     return [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
 
 
-async def test_at_80_columns_a_run_s_name_keeps_what_tells_it_from_its_neighbours():
+async def test_at_80_columns_a_run_s_name_starts_with_the_fields_that_differ_among_the_runs():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         app.runs += [_named("tiny-cpu-fwd-ctx64.json", "fp32", size="tiny")]   # unlike the rest in most words
@@ -108,9 +108,8 @@ async def test_at_80_columns_a_run_s_name_keeps_what_tells_it_from_its_neighbour
         await pilot.pause()
         shown = _names_shown(app)
         assert any(len(s) < len(r.name) for s, r in zip(shown, app.runs)), shown   # the names were cut
-        for s, p in zip(shown[1:], ("fp32", "bf16", "fp16")):
-            assert s.startswith(p), shown          # the precision, the one field the queue's runs differ in
-        assert len(set(shown)) == len(shown), shown
+        assert shown == ["tiny fp32 fwd · ctx1024 ...", "small fp32 train · ctx10...", "small bf16 train · ctx10...",
+                         "small fp16 train · ctx10..."], shown         # size, precision and mode differ: first
 
 
 async def test_runs_fit_a_terminal_resized_while_they_are_shown():
@@ -136,3 +135,18 @@ async def test_runs_fit_a_terminal_resized_while_they_are_shown():
             for name, p in zip(shown, ("fp32", "bf16", "fp16")):
                 assert name in screen, (name, screen)          # drawn at the width it was cut to
                 assert name.startswith(p) or size[0] == 120, shown
+
+
+async def test_a_saved_comparison_s_file_name_keeps_the_fields_that_differ():
+    from perfconsole.core.paths import data_dir
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16")]   # alike for 22 characters
+        app.refresh_runs()
+        await pilot.press("5", "m", "down", "m", "c")
+        await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause()
+        saved = [p.name for p in (data_dir() / "snapshots").glob("compare-*.json")]
+        assert len(saved) == 1 and saved[0].startswith("compare-fp32_vs_bf16_small_ctx1024_b16"), saved

@@ -232,3 +232,38 @@ def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_p
     screen = tmux.wait_for("3 runs")
     assert screen.count("2/2") == 3, screen
 
+
+def test_at_80_columns_every_run_in_runs_shows_its_precision_and_a_resize_refits_the_names(tmux, tmp_path):
+    from perfconsole.core import store
+
+    # COLUMNS and LINES (pytest's, inherited by tmux) fix a console's size: 0 lets it follow the terminal.
+    env = _env(tmp_path, COLUMNS="0", LINES="0")
+    shipped = Path(__file__).resolve().parents[2] / "snapshots" / "tiny-cpu-train-fp32.json"
+    saved = Path(env["PERFCONSOLE_DATA_DIR"]) / "snapshots"
+    saved.mkdir(parents=True, exist_ok=True)
+    # A run, then ctrl+t with the torch profiler on (the session): alike but for profiler and precision.
+    for i, (precision, profile) in enumerate((("fp32", "none"), ("fp32", "torch"), ("bf16", "torch"), ("fp16", "torch"))):
+        r = store.load(shipped)
+        r.spec = r.spec.with_(ctx=256, batch=4, mode="fwd_bwd", precision=precision, profile=profile, step_sync=False)
+        r.id, r.name = f"run-{i}", r.spec.label()
+        store.save(r, saved / f"run-{i}.json")
+    tmux.start([str(BIN), *FLAGS], env)
+    tmux.wait_for("ctx")
+    time.sleep(1)
+    tmux.keys("5")
+
+    def rows() -> list[str]:
+        return [line for line in tmux.screen().splitlines() if " ok " in line]
+
+    tmux.wait_for("4 runs")
+    shown = rows()
+    assert len(shown) == 4 and all(len(line.rstrip()) <= 80 for line in shown), shown
+    # was "tiny ctx256 ..p32 fwd_bwd" and "torch · tiny ctx256 b4 .."
+    assert sorted(next(w for w in ("fp32", "bf16", "fp16") if f"{w} " in line) for line in shown) == \
+        ["bf16", "fp16", "fp32", "fp32"], shown
+    assert sum("fp32 torch" in line for line in shown) == 1, shown
+    tmux("resize-window", "-t", tmux.session, "-x", "120", "-y", "24")
+    tmux.wait_for("tiny ctx256 b4 bf16 fwd_bwd torch", timeout=3)        # whole again, at once
+    tmux("resize-window", "-t", tmux.session, "-x", "80", "-y", "24")
+    tmux.wait_for("bf16 torch · tiny", timeout=3)
+    assert all(len(line.rstrip()) <= 80 for line in rows())

@@ -11,7 +11,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, differs_first, speedup_text
+from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, speedup_text
+from perfconsole.core.reports.names import differs_first
 from perfconsole.tui.format import num, shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
 from perfconsole.tui.widgets.step_distribution import StepDistribution
@@ -21,8 +22,8 @@ HEAD_WIDTH = 24
 
 
 def column_heads(c: Comparison) -> list[str]:
-    """Each run's column head: what tells it apart first (core.reports.compare.differs_first), cut to fit."""
-    return [shorten(head, HEAD_WIDTH) for head in differs_first(c)]
+    """Each run's column head: what tells it apart first (core.reports.names.differs_first), cut to fit."""
+    return [shorten(head, HEAD_WIDTH) for head in differs_first(c.runs)]
 
 
 class ComparePane(VerticalScroll):
@@ -67,12 +68,14 @@ class ComparePane(VerticalScroll):
         else:
             spec.add_row("(identical specs)", *("" for _ in c.runs))
         out += [spec, Text("")]
-        times = self._table("Time per step (ms, mean +- std)", c)
+        pooled = ", all processes pooled" if c.between_processes() else ""
+        times = self._table(f"Time per step (ms, mean +- std of the steps{pooled})", c)
         for p in PHASE_NAMES:
             stats = c.phase_stats(p)
             if any(s is not None for s in stats):
                 times.add_row(p[:-3], *("-" if s is None else f"{s.mean:,.3f} +- {s.std:,.3f}" for s in stats))
         times.add_row("median", *("-" if s is None else f"{s.median:,.3f}" for s in c.phase_stats("total_ms")))
+        times.add_row(c.basis(), *("-" if s is None else f"{s.mean:,.3f}" for s in c.speedup_stats()))
         times.add_row("tokens/s", *(num(v, ",.0f") for v in c.tokens_per_s()))
         times.add_row("peak MiB", *(num(v, ",.0f") for v in c.peak_memory_mib()))
         if any(s != "-" for s in c.scaling()):
@@ -84,13 +87,14 @@ class ComparePane(VerticalScroll):
         note = c.work_note()
         if note:  # a ratio of unlike work is no speedup: say so before the numbers
             sp.append(f"  {note}\n", style="bold red")
-        for i, (r, s) in enumerate(zip(c.runs, c.speedups())):
+        heads = differs_first(c.runs)
+        for i, s in enumerate(c.speedups()):
             if i == 0:
                 continue
             style = "dim" if s is None or not s.significant else ("green" if s.ratio > 1 else "red")
-            sp.append(f"  {i + 1} {shorten(r.name, 30)}: ", style="")
+            sp.append(f"  {i + 1} {shorten(heads[i], 30)}: ", style="")
             sp.append(speedup_text(s) + "\n", style=style)
-        sp.append(f"  ({c.interval_basis()})\n", style="dim")
+        sp.append(f"  ({c.speedup_rule()}; {c.interval_basis()})\n", style="dim")
         out += [sp]
         shares = c.category_shares()
         if any(s is not None for s in shares):

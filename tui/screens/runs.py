@@ -13,8 +13,9 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.compare import apart_first
+from perfconsole.core.reports.names import differs_first
 from perfconsole.core.reports.sweep import grid_status
+from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
 from perfconsole.tui.screens.live import STATUS_STYLE
@@ -86,11 +87,13 @@ class RunsPane(Vertical):
         t.clear(columns=True)
         for col, w in zip(HEADS, widths):
             t.add_column(col, key=col or "mark", width=w)
-        # A grid's name starts with its kind ("sweep", "attention") and is cut in the middle.
-        apart = apart_first([r.name for r in runs]) + [g.name for g in grids]
-        for key, cells, reordered in zip(self.ids, rows, apart):
-            t.add_row(*cells[:2], _fit_name(cells[2], reordered, name_w), *cells[3:7], cut_middle(cells[7], source_w),
-                      key=key)
+        # Where a run's name does not fit, every run's starts with the fields that differ among them, so they
+        # line up; a grid's name starts with its kind ("sweep", "attention") and is cut in the middle.
+        cut = any(len(r.name) > name_w for r in runs)
+        names = [shorten(head, name_w) for head in differs_first(runs)] if cut else [r.name for r in runs]
+        names += [cut_middle(g.name, name_w) for g in grids]
+        for key, cells, name in zip(self.ids, rows, names):
+            t.add_row(*cells[:2], name, *cells[3:7], cut_middle(cells[7], source_w), key=key)
         if self.ids:
             t.move_cursor(row=min(row, len(self.ids) - 1))
         n = len(marked)
@@ -130,15 +133,6 @@ class RunsPane(Vertical):
         if not self.ids or t.cursor_row >= len(self.ids):
             return None
         return self.ids[t.cursor_row]
-
-
-def _fit_name(name: str, reordered: str, width: int) -> str:
-    """The name whole where it fits; else with what tells it from its neighbours first, cut at the end."""
-    if len(name) <= width:
-        return name
-    if reordered == name:
-        return cut_middle(name, width)
-    return reordered[: width - 2] + ".."
 
 
 def _source(path: str | None) -> str:

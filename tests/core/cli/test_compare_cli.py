@@ -33,7 +33,7 @@ def test_the_cli_runs_processes_in_rounds_and_prints_the_comparison_snapshot():
 
     table = comparison_table(c).plain().splitlines()
     header = next(line for line in table if line.startswith("run\t")).split("\t")
-    assert header[2:4] == ["mean (ms)", "median (ms)"]
+    assert header[2:4] == ["mean of the processes' median steps (ms)", "median of the processes' median steps (ms)"]
     base, other = (line.split("\t") for line in table if line[:2] in ("1:", "2:"))
     # what tells the runs apart comes first, so a terminal that cuts the name keeps it
     assert base[0].startswith("1: fp32 · tiny ctx16 b2") and other[0].startswith("2: bf16 · tiny ctx16 b2")
@@ -41,7 +41,7 @@ def test_the_cli_runs_processes_in_rounds_and_prints_the_comparison_snapshot():
     assert [base[2], other[2]] == [f"{m:,.3f}" for m in means]
     ratio = means[0] / means[1]
     assert other[5].startswith(f"{max(ratio, 1 / ratio):.2f}x") or other[5].startswith("no significant"), other
-    assert any("ratio of the means (of the processes' medians)" in line for line in table)
+    assert any("speedup = the baseline's mean of the processes' median steps / the run's" in line for line in table)
     # rounds: A1 B1 A2 B2
     assert ["fp32" in lines[0], "bf16" in lines[1], "fp32" in lines[2], "bf16" in lines[3]] == [True] * 4
 

@@ -109,7 +109,7 @@ def test_unlike_work_is_flagged_and_like_work_is_not():
     c = Comparison([a, b])
     assert c.unlike_work() == ["ctx", "mode"]
     md = export.export(c, "md")
-    assert "**Warning: unlike work: ctx, mode differ" in md and "Baseline: run 1." in md and "| 1: " in md
+    assert "**Warning: unlike work: ctx, mode differ" in md and "Baseline: run 1 (" in md and "| 1: " in md
     assert json.loads(export.export(c, "json"))["unlike_work"] == ["ctx", "mode"]
     b.spec = a.spec.with_(precision="bf16", compile=True)
     assert Comparison([a, b]).work_note() is None
@@ -136,21 +136,6 @@ def test_a_job_s_weak_scaling_efficiency_is_compared_with_its_interval_between_r
     assert document(c)["scaling_efficiency_ci95"] == [None, [0.5, 0.6]]
 
 
-def test_apart_first_puts_what_tells_a_name_from_its_nearest_neighbour_first():
-    from perfconsole.core.reports.compare import apart_first
-
-    names = ["tiny ctx64 b2 fp32 fwd step-sync",                  # unlike the queue below in most words
-             "small ctx1024 b16 fp32 train step-sync",
-             "small ctx1024 b16 bf16 train step-sync",
-             "small ctx1024 b16 bf16 train step-sync #2"]
-    assert apart_first(names) == [
-        "tiny ctx64 b2 fwd · fp32 step-sync",
-        "fp32 · small ctx1024 b16 train step-sync",               # against bf16 below, not tiny above
-        "bf16 · small ctx1024 b16 train step-sync",               # the row below holds all its words
-        "#2 · small ctx1024 b16 bf16 train step-sync"]
-    assert apart_first(["alone"]) == ["alone"] and apart_first([]) == []
-
-
 def test_a_job_s_communication_is_compared_beside_a_one_process_run():
     from perfconsole.core.reports.compare import csv_text, document, markdown
 
@@ -165,7 +150,7 @@ def test_a_job_s_communication_is_compared_beside_a_one_process_run():
     assert rows["exposed (ms)"] == [None, job.summary.exposed_comm_ms]
     assert f"| collectives alone (ms) | - | {job.collectives['alone_ms']:,.2f} |" in markdown(c)
     assert document(c)["communication"]["link bus GB/s"] == [None, job.collectives["link_busbw_gbps"]]
-    assert f"communication,collectives alone (ms),1,{job.name}," in csv_text(c)
+    assert f"communication,collectives alone (ms),2,{job.name}," in csv_text(c)
     assert Comparison([one, one]).communication() == {}       # no job: no rows
 
 
@@ -183,3 +168,49 @@ def test_a_missing_speedup_says_why_and_only_the_baseline_reads_baseline():
     assert doc["speedup"]["total_ms"][1]["text"] == "no measured steps"
     rows = [r for r in csv.reader(io.StringIO(export.export(c, "csv"))) if r[:2] == ["speedup", "total_ms.ratio"]]
     assert [r[-1] for r in rows] == ["", ""]
+
+
+def test_runs_are_numbered_from_1_in_every_export():
+    from perfconsole.core.reports.compare import csv_text, markdown
+
+    a = _kernels(_run([1, 1.1]), {"ampere_sgemm_128x64_nn": 1000, "softmax_warp_forward": 500})
+    b = _kernels(_run([2, 2.1]), {"ampere_sgemm_128x64_nn": 400, "softmax_warp_forward": 520})
+    c = Comparison([a, b])
+    md = markdown(c)
+    assert "Baseline: run 1 (" in md and "| kernel | category | run 1 | run 2 | change |" in md
+    assert {row["run"] for row in csv.DictReader(io.StringIO(csv_text(c)))} == {"1", "2"}
+
+
+def _processes(*steps: list[float]) -> RunRecord:
+    """A run of several processes: its steps pooled, and the statistics of the processes' medians."""
+    from dataclasses import replace
+    from statistics import median
+
+    from perfconsole.core.stats import summarize
+
+    r = _run([t for p in steps for t in p])
+    r.summary = replace(r.summary, processes=len(steps),
+                        between_processes={"total_ms": summarize([median(p) for p in steps])})
+    return r
+
+
+def test_the_figure_a_speedup_is_the_ratio_of_is_printed_with_its_name_by_the_cli_and_the_export():
+    from perfconsole.core.cli.compare import comparison_table
+    from perfconsole.core.reports.compare import markdown
+
+    c = Comparison([_processes([10.0, 10.1, 13.0], [11.0, 11.2, 10.9]), _processes([5.0, 5.2, 4.9], [5.5, 5.6, 7.0])])
+    name = c.basis()
+    assert name == "mean of the processes' median steps"
+    figures = [f"{r.summary.interval_stat().mean:,.3f}" for r in c.runs]
+    assert figures != [f"{r.summary.total_ms.mean:,.3f}" for r in c.runs]     # steps pooled: another figure
+    table = comparison_table(c).plain().splitlines()
+    header = next(line for line in table if line.startswith("run\t")).split("\t")
+    rows = [line.split("\t") for line in table if line[:2] in ("1:", "2:")]
+    assert [row[header.index(f"{name} (ms)")] for row in rows] == figures
+    md = markdown(c)
+    assert f"| {name} (ms) | {figures[0]} | {figures[1]} |" in md
+    rule = c.speedup_rule()
+    assert name in rule and rule in md and any(rule in line for line in table), (rule, table)
+    assert "pooled" in md.split("## Step and phase times")[1].splitlines()[0]   # the ± rows say what they are
+    one = Comparison([_run([10.0, 10.2, 9.8]), _run([5.0, 5.1, 4.9])])
+    assert one.basis() == "mean step" and "| mean step (ms) | 10.000 | 5.000 |" in markdown(one)

@@ -28,6 +28,7 @@ COMMANDS = [
     "perfconsole.core.cli.attention",
     "perfconsole.core.cli.compare",
     "perfconsole.core.cli.ladder",
+    "perfconsole.core.cli.kernels",
 ]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130

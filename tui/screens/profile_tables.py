@@ -96,6 +96,7 @@ class KernelsPane(Vertical):
         yield CategoryBars(self.glyphs, id="kernel-bars")
 
     def show_record(self, record: RunRecord | None) -> None:
+        self.record = record
         rows = (record.profile.tables.get(KERNELS) if record and record.profile else None) or []
         title = self.query_one("#kernels-title", Static)
         text = (f"{record.name}: {len(rows)} {_units(record)} ({record.profile.profiler})" if rows and record
@@ -125,6 +126,14 @@ class KernelsPane(Vertical):
         ways = [w for w, on in (("clear the text: /, then delete it", text), ("g: the next category", cat != ALL)) if on]
         self.query_one("#kernels-title", Static).update(
             self.title_text + (f"\nno kernel matches {what} ({'; '.join(ways)})" if empty else ""))
+
+    @on(DataTable.CellSelected, "#kernel-table")
+    def _why(self) -> None:  # Enter on a kernel: Nsight Compute's reasons (tui.screens.kernel_why)
+        from perfconsole.tui.screens.kernel_why import KernelWhyScreen
+
+        row = self.query_one("#kernel-table", SortableTable).current_row()
+        if row:
+            self.app.push_screen(KernelWhyScreen(getattr(self, "record", None), row["name"]))
 
     @on(Input.Submitted, "#kernel-filter")
     def _done_filtering(self) -> None:

@@ -1,0 +1,56 @@
+"""Enter on a row of the Kernels table opens why that kernel takes its time (Nsight Compute), at 80x24 and
+120x40, on the snapshot of a real `--profile ncu` run (tests/fixtures/ncu/small_train_h100.json, an H100)."""
+from __future__ import annotations
+
+import pytest
+from console_helpers import ROOT, make_app, screen_lines
+
+from perfconsole.core import store
+from perfconsole.tui.screens.kernel_why import KernelWhyScreen
+from perfconsole.tui.widgets.sortable_table import SortableTable
+
+FIXTURE = ROOT / "tests" / "fixtures" / "ncu" / "small_train_h100.json"
+GEMM = "nvjet_sm90_tst_96x64_64x8_1x2_h_bz_NNN"
+
+
+async def _open_on(app, pilot, name: str) -> None:
+    record = store.load(FIXTURE)
+    app.runs.append(record)
+    app.current = record
+    app.show_current()
+    app.refresh_runs()
+    await pilot.pause()
+    await pilot.press("3")
+    await pilot.pause()
+    table = app.query_one("#kernel-table", SortableTable)
+    table.focus()
+    table.move_cursor(row=next(i for i, r in enumerate(table.shown) if r["name"] == name))
+    await pilot.pause()
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_enter_on_a_kernel_opens_its_why(size):
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        await _open_on(app, pilot, GEMM)
+        assert isinstance(app.screen, KernelWhyScreen)
+        text = "\n".join(screen_lines(app))
+        assert GEMM in text
+        for words in ("compute    42.7 %", "memory     76.6 %", "bound      memory", "410.9 TFLOP/s bf16",
+                      "52.4 % of the measured peak"):
+            assert words in text, words
+        if size == (120, 40):  # the whole view fits: the rule and the rules ncu applied
+            assert "TheoreticalOccupancy (est. 81.2 %)" in text and "rules" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, KernelWhyScreen)
+
+
+async def test_a_kernel_ncu_did_not_profile_says_so():
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _open_on(app, pilot, "nvjet_sm90_tst_96x64_64x10_1x2_h_bz_TNN")
+        assert isinstance(app.screen, KernelWhyScreen)
+        assert "Nsight Compute did not profile this kernel" in "\n".join(screen_lines(app))

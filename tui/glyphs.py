@@ -21,12 +21,15 @@ class Glyphs:
     down: str
     check_on: str      # a checkbox that is on / off: they differ in shape, not only in colour
     check_off: str
+    # The step chart's forward, backward and optimizer cells, then a step's time outside them: colour tells
+    # them apart where there is colour, and in ASCII (a plain console may have none) their shape does too.
+    phases: str
 
 
 UNICODE = Glyphs(full="█", empty="·", warmup="░", spark="▁▂▃▄▅▆▇█", mark="●", up="▲", down="▼",
-                  check_on="[✓]", check_off="[ ]")
+                  check_on="[✓]", check_off="[ ]", phases="████")
 ASCII = Glyphs(full="#", empty=".", warmup=":", spark="_.-=+*#@", mark="*", up="^", down="v",
-                check_on="[x]", check_off="[ ]")
+                check_on="[x]", check_off="[ ]", phases="#=+-")
 
 
 def _locale_name(env: dict[str, str]) -> str:

@@ -7,6 +7,7 @@ whose process is running."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 
 from textual import work
@@ -27,10 +28,14 @@ from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
 from perfconsole.tui.screens.runs import RunsPane
 
 REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come
+# The launcher cannot tell a signal from the user; the console knows who cancelled the runs it cancelled.
+BY_USER = "stopped by the user before its last step"
 
 
 class RunDriver:
     """Mixed into the console's App: uses its runs, queue, feeds, times, panes and notify()."""
+
+    user_cancelled: frozenset[str] = frozenset()   # the runs the user cancelled (x, ctrl+k, the palette)
 
     def enqueue(self, specs: list[RunSpec], queue: bool, interleave: bool = False) -> None:
         if not queue and self.launch is not None:  # a run, or a ladder, holds the GPU
@@ -128,6 +133,8 @@ class RunDriver:
         events = feed.drain()
         status = record.status
         for event in events:
+            if isinstance(event, ev.Error) and event.kind == "cancelled" and record.id in self.user_cancelled:
+                event = dataclasses.replace(event, message=BY_USER)
             record.apply(event)
         if not events:
             return None
@@ -202,6 +209,7 @@ class RunDriver:
         if self.launch is None:
             self.notify("no run in progress")
             return
+        self.user_cancelled |= self.group | ({self.active.id} if self.active is not None else set())
         self.launch.cancel()
         if self.active is not None:
             self.active.stage = "cancelling"

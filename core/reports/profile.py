@@ -145,14 +145,20 @@ def overhead_lines(overhead: dict | None) -> list[str]:
                 f"{overhead['quiet_ms']:.3f} ms quiet in the same process ({overhead['ratio']:.3f}x, medians of "
                 f"{overhead['profiled_steps']} and {overhead['quiet_steps']} steps)")
     if kernels is not None:
-        text += f"; {kernels:,.1f} kernels per profiled step" + (
-            f" against {quiet_k:,.1f} quiet" if quiet_k is not None else " (the quiet count is not known)")
+        text += f"; {_count(kernels)} kernels per profiled step" + (" on average" if kernels % 1 else "") + (
+            f" against {_count(quiet_k)} quiet" if quiet_k is not None else " (the quiet count is not known)")
     lines = ["", text + "."]
     over = over_count(overhead)
     if over is not None:
         lines += ["", f"**The kernel table over-counts:** its kernels sum to {over[0]:,.3f} ms per profiled step, more "
                       f"than the {over[1]:,.3f} ms step they ran in; its times are not vouched for."]
     return lines
+
+
+def _count(per_step: float) -> str:
+    """A count per step: whole where every step launched as many ("2,237"), else its average to a tenth, which
+    is as fine as the record keeps it ("2,236.5")."""
+    return f"{per_step:,.0f}" if per_step % 1 == 0 else f"{per_step:,.1f}"
 
 
 def plain_spread(overhead: dict | None) -> tuple[float, float, int] | None:

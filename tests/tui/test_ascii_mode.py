@@ -45,3 +45,23 @@ async def test_a_checkbox_reads_on_or_off_without_colour():
             rows = {line.split()[0]: line.split(None, 1)[1] for line in screen_lines(app)
                     if line.split()[:1] in (["compile"], ["tf32"])}
             assert rows["compile"].startswith(on) and rows["tf32"].startswith(off), rows
+
+
+async def test_ascii_mode_draws_each_phase_with_its_own_character():
+    from console_helpers import shipped
+
+    from perfconsole.core import store
+
+    app = make_app(ascii_only=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        record = store.load(shipped("tiny-cpu-train-fp32.json"))     # a train run: forward, backward, optimizer
+        app.runs.append(record)
+        app.current = record
+        app.show_current()
+        await pilot.press("2")
+        await pilot.pause()
+        chart = app.query_one("#chart").render().plain.splitlines()
+        legend = chart[-1].split()
+        assert legend[:6] == ["#", "fwd", "=", "bwd", "+", "opt"], legend     # was "#" for all three
+        bars = "".join(chart[:-2])
+        assert {"#", "=", "+"} <= set(bars), chart

@@ -55,7 +55,11 @@ async def test_cancel_mid_run_keeps_measured_steps_and_ends_the_worker():
         assert r.status == "cancelled"
         assert 2 <= len(r.steps) < 200
         assert r.summary is not None and r.summary.total_ms.n == len(r.steps)
-        assert _text(app, "#live-status").startswith("CANCELLED")
+        status = _text(app, "#live-status")
+        assert status.startswith("CANCELLED")
+        # x is the user's: said so, not "(a signal, or the user)"
+        assert "cancelled: stopped by the user before its last step" in status and "signal" not in status, status
+        assert r.error.message == "stopped by the user before its last step"
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 

@@ -42,15 +42,15 @@ class StepChart(Widget):
                 cells = [(self.glyphs.warmup, WARMUP_STYLE)] * n
             else:
                 acc = 0.0
-                for attr, _, style in PHASE_STYLES:
+                for (attr, _, style), glyph in zip(PHASE_STYLES, self.glyphs.phases):
                     v = getattr(s, attr)
                     if v is None:
                         continue
                     start, acc = acc, acc + v
                     n = round(acc / top * plot_h) - round(start / top * plot_h)
-                    cells += [(self.glyphs.full, style)] * n
+                    cells += [(glyph, style)] * n
                 rest = round(s.total_ms / top * plot_h) - len(cells)  # time outside the three phases
-                cells += [(self.glyphs.full, "grey70")] * max(0, rest)
+                cells += [(self.glyphs.phases[-1], "grey70")] * max(0, rest)
             columns.append(cells)
         text = Text(no_wrap=True, overflow="crop")
         for row in range(plot_h - 1, -1, -1):
@@ -64,8 +64,8 @@ class StepChart(Widget):
         text.append(" " * axis_w + f"step {first}..{steps[-1].index}", style="dim")
         text.append("\n")
         text.append(" " * axis_w)
-        for _, name, style in PHASE_STYLES:
-            text.append(self.glyphs.full, style=style)
+        for (_, name, style), glyph in zip(PHASE_STYLES, self.glyphs.phases):
+            text.append(glyph, style=style)
             text.append(f" {name}  ")
         text.append(self.glyphs.warmup, style=WARMUP_STYLE)
         text.append(" warm-up")

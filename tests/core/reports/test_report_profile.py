@@ -50,3 +50,14 @@ def test_a_cuda_profile_holds_the_forward_range_against_the_host_s_issue_of_it()
     line = next(ln for ln in export(record, "md").splitlines() if "the profiler's forward range is" in ln)
     assert f"against {on_gpu * 1.25:.3f} ms the host took to issue the forward in the same steps" in line
     assert f"{on_gpu:.3f} ms on the GPU's clock" in line
+
+
+def test_kernels_per_step_is_a_whole_number_when_it_is_one():
+    from perfconsole.core.reports.profile import overhead_lines
+
+    base = {"profiler": "torch", "profiled_ms": 12.0, "quiet_ms": 10.0, "ratio": 1.2, "profiled_steps": 4,
+            "quiet_steps": 4}
+    text = " ".join(overhead_lines({**base, "kernels_per_step": 2237.0, "quiet_kernels_per_step": 2237.0}))
+    assert "; 2,237 kernels per profiled step against 2,237 quiet." in text, text     # was "2,237.0"
+    text = " ".join(overhead_lines({**base, "kernels_per_step": 2236.5, "quiet_kernels_per_step": None}))
+    assert "; 2,236.5 kernels per profiled step on average (the quiet count is not known)." in text, text

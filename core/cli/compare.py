@@ -8,7 +8,6 @@ stop signal keeps what was measured (saved and printed), as `run` does.
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 from rich.console import Console
 
@@ -22,9 +21,11 @@ from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.reports.compare import Comparison, speedup_text
 from perfconsole.core.reports.names import differs_first
+from perfconsole.core.spec.settings import convert, declared
 from perfconsole.core.spec import RunSpec, SpecError
 
-VARYING = ("model", "size", "ctx", "batch", "precision", "mode", "attention", "compile", "tf32", "seed", "warmup", "steps")
+# Any setting of one process can vary (a job's settings are `run --scaling`'s; the processes are --repeat).
+VARYING = tuple(f.name for f, s in declared(RunSpec) if s.section != "parallel" and f.name not in ("repeat", "model_args"))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,14 +47,13 @@ def variants(base: RunSpec, vary: str) -> list[RunSpec]:
     field = field.strip().replace("-", "_")
     if not sep or field not in VARYING:
         raise UsageError(f"--vary: give FIELD=A,B with FIELD one of {', '.join(VARYING)}, not {vary!r}")
-    kind = {f.name: f.type for f in fields(RunSpec)}[field]
+    declared_field = {f.name: f for f, _ in declared(RunSpec)}[field]
     out = []
     for raw in [v.strip() for v in values.split(",")]:
         try:
-            value: object = (raw.lower() in ("1", "true", "yes", "on") if "bool" in str(kind)
-                             else int(raw) if "int" in str(kind) else raw)
-        except ValueError:
-            raise UsageError(f"--vary {field}: {raw!r} is not an integer") from None
+            value = convert(declared_field, raw)
+        except ValueError as exc:
+            raise UsageError(f"--vary {field}: {exc}") from None
         out.append(base.with_(**{field: value}).validate())
     if len(out) < 2 or len({repr(s) for s in out}) < len(out):
         raise SpecError("vary", f"give at least two different values of {field}")

@@ -21,8 +21,8 @@ from perfconsole.core.grids.cell_runner import CellRunner
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import new_id
 from perfconsole.core.spec import DEVICES, PRECISIONS, RunSpec, SpecError
-from perfconsole.core.spec_rules import choice as _choice
-from perfconsole.core.spec_rules import int_range as _int_range
+from perfconsole.core.spec.rules import choice as _choice
+from perfconsole.core.spec.rules import int_range as _int_range
 from perfconsole.core.stats import Stat
 
 IMPLS = ("naive", "sdpa")

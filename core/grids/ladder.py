@@ -19,9 +19,9 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
-from perfconsole.core.settings import Command, declared
+from perfconsole.core.spec.settings import Command, declared
 from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.core.spec_rules import unmet
+from perfconsole.core.spec.rules import unmet
 
 SETTINGS = {f.name: st for f, st in declared(RunSpec)}
 

@@ -37,7 +37,7 @@ from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.core.measure import flop_count, memory_profile, model_build
-from perfconsole.core.settings import converters
+from perfconsole.core.spec.settings import converters
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
 

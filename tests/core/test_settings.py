@@ -9,7 +9,7 @@ import pytest
 
 from perfconsole.core.cli.main import build_parser
 from perfconsole.core.cli.spec_args import add_spec_arguments, spec_from_args
-from perfconsole.core.settings import SECTIONS, declared, flag_of, kind_of
+from perfconsole.core.spec.settings import SECTIONS, declared, flag_of, kind_of
 from perfconsole.core.spec import RunSpec, same_program
 from perfconsole.tui.screens.launch import ORDER
 

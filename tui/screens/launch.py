@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from perfconsole.core.launch import model_choice
-from perfconsole.core.settings import declared, kind_of
+from perfconsole.core.spec.settings import declared, kind_of
 from perfconsole.core.spec import RunSpec, SpecError
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput

@@ -1,9 +1,9 @@
-"""RunSpec: everything that defines one benchmark run, each setting declared once (core.settings).
+"""RunSpec: everything that defines one benchmark run, each setting declared once (core.spec.settings).
 
 A field's declaration holds its default, section, help, choices, flag, form row, sweep axis, label words,
 whether it changes "the same program", what it needs of the rest of the spec and, for an optimization, the
 code that applies it to a model. Every surface is built from these declarations; `validate()` (its rules in
-core.spec_rules) checks every rule that needs only the spec, before any process starts. Validation errors
+core.spec.rules) checks every rule that needs only the spec, before any process starts. Validation errors
 are one line that names the field and the allowed values.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.settings import SECTIONS, Command, declared, setting
-from perfconsole.core.spec_rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
-from perfconsole.core.spec_rules import validate as validate_spec
+from perfconsole.core.spec.settings import SECTIONS, Command, declared, setting
+from perfconsole.core.spec.rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
+from perfconsole.core.spec.rules import validate as validate_spec
 from perfconsole.model.config import BUILTIN_VOCAB, SIZES
 from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model

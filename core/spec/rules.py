@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.settings import declared, kind_of
+from perfconsole.core.spec.settings import declared, kind_of
 from perfconsole.model.config import SIZES
 from perfconsole.model.sources import ModelError, hf_shapes
 from perfconsole.model.sources import parse as parse_model

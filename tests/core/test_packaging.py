@@ -11,8 +11,8 @@ import sysconfig
 import venv
 
 import pytest
+from helpers import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

@@ -14,14 +14,13 @@ from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.spec import RunSpec
 from perfconsole.tui.app import PerfConsole
+from helpers import ROOT, TINY
 
-ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "snapshots"
 NSYS = ROOT / "tests" / "fixtures" / "nsys"
 if not NSYS.is_dir():
     NSYS = Path("/work/shared/fixtures/nsys")
 
-TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")
 
 
 def no_gpu(_index: int):

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
 
 

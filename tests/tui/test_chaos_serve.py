@@ -12,11 +12,10 @@ import os
 import random
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 try:
     import playwright.sync_api  # noqa: F401
 except ImportError:  # pragma: no cover - the dev extra brings it

@@ -5,18 +5,13 @@ import os
 import pathlib
 import stat
 import subprocess
-import sys
 
 import pytest
+from helpers import pc
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
 SNAPSHOTS = pathlib.Path(__file__).resolve().parents[3] / "snapshots"
 RUN = str(SNAPSHOTS / "tiny-cpu-train-fp32.json")
 UNWRITABLE = "/proc/perfconsole-test.json"  # /proc takes no new file, for root too
-
-
-def pc(*args, **kw):
-    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=120, **kw)
 
 
 def one_line_error(out: subprocess.CompletedProcess, *names: str) -> str:

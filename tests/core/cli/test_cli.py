@@ -2,16 +2,11 @@
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+from helpers import pc
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
 TINY = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--warmup", "1", "--steps", "3"]
-
-
-def pc(*args, **kw):
-    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=300, **kw)
 
 
 def test_run_json_prints_the_snapshot_save_writes(tmp_path):
@@ -64,7 +59,7 @@ def test_fwd_mode_has_no_backward_phases(fwd_json):
     assert set(report["steps"][0]) == {"index", "total_ms", "forward_ms"}
 
 
-def test_table_output(train_table):   # fwd_bwd's phases: tests/core/launch/test_worker_e2e.py
+def test_table_output(train_table):   # fwd_bwd's phases: tests/core/measure/test_worker_e2e.py
     out = train_table
     assert out.returncode == 0
     # The tests' data folders hold the session's measured peaks (tests/conftest.py): no run measures them again.

@@ -1,14 +1,10 @@
 """One document: what --json prints is what --save writes, for run, sweep and attention; export and
 import read it from a file or from stdin ("-"), and read the older `run --json` document too."""
 import json
-import pathlib
-import subprocess
-import sys
 
 import pytest
+from helpers import pc, ROOT
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
-ROOT = pathlib.Path(__file__).resolve().parents[3]
 SNAPSHOTS = ROOT / "snapshots"
 NSYS_CSV = ROOT / "tests" / "fixtures" / "nsys" / "gpa" / "demo_cuda_gpu_kern_sum.csv"
 
@@ -18,10 +14,6 @@ GRIDS = {
     "attention": ["attention", "--d", "8", "--seq", "16", "--batch", "2", "--impl", "sdpa", "--warmup", "1",
                   "--iters", "2", "--device", "cpu", "--start-ahead", "1"],
 }
-
-
-def pc(*args, **kw):
-    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=180, **kw)
 
 
 @pytest.mark.parametrize("kind", sorted(GRIDS))

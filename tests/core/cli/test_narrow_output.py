@@ -13,7 +13,6 @@ import select
 import statistics
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
@@ -24,9 +23,8 @@ from perfconsole.core.stats import interval_text
 from perfconsole.core.cli.tables import CliTable, Column, fit_widths, middle_ellipsis
 from rich.cells import cell_len
 from rich.console import Console
+from helpers import PC, ROOT
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
-ROOT = Path(__file__).resolve().parents[3]
 KERNELS = ROOT / "tests/fixtures/nsys/gpa/demo_cuda_gpu_kern_sum.csv"
 NVTX = ROOT / "tests/fixtures/nsys/gptqmodel"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)")

@@ -14,8 +14,8 @@ from perfconsole.core import store
 from perfconsole.core.cli import ladder
 from perfconsole.core.cli import main as cli
 from perfconsole.core.grids.ladder import LadderRecord
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 SNAP = ROOT / "snapshots" / "tiny-cpu-train-fp32.json"
 CSV = ROOT / "tests" / "fixtures" / "nsys" / "gpa" / "demo_cuda_gpu_kern_sum.csv"
 if not CSV.exists():

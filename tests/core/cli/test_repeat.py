@@ -4,14 +4,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from test_signals import finish, marked, start, wait_for_stderr
 
 from perfconsole.core import store
+from helpers import PC
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
 TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1"]
 
 

@@ -8,15 +8,14 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 
 from perfconsole.core import store
+from helpers import PC
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
 
 
 def start(args: list[str], mark: str, slow_ms: int) -> subprocess.Popen:

@@ -17,8 +17,9 @@ from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.export import export
 from perfconsole.core.reports.profile import headline, outside_capture, overhead_lines
 from perfconsole.core.spec import RunSpec
+from helpers import TINY as TINY_RUN
 
-TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", profile="torch")
+TINY = TINY_RUN.with_(profile="torch")
 
 
 @pytest.fixture

@@ -13,9 +13,10 @@ from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.compare import Comparison
 from perfconsole.core.reports.export import export
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.spec import SpecError
+from helpers import TINY as TINY_RUN
 
-TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", repeat=3)
+TINY = TINY_RUN.with_(repeat=3)
 
 
 def run(launch, record: RunRecord, seen: list | None = None) -> RunRecord:

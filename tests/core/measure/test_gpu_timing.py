@@ -1,6 +1,5 @@
 """On a GPU: perfconsole's median step time agrees with an independent timing of the same step."""
 import json
-import pathlib
 import subprocess
 import sys
 
@@ -9,8 +8,8 @@ import pytest
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
+from helpers import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def perfconsole_run(spec: RunSpec) -> RunRecord:

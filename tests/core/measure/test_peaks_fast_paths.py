@@ -19,9 +19,10 @@ from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
 from perfconsole.core.measure.peaks import MEASURING, device_key, measure, peaks_for
 from perfconsole.core.spec import RunSpec, SpecError
+from helpers import TINY as TINY_RUN
 
 CPU = torch.device("cpu")
-TINY = RunSpec(size="tiny", ctx=16, batch=2, mode="train", device="cpu")
+TINY = TINY_RUN.with_(ctx=16, warmup=5, steps=10)
 
 
 @pytest.mark.fresh_data_dir
@@ -132,7 +133,7 @@ def test_a_missing_package_is_the_workers_to_say():
 
 def test_a_rung_whose_own_change_is_ruled_out_names_that_change_first():
     # fp8 rides on liger and CUDA graphs in the ladder: its reason is its own.
-    from perfconsole.core.spec_rules import unmet
+    from perfconsole.core.spec.rules import unmet
 
     spec = TINY.with_(compile=True, compile_mode="reduce-overhead", kernels="liger", fp8=True)
     assert unmet(spec) == ("fp8", "fp8 matmuls need device cuda")

@@ -5,8 +5,9 @@ import torch
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import StepPipeline
 from perfconsole.core.spec import RunSpec
+from helpers import TINY as TINY_RUN
 
-TINY = RunSpec(size="tiny", ctx=16, batch=2, mode="train", device="cpu", warmup=0, steps=4)
+TINY = TINY_RUN.with_(ctx=16, warmup=0, steps=4)
 
 
 def _stepper(spec: RunSpec = TINY) -> Stepper:

@@ -1,7 +1,6 @@
 """Kernel categories on real names from the fixtures, and the analyses over the tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -10,8 +9,9 @@ from perfconsole.core.profiling.categories import (
     top_kernels_per_range,
 )
 from perfconsole.core.profiling.load import load_profile
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
+FIXTURES = ALL_FIXTURES / "nsys"
 
 
 def _names(rel: str) -> list[str]:

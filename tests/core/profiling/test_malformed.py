@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.stats_text import parse_stats_text
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
+FIXTURES = ALL_FIXTURES / "nsys"
 KERN = FIXTURES / "moeresearch" / "AT_OFF_CG_OFF_cuda_gpu_kern_sum.csv"
 API = FIXTURES / "moeresearch" / "AT_ON_CG_ON_cuda_api_sum.csv"
 

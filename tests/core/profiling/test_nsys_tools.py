@@ -17,8 +17,9 @@ from perfconsole.core.profiling.errors import NsysError, ProfileError
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.locate import NsysInfo, describe, find_nsys, nsys_version
 from perfconsole.core.profiling.nsys_run import EXPORT_REPORTS, export_stats, profile_command
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
+FIXTURES = ALL_FIXTURES / "nsys"
 
 FAKE = f"""#!{sys.executable}
 import shutil, sys

@@ -16,8 +16,9 @@ import pytest
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.stats_text import parse_stats_text
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
+FIXTURES = ALL_FIXTURES / "nsys"
 KERN_HEADER = "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name"
 REPORTS = "/usr/local/cuda-13.0/nsight-systems-2025.3.2/host-linux-x64/reports"
 

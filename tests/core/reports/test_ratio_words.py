@@ -4,14 +4,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
-from pathlib import Path
 
 from perfconsole.core import store
 from perfconsole.core.cli.ladder import ladder_table
 from perfconsole.core.reports import attention, ladder, sweep
 from perfconsole.core.stats import ratio_text
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 FRACTION = re.compile(r"(?<![\d.,])0\.\d+x")      # "0.41x", not "10.41x" nor "1.0x"
 
 

@@ -18,8 +18,8 @@ from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.export import FORMATS, export
 from perfconsole.core.reports.trace import document
 from perfconsole.core.spec import RunSpec
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 FP32 = ROOT / "snapshots" / "tiny-cpu-train-fp32.json"
 FWD = ROOT / "snapshots" / "tiny-cpu-fwd-ctx64.json"
 TORCH = ROOT / "snapshots" / "tiny-cpu-train-torch-profile.json"

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
 LOCAL_CONF = Path(os.environ.get("PERFCONSOLE_SLURM_DIR", "/tmp/perfconsole-slurm")) / "slurm.conf"
 
 

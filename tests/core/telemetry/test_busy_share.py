@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 import statistics
 
 import pytest
@@ -16,8 +15,9 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports import export
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "telemetry"
+FIXTURES = ALL_FIXTURES / "telemetry"
 RECORDED = FIXTURES / "h200_recorded_2.7B_train.json"
 SHORT = FIXTURES / "h200_recorded_llama1B_fp8_5steps.json"  # 0.6 s of GPU-bound steps after a compile
 # The spec the telemetry was recorded under (its "source" line), without the nsys profile.

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from perfconsole.core import events as ev
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.export import export
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.telemetry.summary import Telemetry
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telemetry"
+FIXTURES = ALL_FIXTURES / "telemetry"
 
 
 def _telemetry(name: str) -> dict:

@@ -3,7 +3,6 @@ summary and flags on a healthy and a power-capped H200 series, the compact serie
 from __future__ import annotations
 
 import json
-import pathlib
 import threading
 import time
 from types import SimpleNamespace
@@ -14,8 +13,9 @@ from perfconsole.core.reports.telemetry import flag_text, markdown_lines
 from perfconsole.core.telemetry import nvml
 from perfconsole.core.telemetry.recorder import TelemetryRecorder, decode_reasons, nvml_reader, reason_bits
 from perfconsole.core.telemetry.summary import FIELDS, MAX_POINTS, Telemetry
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "telemetry"
+FIXTURES = ALL_FIXTURES / "telemetry"
 
 
 def load(name: str) -> Telemetry:

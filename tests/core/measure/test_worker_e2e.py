@@ -14,8 +14,9 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
+from helpers import TINY as TINY_RUN
 
-TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=2, steps=4, mode="train")
+TINY = TINY_RUN.with_(warmup=2, steps=4)
 
 
 def run(spec: RunSpec, fault: str | None = None) -> tuple[RunRecord, list[ev.Event], Launch]:

@@ -9,8 +9,9 @@ import pytest
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import main
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
+FIXTURES = ALL_FIXTURES / "nsys"
 
 
 def test_json_document(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,15 +6,14 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from perfconsole.core import store
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.run import markdown
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "student_model.py"
 FAST = ["--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "0", "--steps", "2"]
 

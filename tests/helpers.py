@@ -1,0 +1,26 @@
+"""What many test files need, in one place: the checkout's root and fixtures, the CLI run as a child process,
+and the tiny CPU model's spec (each file states what it changes of it)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from perfconsole.core.spec import RunSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+# The console script's module: every sub-command, and the console with none.
+PC = [sys.executable, "-m", "perfconsole.tui.main"]
+# A tiny CPU run takes seconds; a loaded 2-core CI machine running four test workers has taken minutes.
+CLI_TIMEOUT = 300
+
+
+def pc(*args: str, timeout: float = CLI_TIMEOUT, **kw) -> subprocess.CompletedProcess:
+    """`perfconsole ARGS...` as a child process, its output captured as text."""
+    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+# The tiny model on the CPU: a run of seconds. As flags and as a spec.
+TINY_ARGS = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2"]
+TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")

@@ -29,6 +29,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch import ncu as tool
 from perfconsole.core.launch.launcher import Launch, worker_argv
 from perfconsole.core.launch.processes import run_to_end
+from perfconsole.core.launch.sequence import LaunchSequence
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 
@@ -115,7 +116,7 @@ class NcuCapture(Launch):
         yield ev.ProfileReady("ncu", files, {"ncu_kernels": rows, "ncu_rules": rule_rows(pages), "ncu_run": [run]})
 
 
-class NcuLaunch:
+class NcuLaunch(LaunchSequence):
     """Looks like one launch to its callers: one stream that ends with exactly one `Finished`. `timed` is the
     launch of `timed_spec(spec)` (one process, or RepeatedLaunch's N): core.launch.replicates' make_launch."""
 
@@ -146,22 +147,6 @@ class NcuLaunch:
     def wait_ready(self) -> None:
         if self._started:
             self.current.wait_ready()
-
-    @property
-    def pid(self) -> int | None:
-        return self.current.pid
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        self.current.cancel()
-
-    def kill(self) -> None:
-        self._cancelled = True
-        self.current.kill()
-
-    def discard(self) -> None:
-        self._cancelled = True
-        self.current.discard()
 
     def events(self) -> Iterator[ev.Event]:
         refused = self._refusal()

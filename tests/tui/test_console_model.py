@@ -140,3 +140,24 @@ async def test_a_misspelt_factory_function_is_said_whole_beside_the_field_at_80x
         pane.set_value("model", f"{EXAMPLE}:build")
         await pilot.pause()
         assert pane.spec is not None and _err(app, "model") == ""
+
+
+async def test_the_form_offers_only_the_choices_the_rest_of_it_allows():
+    """No nsys or ncu on the CPU (the CLI refuses them), no checkpointing of a forward; a value the form no
+    longer allows stays shown, with its reason beside it."""
+    def offered(name: str) -> tuple[str, ...]:
+        return tuple(v for _, v in app.query_one(f"#f-{name}", Select)._options)
+
+    app = make_app(TINY.with_(device="cpu"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(LaunchPane)
+        await pilot.pause()
+        assert offered("profile") == ("none", "torch") and "blocks" in offered("checkpoint")
+        pane.set_value("checkpoint", "blocks")
+        pane.set_value("mode", "fwd")
+        await pilot.pause()
+        assert offered("checkpoint") == ("none", "blocks") and pane.spec is None   # kept, and said why
+        assert _err(app, "checkpoint").startswith("recomputes the forward in the backward")
+        pane.set_value("checkpoint", "none")
+        await pilot.pause()
+        assert offered("checkpoint") == ("none",) and pane.spec is not None

@@ -25,6 +25,7 @@ from perfconsole.tui.widgets.form_input import FormInput
 # The form's rows come from the settings' declarations (core.spec): each row's label, order and widget
 # (a selector for choices, a box for a flag, a field for a number or a text); the size's choices are the
 # model's own (model_choice.sizes), and a custom size's dimensions show only for size custom.
+SETTINGS = {f.name: s for f, s in declared(RunSpec)}
 ROWS = sorted(((f, s) for f, s in declared(RunSpec) if s.form is not None), key=lambda fs: fs[1].row)
 ORDER = tuple(f.name for f, _ in ROWS)
 LABELS = {f.name: s.form for f, s in ROWS}
@@ -185,8 +186,27 @@ class LaunchPane(VerticalScroll):
                 select.value = pick_size(opts, self.size_choice, str(current), device)
         return False
 
+    def _offer_choices(self, values: dict[str, Any]) -> None:
+        """Each selector offers the choices the rest of the form allows (a setting's own `needs`: no nsys or
+        ncu on the CPU, no checkpointing of a forward); the value shown stays, so a choice the form no
+        longer allows says why beside it rather than vanishing. Silent, as the sizes are."""
+        probe = self.base.with_(**{n: values[n] for n in (*CHOICES, *FLAGS) if n in values},
+                                model=str(values.get("model", self.base.model)))
+        for name, choices in CHOICES.items():
+            needs = SETTINGS[name].needs
+            if needs is None:
+                continue
+            select = self.query_one(f"#f-{name}", Select)
+            offered = tuple(c for c in choices if c == select.value or needs(c, probe.with_(**{name: c})) is None)
+            if tuple(v for _, v in select._options) != offered:
+                with self.prevent(Select.Changed):
+                    current = select.value
+                    select.set_options([(c, c) for c in offered])
+                    select.value = current
+
     def revalidate(self) -> None:
         values = self.values()
+        self._offer_choices(values)
         factory = self._offer_sizes(str(values["model"]), str(values["device"]))
         values["size"] = self.query_one("#f-size", Select).value
         for wid in ("#f-size", "#lbl-size", "#err-size"):

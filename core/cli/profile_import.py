@@ -7,7 +7,6 @@ document), whose tables are taken; `-` reads any of these text inputs from stand
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -15,13 +14,13 @@ from typing import Any
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import UsageError, add_force_argument, reader_may_be_gone, save_path
-from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares
+from perfconsole.core.profiling import table_json
+from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares, row_units
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.reports.profile import row_units
 from perfconsole.core.spec import RunSpec
 
 TOP_ROWS = 20
@@ -62,12 +61,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"saved {saved}", file=sys.stderr)
     if args.json:
         try:
-            sys.stdout.write(json.dumps(json_document(tables, warnings), indent=1) + "\n")
+            # json.dumps(doc, indent=1) to the byte, a block of rows at a time (core/profiling/table_json.py)
+            table_json.dump(json_document(tables, warnings), sys.stdout, indent=1)
+            sys.stdout.write("\n")
             sys.stdout.flush()
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             sys.stderr.close()
     else:
-        _print_tables(tables, warnings, row_units(build_record(path, tables, warnings).profile, "cuda"))
+        _print_tables(tables, warnings, row_units(build_record(path, tables, warnings).profile.profiler, "cuda", tables))
     return 0
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfconsole.core.profiling.categories import PHASES
+from perfconsole.core.profiling.categories import PHASES, column, exact_sum, table_frame
 
 # The phase ranges as the worker names them -> the names of the timed phases.
 PHASE_NAMES = {"forward": "forward", "backward": "backward", "optimizer_step": "optimizer"}
@@ -82,8 +82,19 @@ class Attribution:
 def _phase_ns(tables: Mapping[str, list[dict[str, Any]]], range_name: str) -> int:
     # One row per kernel and per thread that opened the range: autograd's thread and the main thread
     # both open `backward`, and a kernel launched on one is inside that thread's range only.
-    return sum(int(r.get("total_time_ns") or 0) for r in tables.get("nvtx_kern_sum") or []
-               if r.get("range") == range_name)
+    frame = table_frame(tables, "nvtx_kern_sum")
+    if frame is None or "range" not in frame.columns:
+        return 0
+    rows = frame[(frame["range"] == range_name).fillna(False).to_numpy(dtype=bool)]
+    return _ns_sum(rows)
+
+
+def _ns_sum(frame: Any) -> int:
+    """sum(int(r.get("total_time_ns") or 0) for r in rows)"""
+    totals = column(frame, "total_time_ns")
+    if totals.dtype == object or totals.dtype.kind == "f":
+        return sum(int(v or 0) for v in totals.tolist())
+    return exact_sum(totals)
 
 
 def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = None,
@@ -94,8 +105,8 @@ def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = No
     `timed_ms` maps forward/backward/optimizer to the console's median timed phase per step, `host_ms` to
     the host's median time to issue it (the forward's and the backward's are recorded).
     """
-    kernels = tables.get("cuda_gpu_kern_sum") or []
-    total_ns = sum(int(r.get("total_time_ns") or 0) for r in kernels)
+    kernels = table_frame(tables, "cuda_gpu_kern_sum")
+    total_ns = _ns_sum(kernels) if kernels is not None else 0
     if total_ns <= 0 or not tables.get("nvtx_kern_sum"):
         return None
     phases = []

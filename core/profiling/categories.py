@@ -1,85 +1,29 @@
-"""Name -> category for GPU kernels (nsys, nvprof, torch.profiler) and CPU ops (torch.profiler on CPU).
+"""Kernel time by category, per NVTX phase, top kernels, softmax against the attention matmuls: the
+analyses of a profile's tables, derived on demand and never stored.
 
-Rules are ordered: the first that matches wins. Order matters where names overlap: NCCL's
-`ReduceScatter` is communication not reduction, cuBLAS's `splitKreduce` is part of a matmul,
-`cutlass::device_kernel<flash::...>` is attention not matmul, `softmax` beats generic elementwise.
+The category of a name comes from category_rules (re-exported here). The analyses read the tables as
+DataFrames (a ProfileTable's own, or one built from a snapshot's rows) and give what the row-by-row
+versions gave, to the value and the order: sums in Python ints (exact past 2**53), ties kept in table
+order.
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any
 
-CATEGORIES = ("matmul", "attention", "softmax", "normalization", "elementwise", "reduction", "optimizer",
-              "memory", "communication", "other")
+import numpy as np
+import pandas as pd
 
-# CPU ops as torch.profiler names them; aten names are exact, so a table beats patterns here.
-_ATEN = {
-    "matmul": "mm addmm bmm baddbmm matmul linear einsum addmv mv dot _addmm_activation",
-    "attention": "scaled_dot_product_attention _scaled_dot_product_flash_attention_for_cpu "
-                 "_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention "
-                 "_scaled_dot_product_cudnn_attention _flash_attention_forward _efficient_attention_forward",
-    "softmax": "softmax _softmax log_softmax _log_softmax _softmax_backward_data _log_softmax_backward_data",
-    "normalization": "layer_norm native_layer_norm native_layer_norm_backward rms_norm _fused_rms_norm "
-                     "batch_norm group_norm",
-    "reduction": "sum mean max min amax amin argmax argmin norm linalg_vector_norm var std logsumexp cumsum",
-    "memory": "copy_ fill_ zero_ zeros zeros_like empty empty_like to _to_copy clone contiguous cat stack "
-              "index_select embedding embedding_backward gather scatter_ slice view reshape transpose t permute "
-              "expand narrow select unsqueeze squeeze flatten as_strided split chunk resize_ ones ones_like "
-              "full arange detach _unsafe_view",
-    "elementwise": "mul add sub div pow rsqrt sqrt exp log silu gelu relu sigmoid tanh neg where masked_fill "
-                   "triu tril cos sin abs clamp mul_ add_ sub_ div_ addcmul_ addcdiv_ lerp_ sqrt_ "
-                   "silu_backward gelu_backward threshold_backward sigmoid_backward dropout cross_entropy_loss "
-                   "nll_loss nll_loss_backward rsub reciprocal",
-}
-_ATEN_MAP = {op: cat for cat, ops in _ATEN.items() for op in ops.split()}
+from perfconsole.core.profiling.category_frames import categorize_column
+from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
+from perfconsole.core.profiling.table import frame_of
 
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((cat, re.compile(rx, re.I)) for cat, rx in (
-    ("communication", r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|c10d::"),
-    ("memory", r"^\[CUDA mem|memcpy|memset|reshape_and_cache"),
-    ("optimizer", r"multi_tensor_apply|adam|sgd_|optimizer\.step|_foreach_|unscale|loss_?scaling|"
-                  r"non_finite|clip_grad"),
-    ("attention", r"flash|fmha|attention|mem_?eff|efficient_attention|dot_do_o|convert_dq|sdpa"),
-    ("softmax", r"softmax"),
-    ("normalization", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|rowwisemoments|"
-                      r"gammabeta|cuComputeGrad|cuApplyLayerNorm"),
-    ("matmul", r"gemm|gemv|nvjet|cublas|xmma|matmul|splitk|triton_\w*?_?(?:mm|bmm|addmm)(?:_|\b)|"
-               r"^triton_mm|cutlass.*(?:tensorop|simt|wmma)"),
-    ("reduction", r"reduc|argmax|argmin|prefixsum|scan|welford|\bsum_|triton_(?:red|per)_"),
-    ("memory", r"copy|\bfill|fillfunctor|gather|scatter|index_?select|lookuptable|indexselect|transpose|"
-               r"concatenate|catarray|dynamic_slice|wrapped_slice"),
-    ("elementwise", r"elementwise|elemwise|functor|triton_poi_|pointwise|vectorized|unrolled|eigenmeta|"
-                    r"activation|rotary|dropout|cast|convert|broadcast|^(?:loop_|wrapped_)|"
-                    r"^(?:add|multiply|subtract|divide|exponential|log|convert|broadcast|negate|select)_\d+$"),
-))
+__all__ = ["CATEGORIES", "categorize", "category_shares", "phase_shares", "top_kernels", "top_kernels_per_range",
+           "softmax_vs_matmuls", "forward_check", "CategoryShare", "PhaseShares", "TopKernel", "RangeTopKernels",
+           "SoftmaxVsMatmuls", "ForwardCheck", "PHASES", "ATTENTION_RANGES"]
 
-
-_HEAD = re.compile(r"[<(]")
-_GENERIC_LAUNCHER = re.compile(r"(?:device_kernel|::Kernel2?|^void Kernel2?)$")
-
-
-@lru_cache(maxsize=65536)
-def categorize(kernel_name: str) -> str:
-    """The category of one kernel or op name; `other` when no rule fits."""
-    name = kernel_name.strip()
-    if name.startswith("aten::"):
-        op = name[6:].split(".", 1)[0]
-        if op.startswith("_foreach_") or op.startswith("_fused_adam") or op.startswith("_fused_sgd"):
-            return "optimizer"
-        return _ATEN_MAP.get(op, "other")
-    head = _HEAD.split(name, 1)[0]
-    if _GENERIC_LAUNCHER.search(head):
-        head = name  # cutlass::device_kernel<...Gemm...>: the template argument says what runs
-    for category, pattern in _RULES:
-        # Template arguments mention Gemm in MoE helpers that are no matmul: judge matmul on the name itself.
-        if pattern.search(head if category == "matmul" else name):
-            return category
-    return "other"
-
-
-# --- analyses over the tables dict (derived on demand, never stored) ---------------------------------
+Tables = Mapping[str, Sequence[dict[str, Any]]]
 
 PHASES = ("forward", "backward", "optimizer_step")
 ATTENTION_RANGES = ("computing attention scores", "computing softmax", "final matmul")
@@ -176,91 +120,178 @@ class ForwardCheck:
         return {**asdict(self), "rel_diff": self.rel_diff, "within_10pct": self.within(0.10)}
 
 
-def _kernel_rows(tables: Mapping[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return tables.get("cuda_gpu_kern_sum") or []
+def table_frame(tables: Tables, name: str) -> pd.DataFrame | None:
+    """The named table as a DataFrame; None when it is absent or empty (as `tables.get(name) or []`)."""
+    rows = tables.get(name)
+    return frame_of(rows) if rows else None
 
 
-def _shares(pairs: list[tuple[str, int]]) -> list[CategoryShare]:
-    totals: dict[str, int] = {}
-    for name, ns in pairs:
-        cat = categorize(name)
-        totals[cat] = totals.get(cat, 0) + ns
-    grand = sum(totals.values())
-    return [CategoryShare(c, t, t / grand if grand else 0.0)
-            for c, t in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))]
+def column(frame: pd.DataFrame, name: str, default: Any = 0) -> pd.Series:
+    """A column with `default` where a row has no value (a row without the key reads as the default)."""
+    if name not in frame.columns:
+        return pd.Series([default] * len(frame), index=frame.index, dtype=object)
+    col = frame[name]
+    return col.astype(object).where(col.notna(), default) if col.hasnans else col
 
 
-def category_shares(tables: Mapping[str, list[dict[str, Any]]]) -> list[CategoryShare]:
-    """Kernel time per category over the whole kernel table, largest first."""
-    return _shares([(r["name"], r["total_time_ns"]) for r in _kernel_rows(tables)])
+def exact_sum(values: pd.Series) -> int | float:
+    """sum() of the values as Python adds them: int64 columns at C speed while no sum can overflow."""
+    arr = values.to_numpy() if values.dtype != object else None
+    if arr is not None and arr.dtype.kind in "iu" and (len(arr) == 0 or np.abs(arr.astype(np.float64)).sum() < 2**62):
+        return int(arr.sum())
+    return sum(values.tolist())
 
 
-def _range_rows(tables: Mapping[str, list[dict[str, Any]]], range_name: str) -> list[dict[str, Any]]:
-    return [r for r in tables.get("nvtx_kern_sum") or [] if r.get("range") == range_name]
+def _range_frame(tables: Tables, range_name: str) -> pd.DataFrame | None:
+    frame = table_frame(tables, "nvtx_kern_sum")
+    if frame is None or "range" not in frame.columns:
+        return None
+    part = frame[(frame["range"] == range_name).fillna(False).to_numpy(dtype=bool)]
+    return part if len(part) else None
 
 
-def phase_shares(tables: Mapping[str, list[dict[str, Any]]], phases: tuple[str, ...] = PHASES) -> list[PhaseShares]:
+def _shares(names: pd.Series, totals: pd.Series, cats: pd.Series | None = None) -> list[CategoryShare]:
+    cats = categorize_column(names.reset_index(drop=True)) if cats is None else cats.reset_index(drop=True)
+    totals = totals.reset_index(drop=True)
+    sums: dict[str, int | float] = {}
+    arr = totals.to_numpy() if totals.dtype != object else None
+    if arr is not None and arr.dtype.kind in "iu" and np.abs(arr.astype(np.float64)).sum() < 2**62:
+        by = pd.Series(arr).groupby(cats.cat.codes.to_numpy()).sum()
+        sums = {CATEGORIES[code]: int(v) for code, v in by.items()}
+    else:  # floats, or sums past int64: in row order, as Python adds them
+        for cat, ns in zip(cats.tolist(), totals.tolist()):
+            sums[cat] = sums.get(cat, 0) + ns
+    grand = sum(sums.values())
+    return [CategoryShare(c, t, t / grand if grand else 0.0) for c, t in sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def category_shares(tables: Tables, categories: pd.Series | None = None) -> list[CategoryShare]:
+    """Kernel time per category over the whole kernel table, largest first. `categories`: the kernels'
+    categories (category_frames.categorize_column of the table's names) where the caller has them."""
+    frame = table_frame(tables, "cuda_gpu_kern_sum")
+    if frame is None:
+        return []
+    return _shares(frame["name"], frame["total_time_ns"], categories)
+
+
+def phase_shares(tables: Tables, phases: tuple[str, ...] = PHASES) -> list[PhaseShares]:
     """Category shares of the kernels inside each NVTX phase (from nvtx_kern_sum); absent phases are left out.
 
     nvtx_kern_sum attributes a kernel to each enclosing range, so `forward` holds its layers' kernels too.
     """
     out = []
     for phase in phases:
-        rows = _range_rows(tables, phase)
-        if rows:
-            pairs = [(r["name"], r["total_time_ns"]) for r in rows]
-            out.append(PhaseShares(phase, sum(ns for _, ns in pairs), _shares(pairs)))
+        rows = _range_frame(tables, phase)
+        if rows is not None:
+            out.append(PhaseShares(phase, exact_sum(rows["total_time_ns"]), _shares(rows["name"], rows["total_time_ns"])))
     return out
 
 
-def top_kernels(tables: Mapping[str, list[dict[str, Any]]], range_name: str | None = None,
-                n: int = 10) -> RangeTopKernels:
+def _descending(totals: pd.Series) -> np.ndarray:
+    """Row positions by total, largest first, ties in table order (a stable sort)."""
+    values = totals.to_numpy()
+    if values.dtype == object:
+        return np.array(sorted(range(len(values)), key=lambda i: -values[i]), dtype=np.int64)
+    return np.argsort(-values, kind="stable")
+
+
+def top_kernels(tables: Tables, range_name: str | None = None, n: int = 10) -> RangeTopKernels:
     """The n kernels with most total time, over the kernel table or inside one NVTX range."""
     if range_name is None:
-        rows = [(r["name"], r["total_time_ns"], r.get("instances", 0)) for r in _kernel_rows(tables)]
+        frame = table_frame(tables, "cuda_gpu_kern_sum")
+        names = frame["name"] if frame is not None else pd.Series([], dtype=object)
+        totals = frame["total_time_ns"] if frame is not None else pd.Series([], dtype=np.int64)
+        counts = column(frame, "instances") if frame is not None else pd.Series([], dtype=np.int64)
     else:
-        merged: dict[str, list[int]] = {}
-        for r in _range_rows(tables, range_name):  # one row per PID/TID: add them up per kernel
-            acc = merged.setdefault(r["name"], [0, 0])
-            acc[0] += r["total_time_ns"]
-            acc[1] += r.get("kern_inst", 0)
-        rows = [(name, t, k) for name, (t, k) in merged.items()]
-    total = sum(t for _, t, _ in rows)
-    rows.sort(key=lambda x: -x[1])
+        rows = _range_frame(tables, range_name)
+        if rows is None:
+            names, totals, counts = (pd.Series([], dtype=object) for _ in range(3))
+        else:  # one row per PID/TID: add them up per kernel, in the order kernels first appear
+            merged = pd.DataFrame({"name": rows["name"].to_numpy(), "t": rows["total_time_ns"].to_numpy(),
+                                   "k": column(rows, "kern_inst").to_numpy()})
+            if merged["t"].dtype == object or merged["k"].dtype == object:  # as Python adds them
+                acc: dict[Any, list[Any]] = {}
+                for name, t, k in zip(merged["name"].tolist(), merged["t"].tolist(), merged["k"].tolist()):
+                    a = acc.setdefault(name, [0, 0])
+                    a[0] += t
+                    a[1] += k
+                names = pd.Series(list(acc), dtype=object)
+                totals = pd.Series([a[0] for a in acc.values()], dtype=object)
+                counts = pd.Series([a[1] for a in acc.values()], dtype=object)
+            else:
+                sums = merged.groupby("name", sort=False, dropna=False)[["t", "k"]].sum()
+                names = pd.Series(sums.index.tolist(), dtype=object)
+                totals, counts = sums["t"].reset_index(drop=True), sums["k"].reset_index(drop=True)
+    total = exact_sum(totals.reset_index(drop=True))
+    order = _descending(totals.reset_index(drop=True))[:n]
+    top_names = [names.iloc[i] for i in order]
+    top_t = [_py(totals.iloc[i]) for i in order]
+    top_k = [_py(counts.iloc[i]) for i in order]
     kernels = [TopKernel(i + 1, name, categorize(name), t, k, round(t / k) if k else 0, t / total if total else 0.0)
-               for i, (name, t, k) in enumerate(rows[:n])]
+               for i, (name, t, k) in enumerate(zip(top_names, top_t, top_k))]
     return RangeTopKernels(range_name or "", total, kernels)
 
 
-def top_kernels_per_range(tables: Mapping[str, list[dict[str, Any]]], ranges: tuple[str, ...] = PHASES,
-                          n: int = 5) -> list[RangeTopKernels]:
+def _py(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def top_kernels_per_range(tables: Tables, ranges: tuple[str, ...] = PHASES, n: int = 5) -> list[RangeTopKernels]:
     return [t for t in (top_kernels(tables, r, n) for r in ranges) if t.kernels]
 
 
-def _nvtx_total(tables: Mapping[str, list[dict[str, Any]]], range_name: str) -> tuple[int, int]:
-    rows = [r for r in (tables.get("nvtx_sum") or tables.get("nvtx_pushpop_sum") or [])
-            if r.get("range") == range_name]
-    return sum(r["total_time_ns"] for r in rows), sum(r.get("instances", 0) for r in rows)
+def _nvtx_total(tables: Tables, range_name: str) -> tuple[int, int]:
+    frame = table_frame(tables, "nvtx_sum")
+    if frame is None:
+        frame = table_frame(tables, "nvtx_pushpop_sum")
+    if frame is None or "range" not in frame.columns:
+        return 0, 0
+    rows = frame[(frame["range"] == range_name).fillna(False).to_numpy(dtype=bool)]
+    return exact_sum(rows["total_time_ns"]), exact_sum(column(rows, "instances"))
 
 
-def softmax_vs_matmuls(tables: Mapping[str, list[dict[str, Any]]],
-                       ranges: tuple[str, str, str] = ATTENTION_RANGES) -> SoftmaxVsMatmuls | None:
+def softmax_vs_matmuls(tables: Tables, ranges: tuple[str, str, str] = ATTENTION_RANGES) -> SoftmaxVsMatmuls | None:
     """Softmax against the two attention matmuls, from the model's NVTX ranges; None without them."""
     (scores, n), (softmax, _), (final, _) = (_nvtx_total(tables, r) for r in ranges)
     if not (scores or softmax or final):
         return None
-    kern = [sum(r["total_time_ns"] for r in _range_rows(tables, name)) if tables.get("nvtx_kern_sum") else None
-            for name in ranges]
+    kern = [_range_total(tables, name) if tables.get("nvtx_kern_sum") else None for name in ranges]
     return SoftmaxVsMatmuls(scores, softmax, final, n, *kern)
 
 
-def forward_check(tables: Mapping[str, list[dict[str, Any]]], timed_forward_ms: float,
-                  steps: int | None = None, range_name: str = "forward") -> ForwardCheck | None:
+def _range_total(tables: Tables, range_name: str) -> int:
+    rows = _range_frame(tables, range_name)
+    return exact_sum(rows["total_time_ns"]) if rows is not None else 0
+
+
+def forward_check(tables: Tables, timed_forward_ms: float, steps: int | None = None,
+                  range_name: str = "forward") -> ForwardCheck | None:
     """nsys's forward per step vs. a timed forward (ms); per step = range total / instances unless `steps`."""
     total, instances = _nvtx_total(tables, range_name)
     n = steps or instances
     if not total or not n:
         return None
-    kern_rows = _range_rows(tables, range_name)
-    kernel_ms = sum(r["total_time_ns"] for r in kern_rows) / n / 1e6 if kern_rows else None
+    kern_rows = _range_frame(tables, range_name)
+    kernel_ms = exact_sum(kern_rows["total_time_ns"]) / n / 1e6 if kern_rows is not None else None
     return ForwardCheck(total / n / 1e6, timed_forward_ms, n, kernel_ms)
+
+
+def row_units(profiler: str | None, device: str, tables: Tables) -> str:
+    """What a profile's kernel rows are: GPU kernels (nsys, torch on CUDA), or CPU ops (by self time), which
+    the torch profiler records on a CPU run and an imported CPU-only trace holds (most of its time in
+    `aten::` ops, a name no GPU kernel has). The rule of core.reports.profile.row_units, on the frame."""
+    if profiler is None:
+        return "kernels"
+    if profiler == "torch":
+        return "CPU ops" if device == "cpu" else "kernels"
+    if profiler != "import":
+        return "kernels"
+    frame = table_frame(tables, "cuda_gpu_kern_sum")
+    if frame is None or "total_time_ns" not in frame.columns:
+        return "kernels"
+    totals = column(frame, "total_time_ns")  # a missing total counts 0, as `r.get(...) or 0` did
+    names = column(frame, "name", "")
+    names = names if names.dtype == "str" else names.astype(str)
+    whole = exact_sum(totals)
+    aten = exact_sum(totals[names.str.startswith("aten::").to_numpy(dtype=bool)])
+    return "CPU ops" if whole and aten > whole / 2 else "kernels"

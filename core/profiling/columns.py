@@ -15,13 +15,15 @@ from typing import Any, NoReturn
 from perfconsole.core.profiling.errors import ProfileFormatError
 
 Row = dict[str, Any]
-Tables = dict[str, list[Row]]
+# report -> its rows: a ProfileTable (core/profiling/table.py) from a reader, a list from a saved snapshot
+Tables = dict[str, Sequence[Row]]
 
 REPORTS = (
     "cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum", "nvtx_kern_sum", "cuda_api_sum",
-    "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "osrt_sum",
+    "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "osrt_sum", "cuda_gpu_trace",
 )
 OLD_REPORT_NAMES = {
+    "gputrace": "cuda_gpu_trace",
     "gpukernsum": "cuda_gpu_kern_sum", "cudaapisum": "cuda_api_sum", "gpumemtimesum": "cuda_gpu_mem_time_sum",
     "gpumemsizesum": "cuda_gpu_mem_size_sum", "osrtsum": "osrt_sum", "nvtxsum": "nvtx_sum",
     "nvtxppsum": "nvtx_pushpop_sum", "nvtxkernsum": "nvtx_kern_sum",

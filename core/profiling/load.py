@@ -13,8 +13,10 @@ from pathlib import Path
 
 from perfconsole.core.profiling.columns import Tables, report_from_stem
 from perfconsole.core.profiling.errors import NsysError, ProfileError
+from perfconsole.core.profiling.gpu_trace import with_summaries
 from perfconsole.core.profiling.locate import find_nsys
 from perfconsole.core.profiling.nsys_run import export_stats
+from perfconsole.core.profiling import stats_file
 from perfconsole.core.profiling.nvprof import looks_like_nvprof, parse_nvprof
 from perfconsole.core.profiling.stats_text import parse_stats_text
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace, parse_torch_trace
@@ -38,7 +40,7 @@ def load_profile(path: Path, nsys_explicit: str | None = None) -> tuple[Tables, 
             raise ProfileError(warnings[0])
         detail = f" ({warnings[0]})" if warnings else ""
         raise ProfileError(f"{path}: no nsys or nvprof tables found{detail}")
-    return tables, warnings
+    return with_summaries(tables), warnings
 
 
 def _load_dir(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str], int]:
@@ -65,6 +67,9 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
     if path.suffix.lower() in REPORT_SUFFIXES:
         return _load_report(path, nsys_explicit)
     try:
+        big = _load_big_csv(path)
+        if big is not None:
+            return big
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         return {}, [f"{path}: cannot read ({exc.strerror})"]
@@ -86,8 +91,27 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
     return parsed.tables, parsed.warnings
 
 
-def _no_final_newline(path: Path, text: str) -> str:
-    return f"{path}:{text.count(chr(10)) + 1}: no newline at end of file; the last row may be truncated"
+def _load_big_csv(path: Path) -> tuple[Tables, list[str]] | None:
+    """A large stats CSV read from the file a block at a time (stats_file); None for anything else."""
+    size = path.stat().st_size
+    if size < stats_file.FAST_MIN_BYTES:
+        return None
+    with path.open("rb") as f:
+        head = f.read(stats_file.HEAD).decode("utf-8", errors="replace")
+    if not head.strip() or looks_like_torch_trace(head) or looks_like_nvprof(head):
+        return None
+    read = stats_file.read_stats_file(path, report_from_stem(path.stem), size)
+    if read is None:
+        return None
+    parsed, ends_in_newline, lines = read
+    if not ends_in_newline:
+        parsed.warnings.append(_no_final_newline(path, lines))
+    return parsed.tables, parsed.warnings
+
+
+def _no_final_newline(path: Path, text: str | int) -> str:
+    lines = text if isinstance(text, int) else text.count(chr(10)) + 1
+    return f"{path}:{lines}: no newline at end of file; the last row may be truncated"
 
 
 def _load_report(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]]:

@@ -18,6 +18,7 @@ from perfconsole.core.profiling.columns import (
 )
 from perfconsole.core.profiling.errors import ProfileFormatError
 from perfconsole.core.profiling.nvprof_nvtx import NvtxResult
+from perfconsole.core.profiling.table import table_from_rows
 
 # `==PID==` on most lines; `========` (no PID) on the warnings nvprof prints outside any process
 _PID = r"^==(?:\d+|=+)==\s*"
@@ -108,7 +109,7 @@ def parse_nvprof(text: str, path: str) -> tuple[Tables, list[str]]:
         nvtx.close()
     tables = _tables(summary)
     tables.update(nvtx.tables())
-    return tables, _in_line_order([*warnings, *nvtx.warnings], path)
+    return {k: table_from_rows(v) for k, v in tables.items()}, _in_line_order([*warnings, *nvtx.warnings], path)
 
 
 def _nvtx_header(nvtx: NvtxResult, line: str, lineno: int) -> bool:

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from perfconsole.core.profiling.columns import (
     Row, Tables, canonical_report, known_header, make_rows, report_from_header,
 )
+from perfconsole.core.profiling.csv_frames import read_table
 from perfconsole.core.profiling.errors import ProfileFormatError
+from perfconsole.core.profiling.gpu_trace import is_trace_header, read_trace
+from perfconsole.core.profiling.table import ProfileTable, table_from_rows
 
 _PROCESSING = re.compile(r"^\s*(Processing|Running) \[")
 _SCRIPT = re.compile(r"[\\/](\w+)\.py\b")
@@ -53,9 +56,23 @@ def parse_stats_text(text: str, path: str, hint: str | None = None) -> StatsPars
             gc.enable()
 
 
-def _parse(text: str, path: str, hint: str | None) -> StatsParse:
+@dataclass
+class CsvStart:
+    """Where the first table of a text begins, when it is a CSV table and nothing but status lines
+    comes before it: its header line (0-based) and cells, and the report its preamble announced."""
+    line: int
+    headers: list[str]
+    hint: str | None
+
+
+def first_csv_table(lines: list[str], path: str, hint: str | None) -> CsvStart | None:
+    found = _parse(lines, path, hint, first_csv=True)
+    return found if isinstance(found, CsvStart) else None
+
+
+def _parse(text: str | list[str], path: str, hint: str | None, first_csv: bool = False) -> StatsParse | CsvStart:
     out = StatsParse()
-    lines = text.splitlines()
+    lines = text.splitlines() if isinstance(text, str) else text
     pending: str | None = None  # report announced by the last Processing line or title
     i, n = 0, len(lines)
     while i < n:
@@ -80,12 +97,16 @@ def _parse(text: str, path: str, hint: str | None) -> StatsParse:
             i += 1
             continue
         if i + 1 < n and stripped and _DASHES.match(lines[i + 1]):
+            if first_csv:
+                return out
             i = _read_column_table(lines, i, path, pending or hint, out)
             pending = None
             continue
         if "," in line and not stripped.startswith(("NOTICE", "WARNING")):
             cells = next(csv.reader([line]))
-            if known_header(cells):
+            if known_header(cells) or is_trace_header(cells):
+                if first_csv:
+                    return CsvStart(i, cells, pending or hint) if not out.warnings else out
                 i = _read_csv_table(lines, i, cells, path, pending or hint, out)
                 pending = None
                 continue
@@ -112,6 +133,14 @@ def _read_csv_table(lines: list[str], start: int, headers: list[str], path: str,
                 if (not lines[i] or lines[i][0] in " \tSPR") and _ends_table(lines[i])), len(lines))
     table = _Table(None, headers, start + 1)
     table.report = _which_report(headers, hint, lines[start + 1:min(end, start + 51)])
+    if table.report == "cuda_gpu_trace":
+        _read_trace(lines[start:end], headers, path, start + 1, out)
+        return end
+    if table.report is not None and table.report not in out.tables:
+        frame = _frame(lines[start:end], headers, table.report)
+        if frame is not None:
+            out.tables[table.report] = ProfileTable(frame)
+            return end
     width = len(headers)
     records = list(csv.reader(lines[start + 1:end]))
     for offset, cells in enumerate(records):
@@ -122,6 +151,26 @@ def _read_csv_table(lines: list[str], start: int, headers: list[str], path: str,
     table.records = records
     _finish(table, path, out)
     return end
+
+
+def _read_trace(lines: list[str], headers: list[str], path: str, line: int, out: StatsParse) -> None:
+    if "cuda_gpu_trace" in out.tables:
+        out.warnings.append(f"{path}:{line}: second cuda_gpu_trace table ignored")
+        return
+    got = read_trace(("\n".join(lines) + "\n").encode("utf-8", "replace"), headers)
+    if isinstance(got, str):
+        out.warnings.append(f"{path}:{line}: cuda_gpu_trace: cannot read the table ({got}) (report not loaded)")
+    else:
+        out.tables["cuda_gpu_trace"] = ProfileTable(got)
+
+
+def _frame(lines: list[str], headers: list[str], report: str):
+    """The table read by the CSV library (csv_frames), or None: then row by row, which names a bad line."""
+    try:
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: only the row-wise reader takes it
+        return None
+    return read_table(data, headers, report, len(lines) - 1)
 
 
 def _read_column_table(lines: list[str], start: int, path: str, hint: str | None, out: StatsParse) -> int:
@@ -149,6 +198,8 @@ def _slice(line: str, spans: list[tuple[int, int]]) -> list[str]:
 
 
 def _which_report(headers: list[str], hint: str | None, sample: list[str]) -> str | None:
+    if is_trace_header(headers):
+        return "cuda_gpu_trace"
     found = report_from_header(headers, hint)
     if found is None and hint is None and any(h.strip().lower() == "num calls" for h in headers):
         # cuda_api_sum and osrt_sum share a header; CUDA entry points all start with "cu" (FORMATS.md §4).
@@ -160,6 +211,10 @@ def _which_report(headers: list[str], hint: str | None, sample: list[str]) -> st
     if hint is not None and hint != found and {hint, found} != {"nvtx_sum", "nvtx_pushpop_sum"}:
         return found  # the header is the stronger evidence (old names carry new columns in 2022.x)
     return hint or found
+
+
+ends_table = _ends_table
+which_report = _which_report
 
 
 def _finish(table: _Table, path: str, out: StatsParse) -> None:
@@ -176,7 +231,7 @@ def _finish(table: _Table, path: str, out: StatsParse) -> None:
         return
     if table.spans is not None:
         _flag_truncated(rows)
-    out.tables[table.report] = rows
+    out.tables[table.report] = table_from_rows(rows)
 
 
 def _flag_truncated(rows: list[Row]) -> None:

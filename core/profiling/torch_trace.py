@@ -14,6 +14,7 @@ from typing import Any
 
 from perfconsole.core.profiling.columns import Row, Tables
 from perfconsole.core.profiling.summary_rows import stats_row, with_time_pct
+from perfconsole.core.profiling.table import table_from_rows
 
 RANGE_CATS = ("user_annotation",)
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -58,7 +59,7 @@ def parse_torch_trace(text: str, source: str) -> tuple[Tables, list[str]]:
         tables["nvtx_sum"] = with_time_pct([{**stats_row(v, "instances"), "style": "PushPop", "domain": "",
                                              "range": k} for k, v in by_range.items()])
         tables["nvtx_kern_sum"] = _range_kernels(ranges, leaves, by_range)
-    return tables, warnings
+    return {k: table_from_rows(v) for k, v in tables.items()}, warnings
 
 
 def _ns(us: float) -> int:

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Select, Static
 
-from perfconsole.core.profiling.categories import CATEGORIES, categorize, category_shares, top_kernels
+from perfconsole.core.profiling.categories import CATEGORIES, category_shares, row_units, top_kernels
+from perfconsole.core.profiling.category_frames import categorize_column
+from perfconsole.core.profiling.table import frame_of
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.profile import headline, row_units
+from perfconsole.core.reports.profile import headline
 from perfconsole.tui.format import shorten
 from perfconsole.tui.widgets.form_input import FormInput
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.category_bars import CategoryBars
-from perfconsole.tui.widgets.sortable_table import Column, SortableTable
+from perfconsole.tui.widgets.sortable_table import Column, FrameFilter, SortableTable
 
 KERNELS = "cuda_gpu_kern_sum"
 NVTX = "nvtx_sum"
@@ -63,7 +66,9 @@ RANGE_KERNEL_COLUMNS = [
 
 
 def _units(record: RunRecord | None) -> str:
-    return row_units(record.profile, record.spec.device) if record is not None else "kernels"
+    if record is None or record.profile is None:
+        return "kernels"
+    return row_units(record.profile.profiler, record.spec.device, record.profile.tables)
 
 
 def _no_profile(record: RunRecord | None, table: str) -> str:
@@ -85,6 +90,7 @@ class KernelsPane(Vertical):
         super().__init__(**kw)
         self.glyphs = glyphs
         self.title_text = ""
+        self._names_lower: Any = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="kernels-title", classes="title")
@@ -106,8 +112,13 @@ class KernelsPane(Vertical):
             text += f"\n{line}" if line else ""
         self.title_text = text
         title.update(text)
-        self.query_one("#kernel-table", SortableTable).set_rows([{**r, "category": categorize(r["name"])} for r in rows])
-        self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}) if rows else [])
+        frame = frame_of(rows).reset_index(drop=True)
+        cats = categorize_column(frame["name"]) if len(frame) else None  # for the whole table at once
+        if cats is not None:
+            frame = frame.assign(category=cats)
+        self._names_lower = None
+        self.query_one("#kernel-table", SortableTable).set_rows(frame)
+        self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}, cats) if rows else [])
 
     @on(Input.Changed, "#kernel-filter")
     @on(Select.Changed, "#kernel-category")
@@ -115,11 +126,18 @@ class KernelsPane(Vertical):
         text = self.query_one("#kernel-filter", Input).value.strip().lower()
         cat = self.query_one("#kernel-category", Select).value
 
-        def keep(row: dict[str, Any]) -> bool:
-            return (not text or text in str(row.get("name", "")).lower()) and (cat == ALL or row["category"] == cat)
+        def keep(frame: Any) -> Any:
+            mask = np.ones(len(frame), dtype=bool)
+            if text:
+                if self._names_lower is None or len(self._names_lower) != len(frame):
+                    self._names_lower = frame["name"].astype("str").str.lower()  # once per table, not per key
+                mask &= self._names_lower.str.contains(text, regex=False).to_numpy(dtype=bool)
+            if cat != ALL:
+                mask &= (frame["category"] == cat).to_numpy(dtype=bool)
+            return mask
 
         table = self.query_one("#kernel-table", SortableTable)
-        table.set_filter(keep if text or cat != ALL else None)
+        table.set_filter(FrameFilter(keep) if text or cat != ALL else None)
         empty = not table.shown and bool(table.rows_all)
         what = " and ".join(w for w in (f"'{text}'" if text else "", f"category {cat}" if cat != ALL else "") if w)
         # The way out names only what is set: the text filter, the category, or both.
@@ -206,7 +224,8 @@ class NvtxPane(Vertical):
         text = event.value.strip().lower()
         table = self.query_one("#nvtx-table", SortableTable)
         self.filter_text = text
-        table.set_filter((lambda r: text in str(r.get("range", "")).lower()) if text else None)
+        table.set_filter(FrameFilter(lambda f: f["range"].astype("str").str.contains(text, case=False, regex=False)
+                                     .to_numpy(dtype=bool)) if text else None)
         row = table.current_row()
         self._show_range(row.get("range") if row else None)
 

@@ -1,20 +1,30 @@
-"""A DataTable over a list of row dicts: sort by any column (numbers as numbers, both directions) and filter.
+"""A DataTable over a DataFrame: sort by any column (numbers as numbers, both directions), filter, and
+build only the rows in view.
 
-The rows stay plain dicts from core's tables; the widget re-fills itself after a sort or a filter, so
-sorting is always by the underlying value, never by its formatted text.
+The table's rows stay core's DataFrame; a sort or a filter makes an array of row positions into it,
+never a copy of the rows. The DataTable holds no rows of its own (table_rows.VirtualRows): the row a
+line of the screen shows is formatted when it is drawn, a block of rows at a time, so a million-row
+kernel table scrolls, sorts and filters as a small one does. Sorting is always by the underlying
+value, never by its formatted text.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 
+from perfconsole.core.profiling.table import RowsView, contiguous, frame_of, pylist, rows_of
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
+from perfconsole.tui.widgets.table_rows import VirtualRows
+
+EXACT_WIDTHS = 5_000  # up to this many rows every cell is measured; past it, each column's extremes
 
 
 @dataclass(frozen=True)
@@ -27,7 +37,17 @@ class Column:
     fill: bool = False    # takes the width the other columns leave; longer text is cut in the middle
 
 
-class SortableTable(ConsoleTable):
+@dataclass(frozen=True)
+class FrameFilter:
+    """A filter as a whole-frame test: `mask(frame)` -> one bool per row (a row predicate would build
+    every row of a million-row table to test it)."""
+    mask: Callable[[pd.DataFrame], Any]
+
+
+Predicate = Callable[[dict[str, Any]], bool] | FrameFilter
+
+
+class SortableTable(VirtualRows, ConsoleTable):
     BINDINGS = [
         Binding("s", "sort_column", "Sort", id="table.sort"),
     ]
@@ -36,33 +56,47 @@ class SortableTable(ConsoleTable):
         super().__init__(cursor_type="cell", zebra_stripes=True, **kw)
         self.cols = columns
         self.glyphs = glyphs
-        self.rows_all: list[dict[str, Any]] = []
-        self.shown: list[dict[str, Any]] = []
+        self.frame = pd.DataFrame()
+        self.positions = np.zeros(0, dtype=np.int64)  # the shown rows, in their order
         self.sort_key: str | None = None
         self.sort_reverse = False
-        self.predicate: Callable[[dict[str, Any]], bool] | None = None
+        self.predicate: Predicate | None = None
+        self._room = 16
+        self._orders: dict[tuple[str, bool], np.ndarray] = {}
+        self._lower: dict[str, pd.Series] = {}
+        self._lengths: dict[str, np.ndarray] = {}
+
+    @property
+    def rows_all(self) -> RowsView:
+        return RowsView(self.frame, np.arange(len(self.frame)))
+
+    @property
+    def shown(self) -> RowsView:
+        return RowsView(self.frame, self.positions)
 
     def on_mount(self) -> None:
-        self._add_columns()
+        self._add_columns(self._widths())
 
-    def _add_columns(self, cells: list[list[Text | str]] | None = None) -> None:
-        """The columns, each as wide as its widest cell (or its own width): set here, not left to the
-        DataTable, which measures new rows only when it next idles; a filter typed into a field gives it
-        no idle moment, so its rows were drawn cut to the header's width ("5,560." for 5,560.7)."""
+    def _add_columns(self, widths: list[int]) -> None:
+        """The columns at the widths given: set here, not left to the DataTable, which measures new rows
+        only when it next idles; a filter typed into a field gives it no idle moment, so its rows were
+        drawn cut to the header's width ("5,560." for 5,560.7)."""
         self.clear(columns=True)
-        for i, c in enumerate(self.cols):
-            arrow = ""
-            if c.key == self.sort_key:
-                arrow = " " + (self.glyphs.down if self.sort_reverse else self.glyphs.up)
-            label = c.label + arrow
-            width = c.width or max([cell_len(label), *(cell_len(str(row[i])) for row in cells or ())])
-            self.add_column(label, key=c.key, width=width)
+        for c, w in zip(self.cols, widths):
+            self.add_column(self._label(c), key=c.key, width=w)
 
-    def set_rows(self, rows: list[dict[str, Any]]) -> None:
-        self.rows_all = list(rows)
+    def _label(self, c: Column) -> str:
+        arrow = ""
+        if c.key == self.sort_key:
+            arrow = " " + (self.glyphs.down if self.sort_reverse else self.glyphs.up)
+        return c.label + arrow
+
+    def set_rows(self, rows: Sequence[dict[str, Any]] | pd.DataFrame) -> None:
+        self.frame = contiguous(frame_of(rows).reset_index(drop=True))
+        self._orders, self._lower, self._lengths = {}, {}, {}  # per table: sort orders, sort keys, text widths
         self.refill()
 
-    def set_filter(self, predicate: Callable[[dict[str, Any]], bool] | None) -> None:
+    def set_filter(self, predicate: Predicate | None) -> None:
         self.predicate = predicate
         self.refill()
 
@@ -79,51 +113,120 @@ class SortableTable(ConsoleTable):
         reverse = (not self.sort_reverse) if key == self.sort_key else col.numeric  # numbers: largest first
         self.sort_by(key, reverse)
 
+    def _kept(self) -> np.ndarray:
+        frame, pred = self.frame, self.predicate
+        if pred is None:
+            return np.arange(len(frame))
+        if isinstance(pred, FrameFilter):
+            mask = np.asarray(pred.mask(frame), dtype=bool) if len(frame) else np.zeros(0, dtype=bool)
+        else:
+            mask = np.fromiter((bool(pred(r)) for r in RowsView(frame, np.arange(len(frame)))), dtype=bool,
+                               count=len(frame))
+        return np.flatnonzero(mask)
+
+    def _ordered(self, kept: np.ndarray) -> np.ndarray:
+        key = self.sort_key
+        if key is None or not len(kept) or key not in self.frame.columns:
+            return kept  # unsorted, or every row lacks the key: as they were
+        order = self._orders.get((key, self.sort_reverse))
+        if order is None:
+            order = self._orders[(key, self.sort_reverse)] = self._sort_all(key)
+        if len(kept) == len(self.frame):
+            return order
+        # a stable sort of the kept rows is the whole table's order with the others left out
+        keep = np.zeros(len(self.frame), dtype=bool)
+        keep[kept] = True
+        return order[keep[order]]
+
+    def _sort_all(self, key: str) -> np.ndarray:
+        """Every row's position, by `key` (numbers as numbers, missing last; text without case),
+        equal values in table order: Python's stable sort, as the rows were sorted before."""
+        col = next((c for c in self.cols if c.key == key), None)
+        if col is not None and col.numeric:
+            keys = pd.to_numeric(self.frame[key], errors="coerce")
+            order = keys.sort_values(ascending=not self.sort_reverse, na_position="last", kind="stable").index
+        else:
+            keys = self._lowered(key)
+            order = keys.sort_values(ascending=not self.sort_reverse, kind="stable").index
+        return np.asarray(order, dtype=np.int64)
+
+    def _lowered(self, key: str) -> pd.Series:
+        if key not in self._lower:
+            values = self.frame[key]
+            text = values.astype("str") if values.dtype != "str" else values
+            self._lower[key] = text.str.lower().fillna("none")  # a missing value sorts as str(None) did
+        return self._lower[key]
+
+    def _values(self, key: str, kept: np.ndarray) -> pd.Series:
+        """The column for the kept rows, positioned 0..n-1 (no copy when every row is kept)."""
+        col = self.frame[key]
+        if len(kept) == len(self.frame):
+            return col
+        return col.take(kept).reset_index(drop=True)
+
     def refill(self) -> None:
-        rows = [r for r in self.rows_all if self.predicate is None or self.predicate(r)]
-        if self.sort_key is not None:
-            key = self.sort_key
-            col = next((c for c in self.cols if c.key == key), None)
-            if col is not None and col.numeric:
-                present = [r for r in rows if isinstance(r.get(key), (int, float))]
-                missing = [r for r in rows if not isinstance(r.get(key), (int, float))]
-                present.sort(key=lambda r: r[key], reverse=self.sort_reverse)
-                rows = present + missing  # rows without a value stay last either way
-            else:
-                rows.sort(key=lambda r: str(r.get(key, "")).lower(), reverse=self.sort_reverse)
-        self.shown = rows
+        kept = self._kept()
+        self.positions = self._ordered(kept)
         cursor = self.cursor_coordinate
-        cells = [[self._cell(c, r.get(c.key)) for c in self.cols] for r in rows]
+        self._add_columns(self._widths(kept))
+        self.show_rows(len(self.positions))
+        if len(self.positions):
+            self.cursor_coordinate = cursor if cursor.row < len(self.positions) else cursor._replace(row=0)
+
+    def _widths(self, kept: np.ndarray | None = None) -> list[int]:
+        """Each column as wide as its widest cell (or its own width); the fill column takes what the
+        others leave, so that no column scrolls out of view (at least 16)."""
+        kept = np.zeros(0, dtype=np.int64) if kept is None else kept
+        widest = [self._widest(c, kept) for c in self.cols]
         fill = next((i for i, c in enumerate(self.cols) if c.fill), None)
         if fill is not None:
-            room = self._fill_width(cells, fill)
-            for row in cells:
-                row[fill] = cut_middle(str(row[fill]), room)
-        self._add_columns(cells)
-        for row in cells:
-            self.add_row(*row)
-        if rows:
-            self.cursor_coordinate = cursor if cursor.row < len(rows) else cursor._replace(row=0)
+            width = (self.size.width or self.app.size.width) - 2                  # the vertical scrollbar
+            used = sum(2 + (c.width or max(len(c.label) + (2 if c.key == self.sort_key else 0), widest[i]))
+                       for i, c in enumerate(self.cols) if i != fill)
+            self._room = max(16, width - used - 2)
+            widest[fill] = min(widest[fill], self._room)
+        return [c.width or max(cell_len(self._label(c)), w) for c, w in zip(self.cols, widest)]
 
-    def _fill_width(self, cells: list[list[Text | str]], fill: int) -> int:
-        """What the fill column may take so that no column scrolls out of view (at least 16)."""
-        width = (self.size.width or self.app.size.width) - 2                  # the vertical scrollbar
-        used = 0
-        for i, c in enumerate(self.cols):
-            if i != fill:
-                head = len(c.label) + (2 if c.key == self.sort_key else 0)   # the sorted column's arrow
-                used += 2 + (c.width or max([head] + [len(str(row[i])) for row in cells]))
-        return max(16, width - used - 2)
+    def _widest(self, c: Column, kept: np.ndarray) -> int:
+        """The widest cell of the kept rows (their order does not matter)."""
+        if c.width is not None or not len(kept):
+            return 0
+        if c.key not in self.frame.columns:
+            return 1  # "-"
+        values = self._values(c.key, kept)
+        if len(kept) <= EXACT_WIDTHS:
+            return max(cell_len(str(self._cell(c, v))) for v in pylist(values))
+        if c.numeric:  # the widest number is the largest or the smallest (a sign), or "-" for none
+            numbers = pd.to_numeric(values, errors="coerce")
+            ends = [v for v in (numbers.min(), numbers.max()) if pd.notna(v)]
+            texts = [c.fmt(v.item() if hasattr(v, "item") else v) for v in ends] + (["-"] if numbers.isna().any() else [])
+            return max(map(cell_len, texts), default=1)
+        if c.key not in self._lengths:
+            text = self.frame[c.key]
+            text = text.astype("str") if text.dtype != "str" else text
+            self._lengths[c.key] = text.str.len().fillna(1).to_numpy(dtype=np.int64)
+        return int(self._lengths[c.key][kept].max())
+
+    def build_rows(self, start: int, stop: int) -> list[list[Text | str]]:
+        """The cells of shown rows start..stop, formatted (VirtualRows asks for them as they come into view)."""
+        fill = next((i for i, c in enumerate(self.cols) if c.fill), None)
+        part = self.frame.take(self.positions[start:stop])
+        rows = rows_of(part)
+        cells = [[self._cell(c, r.get(c.key)) for c in self.cols] for r in rows]
+        if fill is not None:
+            for row in cells:
+                row[fill] = cut_middle(str(row[fill]), self._room)
+        return cells
 
     def on_resize(self) -> None:
-        if self.rows_all and any(c.fill for c in self.cols):
+        if len(self.frame) and any(c.fill for c in self.cols):
             self.refill()
 
     def _cell(self, col: Column, value: Any) -> Text | str:
-        text = "-" if value is None else col.fmt(value)
+        text = "-" if value is None or (isinstance(value, float) and value != value) else col.fmt(value)
         return Text(text, justify="right") if col.numeric else text
 
     def current_row(self) -> dict[str, Any] | None:
-        if not self.shown or self.cursor_row >= len(self.shown):
+        if not len(self.positions) or self.cursor_row >= len(self.positions):
             return None
-        return self.shown[self.cursor_row]
+        return rows_of(self.frame.take([self.positions[self.cursor_row]]))[0]

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,40 +110,58 @@ def _with_cli(case: dict[str, Any], path: Path, shown: str) -> dict[str, Any]:
     rc, text = _cli(["import", str(path)])
     case["cli_text"] = [rc, text.replace(str(path), shown)]
     rc, text = _cli(["import", str(path), "--json"])
-    case["cli_json"] = [rc, json.loads(text.replace(json.dumps(str(path))[1:-1], shown)) if rc == 0 else None]
+    text = text.replace(json.dumps(str(path))[1:-1], shown)
+    case["cli_json"] = [rc, json.loads(text) if rc == 0 else None]
+    case["cli_json_text"] = text  # not stored: the test holds it to json.dumps(golden, indent=1)
     return case
+
+
+def cases(tmp: Path) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Case name -> what computes it with the code at hand (files it needs are written under `tmp`)."""
+    out: dict[str, Callable[[], dict[str, Any]]] = {}
+    for rel in fixture_files():
+        out[rel] = lambda rel=rel: _fixture_case(rel, tmp)
+        if rel.endswith(".csv"):
+            out[f"{rel} as a log"] = lambda rel=rel: _text_case(as_log(rel), tmp / "capture.txt")
+    every = "".join(as_log(r) for r in fixture_files() if r.endswith(".csv"))
+    out["every csv fixture as one log"] = lambda: _text_case(every, tmp / "every.txt")
+    for d in NSYS_DIRS:
+        shown = f"{ROOT_MARK}/{d}"
+        out[f"{d}/"] = lambda d=d, shown=shown: _with_cli(_case_from_path(FIXTURES / d, shown), FIXTURES / d, shown)
+    from perfconsole.core import store
+
+    for rel in SNAPSHOTS:  # stored tables (rows from JSON) through the analyses and the CLI
+        profile = getattr(store.load(REPO / rel), "profile", None)
+        if profile is not None and profile.tables:
+            out[rel] = lambda rel=rel: _snapshot_case(rel)
+    return out
+
+
+def _fixture_case(rel: str, tmp: Path) -> dict[str, Any]:
+    path = FIXTURES / rel
+    if rel.endswith(".gz"):  # the reader takes the trace as torch writes it, uncompressed
+        path = tmp / Path(rel).name.removesuffix(".gz")
+        path.write_bytes(gzip.decompress((FIXTURES / rel).read_bytes()))
+    shown = f"{ROOT_MARK}/{rel}"
+    return _with_cli(_case_from_path(path, shown), path, shown)
+
+
+def _text_case(text: str, path: Path) -> dict[str, Any]:
+    path.write_text(text, encoding="utf-8")
+    return _case_from_path(path, "<log>")
+
+
+def _snapshot_case(rel: str) -> dict[str, Any]:
+    from perfconsole.core import store
+
+    profile = store.load(REPO / rel).profile
+    return _with_cli({"analyses": analyses(profile.tables)}, REPO / rel, f"<repo>/{rel}")
 
 
 def compute() -> dict[str, Any]:
     """Case name -> what the code at hand makes of it."""
-    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="perfconsole-goldens-") as tmp:
-        for rel in fixture_files():
-            path = FIXTURES / rel
-            if rel.endswith(".gz"):  # the reader takes the trace as torch writes it, uncompressed
-                path = Path(tmp) / Path(rel).name.removesuffix(".gz")
-                path.write_bytes(gzip.decompress((FIXTURES / rel).read_bytes()))
-            shown = f"{ROOT_MARK}/{rel}"
-            out[rel] = _with_cli(_case_from_path(path, shown), path, shown)
-            if rel.endswith(".csv"):
-                log = Path(tmp) / "capture.txt"
-                log.write_text(as_log(rel), encoding="utf-8")
-                out[f"{rel} as a log"] = _case_from_path(log, "<log>")
-        every = Path(tmp) / "every.txt"
-        every.write_text("".join(as_log(r) for r in fixture_files() if r.endswith(".csv")), encoding="utf-8")
-        out["every csv fixture as one log"] = _case_from_path(every, "<log>")
-        for d in NSYS_DIRS:
-            shown = f"{ROOT_MARK}/{d}"
-            out[f"{d}/"] = _with_cli(_case_from_path(FIXTURES / d, shown), FIXTURES / d, shown)
-    for rel in SNAPSHOTS:  # stored tables (rows from JSON) through the analyses and the CLI
-        from perfconsole.core import store
-
-        record = store.load(REPO / rel)
-        profile = getattr(record, "profile", None)
-        if profile is None or not profile.tables:
-            continue
-        out[rel] = _with_cli({"analyses": analyses(profile.tables)}, REPO / rel, f"<repo>/{rel}")
-    return out
+        return {name: case() for name, case in cases(Path(tmp)).items()}
 
 
 def load_goldens() -> dict[str, Any]:
@@ -154,6 +172,9 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python tests/core/profiling/profile_goldens.py --write")
     GOLDENS.parent.mkdir(exist_ok=True)
-    data = json.dumps(compute(), indent=1).encode()
+    done = compute()
+    for case in done.values():
+        case.pop("cli_json_text", None)
+    data = json.dumps(done, indent=1).encode()
     GOLDENS.write_bytes(gzip.compress(data, mtime=0))
     print(f"{GOLDENS}: {len(json.loads(data))} cases, {len(data)} bytes of JSON")

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from perfconsole.core import store
 from perfconsole.core.profiling.columns import report_from_stem
 from perfconsole.core.profiling.load import load_profile
+from perfconsole.core.record import Profile, RunRecord
+from perfconsole.core.spec import RunSpec
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
 
@@ -59,7 +62,9 @@ def test_fixture_parses_exactly(rel: str) -> None:
     assert {k: rows[0][k] for k in first} == first
     totals = [r.get("total_time_ns") for r in rows]
     assert totals == sorted(totals, reverse=True)  # nsys sorts by total; parsing keeps the order
-    json.dumps(tables)  # JSON-serialisable as the event and the snapshot need
+    # JSON-serialisable as the snapshot needs: the snapshot writer writes a ProfileTable as its rows
+    record = RunRecord(RunSpec(), name="import", status="imported", profile=Profile("import", [], tables))
+    assert json.loads(store.dumps(record))["data"]["profile"]["tables"] == {k: list(v) for k, v in tables.items()}
 
 
 def test_line_count_matches_rows() -> None:

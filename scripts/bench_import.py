@@ -1,7 +1,8 @@
 """Import speed: a million-row kernel summary through `perfconsole import`, and large tables in the console.
 
     python scripts/bench_import.py [--rows 1000000] [--trace-rows 100000] [--repeat 3]
-                                   [--before REV] [--before-repeat 1] [--limit 900] [--data DIR] [--out FILE.json]
+                                   [--before REV] [--before-repeat 1] [--limit 900] [--console-limit 300]
+                                   [--data DIR] [--out FILE.json]
 
 Measured, each in a fresh process, for this checkout ("after") and, with --before, for the code at REV
 (extracted with `git archive` and run from there, "before"):
@@ -140,15 +141,16 @@ def version_env(pythonpath: Path | None, data_dir: Path) -> dict:
     return env
 
 
-def measure(label: str, env: dict, big: Path, trace: Path, repeat: int, limit: float, work: Path) -> dict:
+def measure(label: str, env: dict, big: Path, trace: Path, repeat: int, limit: float, console_limit: float,
+            work: Path) -> dict:
     cli = [sys.executable, "-m", "perfconsole.tui.main", "import", str(big)]
     runs: dict[str, list[dict]] = {"top20": [], "json": [], "console_trace": [], "console_big": []}
     for i in range(repeat):
         print(f"[{label}] run {i + 1}/{repeat}", file=sys.stderr, flush=True)
         runs["top20"].append(run_measured(cli, env, limit, work / f"{label}_top20.txt"))
         runs["json"].append(run_measured([*cli, "--json"], env, limit, work / f"{label}.json"))
-        runs["console_trace"].append(run_console(trace, env, limit))
-        runs["console_big"].append(run_console(big, env, limit))
+        runs["console_trace"].append(run_console(trace, env, console_limit))
+        runs["console_big"].append(run_console(big, env, console_limit))
         print(json.dumps({k: v[-1] for k, v in runs.items()}, indent=1), file=sys.stderr, flush=True)
     return runs
 
@@ -183,7 +185,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--before", default=None, metavar="REV", help="also measure the code at this revision")
     ap.add_argument("--before-repeat", type=int, default=1)
-    ap.add_argument("--limit", type=float, default=900.0, help="seconds a run may take before it is stopped")
+    ap.add_argument("--limit", type=float, default=900.0, help="seconds an import may take before it is stopped")
+    ap.add_argument("--console-limit", type=float, default=300.0,
+                    help="seconds the console may take to show a table before it is stopped")
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "perfconsole-bench-import")
     ap.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     args = ap.parse_args()
@@ -201,9 +205,10 @@ def main() -> int:
         if args.before:
             path = before_tree(args.before, work / "before")
             result["versions"][f"before ({args.before})"] = measure(
-                "before", version_env(path, work / "data-before"), big, trace, args.before_repeat, args.limit, work)
+                "before", version_env(path, work / "data-before"), big, trace, args.before_repeat, args.limit,
+                args.console_limit, work)
         result["versions"]["after"] = measure("after", version_env(None, work / "data-after"), big, trace,
-                                              args.repeat, args.limit, work)
+                                              args.repeat, args.limit, args.console_limit, work)
         shutil.rmtree(work, ignore_errors=True)
     for name, runs in result["versions"].items():
         print(f"\n{name}")

@@ -7,6 +7,7 @@ fields it does not know (a newer worker may add some).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -22,7 +23,15 @@ class Event:
     type: ClassVar[str] = ""
 
     def to_json(self) -> str:
-        return json.dumps({"v": EVENT_VERSION, "type": self.type, **asdict(self)}, allow_nan=False)
+        return json.dumps({"v": EVENT_VERSION, "type": self.type, **asdict(self)}, allow_nan=False, default=_rows)
+
+
+def _rows(value: object) -> list:
+    """A profile table held as a frame (core.profiling.table.ProfileTable, a Sequence of row dicts) is
+    written as its rows: the one place an event's tables become rows."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 @dataclass(frozen=True)

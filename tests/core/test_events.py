@@ -44,3 +44,18 @@ def test_bad_lines(line, words):
 def test_nan_is_refused_not_written():
     with pytest.raises(ValueError):
         ev.Step(0, False, float("nan"), 1.0).to_json()
+
+
+def test_a_profile_event_writes_its_frame_held_tables_as_rows():
+    """A torch trace's tables are frames (ProfileTable) on CUDA; the worker writes them into its event
+    stream as rows, and they come back equal (a ProfileTable in the event crashed every CUDA torch run)."""
+    import gzip
+
+    from helpers import FIXTURES
+    from perfconsole.core.profiling.torch_trace import parse_torch_trace
+
+    text = gzip.open(FIXTURES / "torch_traces" / "h200_llama1B_bf16w_cudagraphs_3steps.json.gz", "rt").read()
+    tables, _ = parse_torch_trace(text, "trace.json")
+    assert type(tables["cuda_gpu_kern_sum"]).__name__ == "ProfileTable"
+    back = ev.decode(ev.ProfileReady("torch", ["trace.json"], tables).to_json())
+    assert back.tables["cuda_gpu_kern_sum"] == list(tables["cuda_gpu_kern_sum"])

@@ -5,15 +5,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from test_signals import finish, start, wait_for_stderr
 
 from perfconsole.core import store
+from helpers import PC, TINY_ARGS
 
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
-TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1", "--steps", "3"]
+TINY = [*TINY_ARGS, "--warmup", "1", "--steps", "3"]
 
 
 def test_the_cli_runs_processes_in_rounds_and_prints_the_comparison_snapshot():

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from helpers import pc
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "ncu" / "small_train_h100.json"
 SHIPPED = Path(__file__).resolve().parents[3] / "snapshots" / "tiny-cpu-train-torch-profile.json"
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
-
-
-def pc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*PC, *args], capture_output=True, text=True, timeout=300)
 
 
 def test_why_table_plain_and_json():

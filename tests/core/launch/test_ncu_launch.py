@@ -4,7 +4,6 @@ line saying what to install), the ncu command a run would start, the metrics ask
 The run itself is tests/core/launch/test_ncu_gpu.py's, on the GPU machine."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,9 @@ from perfconsole.core.launch.ncu_launch import NcuLaunch, timed_spec
 from perfconsole.core.launch.replicates import make_launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec, SpecError
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ncu"
+FIXTURES = ALL_FIXTURES / "ncu"
 SPEC = RunSpec(size="tiny", device="cuda", profile="ncu", warmup=1, steps=2)
 
 

@@ -4,15 +4,15 @@ launch figures derived from them (FLOPs from the tensor pipes against ncu's own 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from perfconsole.core.profiling.errors import ProfileFormatError
 from perfconsole.core.profiling.ncu_csv import looks_like_ncu, number, read_details, read_pages, read_raw, read_text, scale
 from perfconsole.core.profiling.ncu_kernels import launch_frame, launch_rows, rule_rows
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ncu"
+FIXTURES = ALL_FIXTURES / "ncu"
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
 ATTENTION = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"
 TRITON = "triton_poi_fused_add_mul_sigmoid_0"

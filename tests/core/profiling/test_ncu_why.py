@@ -3,7 +3,6 @@ ncu's kernel filter built from the torch profiler's names, and each kernel's lim
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,9 @@ from perfconsole.core.profiling.ncu_csv import read_pages
 from perfconsole.core.profiling.ncu_kernels import function_name, kernel_key, launch_rows, name_head
 from perfconsole.core.profiling.ncu_why import why_frame, why_rows
 from perfconsole.core.reports.kernel_why import kernel_why
+from helpers import FIXTURES as ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ncu"
+FIXTURES = ALL_FIXTURES / "ncu"
 # The peaks the worker measured on that H100 before the small run (its snapshot's `peaks`).
 H100_PEAKS = {"matmul_tflops": {"bf16": 783.5, "fp16": 751.1, "fp32": 51.7, "tf32": 404.1}, "bandwidth_gbps": 3009.8}
 

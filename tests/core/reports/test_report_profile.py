@@ -1,14 +1,11 @@
 """Profile sections of run reports, on a real torch-profiled run and on real nsys fixtures."""
 import json
-import pathlib
 import subprocess
-import sys
 
 from perfconsole.core import store
 from perfconsole.core.reports.export import export
+from helpers import PC, ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-PC = [sys.executable, "-m", "perfconsole.tui.main"]
 
 
 def test_profiled_run_report_answers_the_hand_written_questions():

@@ -197,6 +197,7 @@ def test_a_filter_typed_in_a_burst_keeps_the_kernel_tables_widths(tmux, tmp_path
     screen = tmux.screen()
     assert "aten::_softmax" in screen and "5,809.8" in screen, screen   # was "aten::" and "5,809."
 
+
 def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_path):
     """fp32, bf16 and fp16 with ctrl+t, one saved with s, then q: all three are in the data folder (`q` said
     where), and a fresh console lists them, as it did after a dropped SSH session but not after q."""

@@ -199,9 +199,14 @@ async def test_a_cpu_profile_s_rows_are_called_cpu_ops():
             await pilot.press(key)
             await pilot.pause()
             titles[title] = plain(pilot.app.query_one(title, Static).content)
+            if key == "3":
+                table = pilot.app.query_one("#kernel-table")
+                heads = [str(c.label).strip() for c in table.columns.values()]
+                placeholder = pilot.app.query_one("#kernel-filter").placeholder
     assert f"{cpu.name}: {n} CPU ops (torch)" in titles["#kernels-title"]
     assert "to see its CPU ops" in titles["#nvtx-title"]
     assert titles["#range-title"].startswith("CPU ops in ")
+    assert heads[-1] == "CPU op" and placeholder == "filter CPU ops by text (/)"   # the table says so too
 
 
 async def test_live_status_flags_a_throttled_run():
@@ -305,3 +310,13 @@ async def test_a_live_filter_draws_its_rows_at_their_full_width():
             for i, col in enumerate(table.ordered_columns):                # before the table has idled
                 widest = max(cell_len(str(table.get_row_at(r)[i])) for r in range(table.row_count))
                 assert col.get_render_width(table) - 2 * table.cell_padding >= widest, (text, col.label.plain)
+
+
+def test_the_no_profile_hint_offers_nsys_only_on_a_gpu():
+    from perfconsole.core.record import RunRecord
+    from perfconsole.core.spec import RunSpec
+    from perfconsole.tui.screens.profile_tables import _no_profile
+
+    cpu, gpu = RunRecord(RunSpec(size="tiny", device="cpu")), RunRecord(RunSpec(size="tiny", device="cuda"))
+    assert "launch with profiler torch, or import nsys CSVs" in _no_profile(cpu, "cuda_gpu_kern_sum")
+    assert "launch with profiler torch or nsys, or import" in _no_profile(gpu, "cuda_gpu_kern_sum")

@@ -2,6 +2,8 @@
 NVTX ranges (pick one to see the kernels inside it). Rows and categories come from core.profiling."""
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 import numpy as np
@@ -75,7 +77,8 @@ def _no_profile(record: RunRecord | None, table: str) -> str:
     if record is None:
         return "no run selected: pick one in Runs (5) or launch one (1)"
     if record.profile is None:
-        return f"{record.name}: no profile (launch with profiler torch or nsys, or import nsys CSVs)"
+        profilers = "torch or nsys" if record.spec.device == "cuda" else "torch"  # nsys needs a GPU
+        return f"{record.name}: no profile (launch with profiler {profilers}, or import nsys CSVs)"
     return f"{record.name}: the profile has no {table} table"
 
 
@@ -90,6 +93,7 @@ class KernelsPane(Vertical):
         super().__init__(**kw)
         self.glyphs = glyphs
         self.title_text = ""
+        self.one = "kernel"  # what one row is: a kernel, or a CPU run's CPU op
         self._names_lower: Any = None
 
     def compose(self) -> ComposeResult:
@@ -112,6 +116,12 @@ class KernelsPane(Vertical):
             text += f"\n{line}" if line else ""
         self.title_text = text
         title.update(text)
+        # A CPU run's rows are CPU ops: the table's head, its filter and its empty line say so, as the title does.
+        units = _units(record)
+        self.one = "CPU op" if units == "CPU ops" else "kernel"
+        table = self.query_one("#kernel-table", SortableTable)
+        table.cols = [*KERNEL_COLUMNS[:-1], dataclasses.replace(KERNEL_COLUMNS[-1], label=self.one)]
+        self.query_one("#kernel-filter", Input).placeholder = f"filter {units} by text (/)"
         frame = frame_of(rows).reset_index(drop=True)
         cats = categorize_column(frame["name"]) if len(frame) else None  # for the whole table at once
         if cats is not None:
@@ -143,7 +153,7 @@ class KernelsPane(Vertical):
         # The way out names only what is set: the text filter, the category, or both.
         ways = [w for w, on in (("clear the text: /, then delete it", text), ("g: the next category", cat != ALL)) if on]
         self.query_one("#kernels-title", Static).update(
-            self.title_text + (f"\nno kernel matches {what} ({'; '.join(ways)})" if empty else ""))
+            self.title_text + (f"\nno {self.one} matches {what} ({'; '.join(ways)})" if empty else ""))
 
     @on(DataTable.CellSelected, "#kernel-table")
     def _why(self) -> None:  # Enter on a kernel: Nsight Compute's reasons (tui.screens.kernel_why)

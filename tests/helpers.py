@@ -24,3 +24,12 @@ def pc(*args: str, timeout: float = CLI_TIMEOUT, **kw) -> subprocess.CompletedPr
 # The tiny model on the CPU: a run of seconds. As flags and as a spec.
 TINY_ARGS = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2"]
 TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")
+
+
+def stream(launch, record, seen: list | None = None):
+    """Every event of a started launch applied to `record` (and kept in `seen`); returns the record."""
+    for event in launch.events():
+        record.apply(event)
+        if seen is not None:
+            seen.append(event)
+    return record

@@ -18,6 +18,7 @@ from perfconsole.core.reports.export import export
 from perfconsole.core.reports.profile import headline, outside_capture, overhead_lines
 from perfconsole.core.spec import RunSpec
 from helpers import TINY as TINY_RUN
+from helpers import stream
 
 TINY = TINY_RUN.with_(profile="torch")
 
@@ -29,11 +30,7 @@ def torch_apart(monkeypatch):
 
 def run(launch, record: RunRecord, seen: list | None = None) -> RunRecord:
     launch.start()
-    for event in launch.events():
-        record.apply(event)
-        if seen is not None:
-            seen.append(event)
-    return record
+    return stream(launch, record, seen)
 
 
 @pytest.fixture(scope="module")

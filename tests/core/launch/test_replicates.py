@@ -15,16 +15,12 @@ from perfconsole.core.reports.compare import Comparison
 from perfconsole.core.reports.export import export
 from perfconsole.core.spec import SpecError
 from helpers import TINY as TINY_RUN
+from helpers import stream
 
 TINY = TINY_RUN.with_(repeat=3)
 
 
-def run(launch, record: RunRecord, seen: list | None = None) -> RunRecord:
-    for event in launch.events():
-        record.apply(event)
-        if seen is not None:
-            seen.append(event)
-    return record
+run = stream
 
 
 @pytest.fixture(scope="module")

@@ -156,8 +156,9 @@ def _shares(names: pd.Series, totals: pd.Series, cats: pd.Series | None = None) 
     sums: dict[str, int | float] = {}
     arr = totals.to_numpy() if totals.dtype != object else None
     if arr is not None and arr.dtype.kind in "iu" and np.abs(arr.astype(np.float64)).sum() < 2**62:
-        by = pd.Series(arr).groupby(cats.cat.codes.to_numpy()).sum()
-        sums = {CATEGORIES[code]: int(v) for code, v in by.items()}
+        codes = cats.cat.codes.to_numpy()
+        for code in np.unique(codes):  # a category's rows at a time: int64 sums, exact, little memory
+            sums[CATEGORIES[code]] = int(arr[codes == code].sum())
     else:  # floats, or sums past int64: in row order, as Python adds them
         for cat, ns in zip(cats.tolist(), totals.tolist()):
             sums[cat] = sums.get(cat, 0) + ns

@@ -13,6 +13,7 @@ with Python's `re` otherwise. tests/core/profiling/test_category_frames.py holds
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -84,19 +85,19 @@ def _arrow_codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return out
 
 
-def _blocks(arr: pa.ChunkedArray | pa.Array, rows: int = 1 << 16) -> list[pa.Array]:
-    """The column in blocks of about `rows` rows (a CSV's chunks are small: few numpy calls per row)."""
+def _blocks(arr: pa.ChunkedArray | pa.Array, rows: int = 1 << 14) -> Iterator[pa.Array]:
+    """The column in blocks of about `rows` rows, one at a time (a CSV's chunks are small: few numpy
+    calls per row; a copy of the whole column would be the names' size again)."""
     chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
-    out, group, n = [], [], 0
+    group, n = [], 0
     for chunk in chunks:
         group.append(chunk)
         n += len(chunk)
         if n >= rows:
-            out.append(pa.concat_arrays(group) if len(group) > 1 else group[0])
+            yield pa.concat_arrays(group) if len(group) > 1 else group[0]
             group, n = [], 0
     if group:
-        out.append(pa.concat_arrays(group) if len(group) > 1 else group[0])
-    return out
+        yield pa.concat_arrays(group) if len(group) > 1 else group[0]
 
 
 def _code_of(key: str) -> int:

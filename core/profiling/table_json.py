@@ -14,9 +14,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from perfconsole.core.profiling import table_arrow
 from perfconsole.core.profiling.table import ProfileTable, column_lists
 
-BLOCK = 50_000
+BLOCK = 10_000
 
 
 def dump(doc: Any, out: TextIO, indent: int = 1) -> None:
@@ -61,17 +62,20 @@ def _table(table: ProfileTable, depth: int, indent: int) -> Iterator[str]:
     yield "[\n" + item
     for start in range(0, n, BLOCK):
         stop = min(start + BLOCK, n)
-        names, columns = column_lists(table.frame, start, stop)
         if start:
             yield ",\n" + item
-        yield (",\n" + item).join(_rows(names, columns, item, field, stop - start))
+        part = table.frame.iloc[start:stop]
+        text = table_arrow.rows_text(part, item, field) if part.shape[1] else None
+        if text is None:
+            names, columns = column_lists(table.frame, start, stop)
+            text = (",\n" + item).join(_rows(names, columns, item, field, stop - start))
+        yield text
     yield "\n" + " " * depth + "]"
 
 
-def _rows(names: list[str], columns: list[list[Any]], item: str, field: str, count: int) -> Iterator[str]:
+def _rows(names: list[str], columns: list[list[Any]], item: str, field: str, count: int) -> list[str]:
     if not names:
-        yield from ("{}" for _ in range(count))
-        return
+        return ["{}"] * count
     parts, encoded = [], []
     for name, values in zip(names, columns):
         texts, quoted = _encode(values)
@@ -79,7 +83,7 @@ def _rows(names: list[str], columns: list[list[Any]], item: str, field: str, cou
         parts.append(f"{field}{key}: " + ('"{}"' if quoted else "{}"))
         encoded.append(texts)
     template = "{{\n" + ",\n".join(parts) + "\n" + item + "}}"
-    yield from map(template.format, *encoded)
+    return list(map(template.format, *encoded))
 
 
 def _encode(values: list[Any]) -> tuple[list[str], bool]:

@@ -71,3 +71,25 @@ def test_json_is_json_dumps_to_the_byte(columns, kinds, n, data, indent) -> None
     out = io.StringIO()
     dump(doc, out, indent=indent)
     assert out.getvalue() == json.dumps(plain, indent=indent)
+
+
+FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                   st.sampled_from([0.0, -0.0, 27.0, 1e15, 1e15 + 0.5, 999999999999999.9, 1e-4, 9.99e-5, 1e-5, 1e16,
+                                    2.0**53, 0.1, 98.1, 5e-324]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 8), data=st.data(),
+       kinds=st.lists(st.sampled_from(["int", "float", "bool", "str", "text"]), min_size=1, max_size=5))
+def test_typed_columns_are_json_dumps_to_the_byte(n, data, kinds) -> None:
+    """Typed columns (numpy numbers, arrow-backed text) go through pyarrow (table_arrow): the same bytes."""
+    strategy = {"int": st.integers(-2**63 + 1, 2**63 - 1), "float": FLOATS, "bool": st.booleans(),
+                "str": st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=10),
+                "text": st.text(max_size=10)}
+    dtype = {"int": "int64", "float": "float64", "bool": "bool", "str": "str", "text": "str"}
+    cols = {f"c{i}": [data.draw(strategy[k]) for _ in range(n)] for i, k in enumerate(kinds)}
+    frame = pd.DataFrame({c: pd.Series(v, dtype=dtype[k]) for (c, v), k in zip(cols.items(), kinds)})
+    rows = [{c: cols[c][i] for c in cols} for i in range(n)]
+    out = io.StringIO()
+    dump({"t": ProfileTable(frame)}, out, indent=1)
+    assert out.getvalue() == json.dumps({"t": rows}, indent=1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -68,29 +69,39 @@ def _as_series(codes: np.ndarray, index: pd.Index) -> pd.Series:
 
 
 def _arrow_codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Category codes (-1: an `aten::` name, looked up whole by the caller), a chunk of skeletons at a time."""
+    """Category codes (-1: an `aten::` name, looked up whole by the caller), a block of skeletons at a
+    time, two blocks at once (numpy and pyarrow let go of the interpreter while they work)."""
     out = np.empty(len(arr), dtype=np.int8)
     known: dict[str, int] = {}  # skeleton -> category code
     at = 0
-    for chunk in _blocks(arr):
-        chunk = chunk.cast(pa.large_string()) if chunk.type != pa.large_string() else chunk
-        if chunk.null_count:
-            chunk = pc.fill_null(chunk, "")
-        keys = _chunk_skeleton(chunk)
-        uniques = pc.unique(keys)
-        codes = np.array([known[u] if u in known else known.setdefault(u, _code_of(u)) for u in uniques.to_pylist()],
-                         dtype=np.int8)
-        out[at:at + len(chunk)] = codes[pc.index_in(keys, value_set=uniques).to_numpy()]
-        at += len(chunk)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for size, uniques, index in pool.map(_distinct_skeletons, _blocks(arr)):
+            codes = np.array([known[u] if u in known else known.setdefault(u, _code_of(u))
+                              for u in uniques.to_pylist()], dtype=np.int8)
+            out[at:at + size] = codes[index]
+            at += size
     return out
 
 
+def _distinct_skeletons(chunk: pa.Array) -> tuple[int, pa.Array, np.ndarray]:
+    """(rows, the distinct skeletons of a block, each row's position among them)."""
+    chunk = chunk.cast(pa.large_string()) if chunk.type != pa.large_string() else chunk
+    if chunk.null_count:
+        chunk = pc.fill_null(chunk, "")
+    keys = _chunk_skeleton(chunk)
+    uniques = pc.unique(keys)
+    return len(chunk), uniques, pc.index_in(keys, value_set=uniques).to_numpy()
+
+
 def _blocks(arr: pa.ChunkedArray | pa.Array, rows: int = 1 << 14) -> Iterator[pa.Array]:
-    """The column in blocks of about `rows` rows, one at a time (a CSV's chunks are small: few numpy
-    calls per row; a copy of the whole column would be the names' size again)."""
+    """The column's chunks, small ones joined up to about `rows` rows (few numpy calls per row), one at
+    a time (a copy of the whole column would be the names' size again)."""
     chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
     group, n = [], 0
     for chunk in chunks:
+        if len(chunk) >= rows // 4 and not group:
+            yield chunk
+            continue
         group.append(chunk)
         n += len(chunk)
         if n >= rows:

@@ -100,7 +100,13 @@ async def test_invalid_form_values_are_marked_and_block_the_run():
         assert app.query_one("#f-d_model").display
         assert "must be an integer" in _text(app, "#err-d_model")
         pane.set_value("size", "tiny")
+        await pilot.pause()
+        profilers = [v for _, v in app.query_one("#f-profile")._options]
+        assert "nsys" not in profilers                        # the CPU has no nsys to offer
+        pane.set_value("device", "cuda")
+        await pilot.pause()
         pane.set_value("profile", "nsys")
+        pane.set_value("device", "cpu")                       # chosen for a GPU, kept on the CPU with its reason
         await pilot.pause()
         assert "nsys needs device cuda" in _text(app, "#err-profile")
         pane.set_value("profile", "none")

@@ -3,7 +3,7 @@
 `kern_sum_csv`: a `cuda_gpu_kern_sum` CSV of N rows. Its header is the ≥2022 one of the real fixtures
 (tests/fixtures/nsys, FORMATS.md §2.1); its kernel names are those of every real kernel-summary fixture
 in turn (639 names, 116 characters on average, up to 3,733), each made unique with `_<row>` at its end
-as a summary's names are; its values keep the fixtures' shapes: integer totals, counts, Min and Max,
+as a summary's names are (or `_<row in letters>`: `_a`, `_b`, ... `_bmdq`); its values keep the fixtures' shapes: integer totals, counts, Min and Max,
 one decimal on Avg, Med and StdDev and on Time (%), rows sorted by total, largest first.
 
 `gpu_trace_csv`: a `cuda_gpu_trace` CSV of N rows. No fixture holds that report; its header is the one
@@ -45,7 +45,18 @@ def _field(name: str) -> str:
     return f'"{name}"' if "," in name or '"' in name else name  # nsys quotes a name only when it must
 
 
-def kern_sum_csv(path: Path, rows: int, seed: int = 0) -> Path:
+def _letters(i: int) -> str:
+    out = ""
+    while True:
+        i, r = divmod(i, 26)
+        out = chr(97 + r) + out
+        if not i:
+            return out
+
+
+def kern_sum_csv(path: Path, rows: int, seed: int = 0, unique_by: str = "digits") -> Path:
+    """`unique_by`: what makes each name unique, `_<row>` (digits) or `_<row in letters>` (letters: a
+    name no digit skeleton folds into another's, the worst case for categorising a million of them)."""
     rng = random.Random(seed)
     kernels = fixture_kernels()
     body = []
@@ -60,7 +71,7 @@ def kern_sum_csv(path: Path, rows: int, seed: int = 0) -> Path:
         total = round(avg * n)
         med = min(max(avg * rng.uniform(0.8, 1.1), lo), hi)
         std = 0.0 if n == 1 else avg * rng.uniform(0.0, 0.5)
-        body.append((total, n, avg, med, lo, hi, std, f"{name}_{i}"))
+        body.append((total, n, avg, med, lo, hi, std, f"{name}_{i if unique_by == 'digits' else _letters(i)}"))
     body.sort(key=lambda r: -r[0])
     grand = sum(r[0] for r in body) or 1
     with path.open("w", newline="\n") as f:

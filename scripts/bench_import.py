@@ -2,7 +2,7 @@
 
     python scripts/bench_import.py [--rows 1000000] [--trace-rows 100000] [--repeat 3]
                                    [--before REV] [--before-repeat 1] [--limit 900] [--console-limit 300]
-                                   [--data DIR] [--out FILE.json]
+                                   [--names digits|letters] [--data DIR] [--out FILE.json]
 
 Measured, each in a fresh process, for this checkout ("after") and, with --before, for the code at REV
 (extracted with `git archive` and run from there, "before"):
@@ -188,14 +188,16 @@ def main() -> int:
     ap.add_argument("--limit", type=float, default=900.0, help="seconds an import may take before it is stopped")
     ap.add_argument("--console-limit", type=float, default=300.0,
                     help="seconds the console may take to show a table before it is stopped")
+    ap.add_argument("--names", choices=("digits", "letters"), default="digits",
+                    help="what makes each kernel name unique: its row number (digits) or the row in letters")
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "perfconsole-bench-import")
     ap.add_argument("--out", type=Path, default=None, help="write every figure here as JSON")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
-    big = args.data / f"big{args.rows}_cuda_gpu_kern_sum.csv"
+    big = args.data / f"big{args.rows}{'' if args.names == 'digits' else '_letters'}_cuda_gpu_kern_sum.csv"
     trace = args.data / f"trace{args.trace_rows}_cuda_gpu_trace.csv"
     if not big.exists():
-        bench_data.kern_sum_csv(big, args.rows)
+        bench_data.kern_sum_csv(big, args.rows, unique_by=args.names)
     if not trace.exists():
         bench_data.gpu_trace_csv(trace, args.trace_rows)
     result = {"machine": machine(), "files": {str(p.name): p.stat().st_size for p in (big, trace)},

@@ -76,10 +76,47 @@ def _arrow_codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
     at = 0
     with ThreadPoolExecutor(max_workers=2) as pool:
         for size, uniques, index in pool.map(_distinct_skeletons, _blocks(arr)):
-            codes = np.array([known[u] if u in known else known.setdefault(u, _code_of(u))
-                              for u in uniques.to_pylist()], dtype=np.int8)
+            if len(uniques) > MANY:  # names that differ in letters: the rules through pyarrow's RE2
+                codes = rule_codes(uniques)
+                rest = np.flatnonzero(codes == _PYTHON)
+                codes[rest] = [_code_of(u) for u in uniques.take(pa.array(rest)).to_pylist()]
+            else:
+                codes = np.array([known[u] if u in known else known.setdefault(u, _code_of(u))
+                                  for u in uniques.to_pylist()], dtype=np.int8)
             out[at:at + size] = codes[index]
             at += size
+    return out
+
+
+MANY = 2_048  # distinct skeletons in a block past which the rules run over them all at once
+_PYTHON = -2  # rule_codes: a name RE2 may read otherwise than Python's re; categorize() decides
+# printable ASCII without a space at either end (no strip() to do, no Unicode \w, \b or case folding)
+_RE2_SAFE = r"^[!-~](?:[ -~]*[!-~])?$"
+
+
+def rule_codes(names: pa.Array) -> np.ndarray:
+    """categorize() of each name, the rules run by pyarrow (RE2) once per rule over the names no rule
+    has placed yet, as categorize() tries them in turn. RE2 and Python's re agree on these patterns for
+    printable ASCII: other names (and `aten::` ops, looked up whole) get _PYTHON."""
+    out = np.full(len(names), _PYTHON, dtype=np.int8)
+    safe = pc.and_(pc.match_substring_regex(names, _RE2_SAFE), pc.invert(pc.starts_with(names, "aten::")))
+    idx = np.flatnonzero(safe.to_numpy(zero_copy_only=False))
+    if not len(idx):
+        return out
+    sub = names.take(pa.array(idx))
+    head = pc.replace_substring_regex(sub, r"[<(].*", "")  # the name up to its first < or (
+    launcher = pc.match_substring_regex(head, _GENERIC_LAUNCHER.pattern)
+    matmul_on = pc.if_else(launcher, sub, head)  # cutlass::device_kernel<...Gemm...>: the template says
+    codes = np.full(len(idx), _CODE["other"], dtype=np.int8)
+    left = np.arange(len(idx))
+    for category, pattern in _RULES:
+        if not len(left):
+            break
+        target = (matmul_on if category == "matmul" else sub).take(pa.array(left))
+        hit = pc.match_substring_regex(target, pattern.pattern, ignore_case=True).to_numpy(zero_copy_only=False)
+        codes[left[hit]] = _CODE[category]
+        left = left[~hit]
+    out[idx] = codes
     return out
 
 

@@ -15,7 +15,7 @@ from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling.load import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-WAYS = ["distinct", "python-skeleton", *(["arrow-skeleton"] if cf.pa is not None else [])]
+WAYS = ["distinct", "python-skeleton", *(["arrow-skeleton", "arrow-rules"] if cf.pa is not None else [])]
 
 
 def fixture_names() -> list[str]:
@@ -30,7 +30,9 @@ def fixture_names() -> list[str]:
 def categories(names: list[str], way: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     if way != "distinct":
         monkeypatch.setattr(cf, "SMALL", 0)  # skeletons from the first row on
-    dtype = "str" if way == "arrow-skeleton" else object
+    if way == "arrow-rules":
+        monkeypatch.setattr(cf, "MANY", 0)  # the rules by pyarrow's RE2 from the first distinct skeleton on
+    dtype = "str" if way.startswith("arrow") else object
     if way == "python-skeleton":
         monkeypatch.setattr(cf, "pa", None)
     return cf.categorize_column(pd.Series(names, dtype=dtype)).tolist()

@@ -13,6 +13,7 @@ with Python's `re` otherwise. tests/core/profiling/test_category_frames.py holds
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -75,7 +76,7 @@ def _arrow_codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
     known: dict[str, int] = {}  # skeleton -> category code
     at = 0
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for size, uniques, index in pool.map(_distinct_skeletons, _blocks(arr)):
+        for size, uniques, index in _two_at_a_time(pool, _blocks(arr)):
             if len(uniques) > MANY:  # names that differ in letters: the rules through pyarrow's RE2
                 codes = rule_codes(uniques)
                 rest = np.flatnonzero(codes == _PYTHON)
@@ -86,6 +87,18 @@ def _arrow_codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
             out[at:at + size] = codes[index]
             at += size
     return out
+
+
+def _two_at_a_time(pool: ThreadPoolExecutor, blocks: Iterator[pa.Array]) -> Iterator[tuple[int, pa.Array, np.ndarray]]:
+    """_distinct_skeletons of each block, the next one under way while this one is used (pool.map would
+    start them all and hold every block's result: the names' size again when they are all distinct)."""
+    pending: deque = deque()
+    for block in blocks:
+        pending.append(pool.submit(_distinct_skeletons, block))
+        if len(pending) == 2:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 MANY = 2_048  # distinct skeletons in a block past which the rules run over them all at once

@@ -12,6 +12,8 @@ import gc
 import re
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from perfconsole.core.profiling.columns import (
     Row, Tables, canonical_report, known_header, make_rows, report_from_header,
 )
@@ -164,7 +166,7 @@ def _read_trace(lines: list[str], headers: list[str], path: str, line: int, out:
         out.tables["cuda_gpu_trace"] = ProfileTable(got)
 
 
-def _frame(lines: list[str], headers: list[str], report: str):
+def _frame(lines: list[str], headers: list[str], report: str) -> pd.DataFrame | None:
     """The table read by the CSV library (csv_frames), or None: then row by row, which names a bad line."""
     try:
         data = ("\n".join(lines) + "\n").encode("utf-8")

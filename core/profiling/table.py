@@ -53,9 +53,7 @@ class ProfileTable(Sequence[Row]):
             yield from rows_of(self.frame, start, start + CHUNK)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, ProfileTable):
-            return len(self) == len(other) and list(self) == list(other)
-        if isinstance(other, (list, tuple)):
+        if isinstance(other, (ProfileTable, list, tuple)):
             return len(self) == len(other) and list(self) == list(other)
         return NotImplemented
 

@@ -68,7 +68,7 @@ class SortableTable(VirtualRows, ConsoleTable):
 
     @property
     def rows_all(self) -> RowsView:
-        return RowsView(self.frame, np.arange(len(self.frame)))
+        return RowsView(self.frame, range(len(self.frame)))
 
     @property
     def shown(self) -> RowsView:

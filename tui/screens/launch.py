@@ -116,6 +116,7 @@ class LaunchPane(VerticalScroll):
         self.errors: dict[str, str] = {}
         self.size_choice = prefill.size  # the size last chosen, kept through models that lack it
         self.size_options: tuple[str, ...] = ()  # what the size selector offers now
+        self.offered = dict(CHOICES)  # what each other selector offers now (its setting's needs allowing)
 
     def compose(self) -> ComposeResult:
         p = self.base
@@ -198,7 +199,8 @@ class LaunchPane(VerticalScroll):
                 continue
             select = self.query_one(f"#f-{name}", Select)
             offered = tuple(c for c in choices if c == select.value or needs(c, probe.with_(**{name: c})) is None)
-            if tuple(v for _, v in select._options) != offered:
+            if self.offered[name] != offered:
+                self.offered[name] = offered
                 with self.prevent(Select.Changed):
                     current = select.value
                     select.set_options([(c, c) for c in offered])

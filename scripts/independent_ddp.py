@@ -49,6 +49,9 @@ def main() -> None:
     p.add_argument("--grad-as-bucket-view", action="store_true")
     p.add_argument("--bf16-hook", action="store_true")
     p.add_argument("--bf16-weights", action="store_true", help="parameters (so gradients) in bf16, as --weights bf16")
+    p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block and the root instead of DDP")
+    p.add_argument("--no-reshard", action="store_true", help="FSDP: reshard_after_forward=False")
+    p.add_argument("--fsdp-bf16", action="store_true", help="FSDP: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
@@ -66,11 +69,20 @@ def main() -> None:
     if a.bf16_weights:
         for q in model.parameters():
             q.data = q.data.to(torch.bfloat16)
-    kw = {"gradient_as_bucket_view": a.grad_as_bucket_view}
-    if a.bucket_mb is not None:
-        kw["bucket_cap_mb"] = a.bucket_mb
-    ddp = DDP(model, device_ids=[local], **kw)
-    if a.bf16_hook:
+    if a.fsdp:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        low = torch.bfloat16 if a.fsdp_bf16 else None
+        mp = MixedPrecisionPolicy(param_dtype=low, reduce_dtype=low)
+        for block in model.layers:
+            fully_shard(block, reshard_after_forward=not a.no_reshard, mp_policy=mp)
+        ddp = fully_shard(model, mp_policy=mp)
+    else:
+        kw = {"gradient_as_bucket_view": a.grad_as_bucket_view}
+        if a.bucket_mb is not None:
+            kw["bucket_cap_mb"] = a.bucket_mb
+        ddp = DDP(model, device_ids=[local], **kw)
+    if a.bf16_hook and not a.fsdp:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(dist.group.WORLD, default_hooks.bf16_compress_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
@@ -111,8 +123,9 @@ def main() -> None:
 
     opt = ddp = None  # AdamW's state and DDP's buckets freed (step() holds them too) before the buffers below
     torch.cuda.empty_cache()
-    n_params = sum(p.numel() for p in model.parameters())
-    low = a.bf16_hook or a.bf16_weights
+    n_params = sum(p.numel() for p in model.parameters())  # FSDP: this rank's shards, times the world below
+    n_params *= world if a.fsdp else 1
+    low = a.bf16_hook or a.bf16_weights or a.fsdp_bf16
     grads = torch.empty(n_params, dtype=torch.bfloat16 if low else torch.float32, device=dev)
     grads_ms = allreduce_ms(grads)
     grads_bytes = grads.numel() * grads.element_size()
@@ -124,7 +137,7 @@ def main() -> None:
         print(json.dumps({
             "program": "independent_ddp", "size": a.size, "ctx": a.ctx, "batch_per_rank": a.batch, "world": world,
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
-            "bf16_weights": a.bf16_weights,
+            "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
             "alloc_retries": [m["alloc_retries"] for m in memories],

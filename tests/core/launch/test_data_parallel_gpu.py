@@ -10,7 +10,8 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.telemetry.nvml import visible_gpus
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(len(visible_gpus()) < 2, reason="needs two GPUs")]
+pytestmark = [pytest.mark.gpu, pytest.mark.two_gpus,
+              pytest.mark.skipif(len(visible_gpus()) < 2, reason="needs two GPUs")]
 
 JOB = RunSpec(size="small", ctx=256, batch=4, precision="bf16", mode="train", warmup=2, steps=5, device="cuda",
               attention="sdpa", nproc=2, parallel="ddp")

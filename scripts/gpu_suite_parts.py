@@ -1,0 +1,307 @@
+"""The parts of the GPU suite that scripts/gpu_suite_split.sh runs on a two-GPU machine, derived from the
+collection and balanced by the durations the last run recorded.
+
+    python3 scripts/gpu_suite_parts.py split --dir D [--durations tests/gpu_durations.json] [-- PYTEST_ARGS]
+        collects `pytest -m gpu` (PYTEST_ARGS, such as the setup's IGNORES, go with it) and writes
+        D/collected.json and D/part-gpu0.txt, D/part-gpu1.txt, D/part-both.txt, one node id a line: the tests
+        marked `two_gpus` go to `both`, the rest to the two one-GPU parts by longest time first, each to the
+        part with less time so far. Tests that share a fixture wider than a test (module, class, package
+        scope) stay in one part. A test with no recorded time counts as the median of the recorded ones on
+        as many GPUs.
+        Fails where a collected test is not in exactly one part, or nothing is collected.
+    python3 scripts/gpu_suite_parts.py durations --dir D [--previous FILE] --out FILE
+        reads D/junit-*.xml back into a durations file (a test's setup, call and teardown together; a test
+        that was skipped or did not run keeps its time from FILE) and fails where a collected test is in no
+        JUnit file (it did not run: its part was cut off).
+    python3 scripts/gpu_suite_parts.py seed --out FILE LOG...
+        a durations file from pytest logs' `--durations` sections; a later LOG's time for a test wins
+        (tests/gpu_durations.json was first made so, from the logs its `from` names).
+
+A durations file is {"from": what measured it, "seconds": {node id: seconds}}.
+
+Loaded into the collecting pytest as a plugin (`-p gpu_suite_parts`), this module writes each collected
+test's node id, whether it is marked `two_gpus`, and its group to the file GPU_SUITE_PARTS_COLLECTED names.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+PARTS = ("gpu0", "gpu1", "both")
+DEFAULT_SECONDS = 30.0  # a test's time where nothing at all is recorded
+WIDE_SCOPES = {"class": 0, "module": 0, "package": 1}  # 0: the group is the file, 1: its folder
+ENV = "GPU_SUITE_PARTS_COLLECTED"
+DURATION_LINE = re.compile(r"^\s*([0-9.]+)s\s+(setup|call|teardown)\s+(\S.*?)\s*$")
+SUMMARY_LINE = re.compile(r"^(?:PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+::\S+?)(?: - .*)?$", re.M)
+
+
+@dataclass(frozen=True)
+class GpuTest:
+    id: str
+    two_gpus: bool = False
+    group: str | None = None  # tests of one group share a fixture and run in one process
+
+    @property
+    def unit(self) -> str:
+        return self.group or self.id
+
+
+# -- the collection ------------------------------------------------------------------------------------------
+
+def pytest_collection_finish(session) -> None:
+    """The plugin side: each collected test, as a JSON line, to the file GPU_SUITE_PARTS_COLLECTED names."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    with open(path, "w") as out:
+        for item in session.items:
+            out.write(json.dumps({"id": item.nodeid, "two_gpus": item.get_closest_marker("two_gpus") is not None,
+                                  "group": _group(item)}) + "\n")
+
+
+def _group(item) -> str | None:
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    ups = [WIDE_SCOPES[d.scope] for seq in defs.values() for d in seq if d.scope in WIDE_SCOPES]
+    if not ups:
+        return None
+    path = Path(item.nodeid.split("::")[0])
+    return str(path.parent) + "/" if max(ups) else str(path)
+
+
+def collect(pytest_args: list[str], python: str = sys.executable) -> list[GpuTest]:
+    """The `-m gpu` tests, as `python -m pytest -m gpu --collect-only` finds them from the current folder."""
+    scripts = str(Path(__file__).resolve().parent)
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as found:
+        env = dict(os.environ, **{ENV: found.name})
+        env["PYTHONPATH"] = scripts + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        done = subprocess.run([python, "-m", "pytest", "-m", "gpu", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "-p", "gpu_suite_parts", *pytest_args], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"collecting the gpu tests failed (exit {done.returncode}):\n"
+                             + (done.stdout + done.stderr)[-3000:])
+        tests = [GpuTest(**json.loads(line)) for line in found.read().splitlines() if line.strip()]
+    head = done.stdout.split("\n\n")[0]  # the node ids, before the warnings and the count
+    listed = [line for line in head.splitlines() if "::" in line]
+    if listed != [t.id for t in tests]:
+        raise SystemExit("the plugin's tests differ from pytest's own list:\n" + "\n".join(
+            sorted(set(listed) ^ {t.id for t in tests})))
+    return tests
+
+
+# -- the parts -----------------------------------------------------------------------------------------------
+
+def fill_in(tests: list[GpuTest], seconds: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+    """Each test's time: its recorded one, else the median of the recorded ones among `tests` (else
+    DEFAULT_SECONDS). Returns the times and the ids that had none."""
+    known = [seconds[t.id] for t in tests if t.id in seconds]
+    default = statistics.median(known) if known else DEFAULT_SECONDS
+    unknown = [t.id for t in tests if t.id not in seconds]
+    return {t.id: float(seconds.get(t.id, default)) for t in tests}, unknown
+
+
+def partition(tests: list[GpuTest], seconds: dict[str, float]) -> dict[str, list[str]]:
+    """The two-GPU tests in `both`; the rest in `gpu0` and `gpu1` by longest processing time first over the
+    units (a group, or a test alone); each part keeps the collection's order."""
+    times, _ = fill_in([t for t in tests if not t.two_gpus], seconds)
+    units: dict[str, float] = {}
+    for t in tests:
+        if not t.two_gpus:
+            units[t.unit] = units.get(t.unit, 0.0) + times[t.id]
+    load = {"gpu0": 0.0, "gpu1": 0.0}
+    where: dict[str, str] = {}
+    for unit, s in sorted(units.items(), key=lambda kv: (-kv[1], kv[0])):
+        part = min(load, key=lambda p: (load[p], p))
+        where[unit] = part
+        load[part] += s
+    parts: dict[str, list[str]] = {p: [] for p in PARTS}
+    for t in tests:
+        parts["both" if t.two_gpus else where[t.unit]].append(t.id)
+    return parts
+
+
+def problems(tests: list[GpuTest], parts: dict[str, list[str]]) -> list[str]:
+    """What is wrong with `parts` for `tests`: a test in none or in two, one not collected, a two-GPU test
+    outside `both` or a one-GPU test in it, a group split over two parts."""
+    found: dict[str, list[str]] = {}
+    for name in PARTS:
+        for i in parts.get(name, []):
+            found.setdefault(i, []).append(name)
+    out = [f"{i}: in no part" for i in (t.id for t in tests) if i not in found]
+    out += [f"{i}: in {len(p)} parts ({', '.join(p)})" for i, p in found.items() if len(p) > 1]
+    ids = {t.id for t in tests}
+    out += [f"{i}: in part {p[0]} but not collected" for i, p in found.items() if i not in ids]
+    groups: dict[str, set[str]] = {}
+    for t in tests:
+        if t.id in found:
+            if (found[t.id][0] == "both") != t.two_gpus:
+                out.append(f"{t.id}: {'two' if t.two_gpus else 'one'}-GPU test in part {found[t.id][0]}")
+            if t.group:
+                groups.setdefault(t.group, set()).add(found[t.id][0])
+    out += [f"group {g}: split over {', '.join(sorted(p))}" for g, p in groups.items() if len(p) > 1]
+    return out
+
+
+def part_seconds(parts: dict[str, list[str]], times: dict[str, float]) -> dict[str, float]:
+    return {p: round(sum(times[i] for i in parts[p]), 1) for p in PARTS}
+
+
+# -- durations files -----------------------------------------------------------------------------------------
+
+def read_durations(path: str | Path | None) -> dict[str, float]:
+    if not path or not Path(path).exists():
+        return {}
+    return {k: float(v) for k, v in json.loads(Path(path).read_text())["seconds"].items()}
+
+
+def write_durations(path: str | Path, seconds: dict[str, float], source: str) -> None:
+    data = {"from": source, "seconds": {k: round(seconds[k], 2) for k in sorted(seconds)}}
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def from_logs(logs: list[str | Path]) -> dict[str, float]:
+    """Each test's setup, call and teardown summed from pytest logs' `slowest durations` lines, a later log's
+    figure winning. A test that ran (in the `-rA` summary) but is not in its log's list took no longer than
+    the shortest listed phase in each of its phases (no time at all where pytest says the rest are under
+    0.005 s); that bound, the smallest over the logs, stands only for a test no log lists."""
+    listed: dict[str, float] = {}
+    bounds: dict[str, float] = {}
+    for log in logs:
+        text = Path(log).read_text(errors="replace")
+        mine: dict[str, float] = {}
+        shortest = None
+        for line in text.splitlines():
+            m = DURATION_LINE.match(line)
+            if m:
+                mine[m.group(3)] = mine.get(m.group(3), 0.0) + float(m.group(1))
+                shortest = float(m.group(1)) if shortest is None else min(shortest, float(m.group(1)))
+        listed.update(mine)
+        if shortest is None:
+            continue
+        bound = 0.0 if "durations < 0.005s hidden" in text else 3 * shortest
+        for m in SUMMARY_LINE.finditer(text):
+            if m.group(1) not in mine:
+                bounds[m.group(1)] = min(bound, bounds.get(m.group(1), bound))
+    return {**bounds, **listed}
+
+
+def junit_key(node_id: str) -> tuple[str, str]:
+    """The (classname, name) pytest's --junitxml writes for a node id (_pytest.junitxml.mangle_test_address)."""
+    path, bracket, params = node_id.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
+def from_junit(files: list[str | Path], tests: list[GpuTest]) -> tuple[dict[str, float], set[str]]:
+    """The collected tests the JUnit files hold: the times of those that ran (pytest's `time`: setup, call
+    and teardown), and the ids of all of them, skipped ones too (a skip says nothing of a test's time)."""
+    ids = {junit_key(t.id): t.id for t in tests}
+    seconds: dict[str, float] = {}
+    found: set[str] = set()
+    for f in files:
+        for case in ET.parse(f).getroot().iter("testcase"):
+            node = ids.get((case.get("classname", ""), case.get("name", "")))
+            if node is not None:
+                found.add(node)
+                if case.find("skipped") is None:
+                    seconds[node] = float(case.get("time") or 0.0)
+    return seconds, found
+
+
+# -- the command line ----------------------------------------------------------------------------------------
+
+def _split(args) -> int:
+    tests = collect(args.pytest_args)
+    if not tests:
+        print("no gpu test collected")
+        return 1
+    d = Path(args.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "collected.json").write_text(json.dumps([t.__dict__ for t in tests], indent=1) + "\n")
+    recorded = read_durations(args.durations)
+    parts = partition(tests, recorded)
+    for name in PARTS:
+        (d / f"part-{name}.txt").write_text("".join(i + "\n" for i in parts[name]))
+    ones, twos = [t for t in tests if not t.two_gpus], [t for t in tests if t.two_gpus]
+    times, unknown = fill_in(ones, recorded)
+    times2, unknown2 = fill_in(twos, recorded)
+    est = part_seconds(parts, {**times, **times2})
+    print(f"gpu tests collected: {len(tests)} ({len(ones)} on one GPU, {len(twos)} on two); times from "
+          f"{args.durations or 'nothing recorded'}")
+    for name in PARTS:
+        print(f"part {name}: {len(parts[name])} tests, {est[name]:.0f} s by the recorded times")
+    if unknown + unknown2:
+        print(f"{len(unknown + unknown2)} tests with no recorded time, each counted as the median of those on as "
+              "many GPUs:" + "".join(f"\n  {i}" for i in unknown + unknown2))
+    bad = problems(tests, parts)
+    print(f"every collected test in exactly one part: {'yes' if not bad else 'NO'}")
+    for b in bad:
+        print("  " + b)
+    return 1 if bad else 0
+
+
+def _durations(args) -> int:
+    d = Path(args.dir)
+    tests = [GpuTest(**t) for t in json.loads((d / "collected.json").read_text())]
+    timed: dict[str, float] = {}
+    found: set[str] = set()
+    for f in sorted(d.glob("junit-*.xml")):
+        try:
+            s, ids = from_junit([f], tests)
+        except ET.ParseError as e:
+            print(f"{f.name}: unreadable ({e})")
+            continue
+        timed.update(s)
+        found |= ids
+    collected = {t.id for t in tests}
+    seconds = {k: v for k, v in {**read_durations(args.previous), **timed}.items() if k in collected}
+    write_durations(args.out, seconds, f"the JUnit files of {d.name} ({len(timed)} of {len(tests)} tests timed; "
+                    f"the skipped and those that did not run keep their times from {args.previous or 'nothing'})")
+    missing = [t.id for t in tests if t.id not in found]
+    print(f"{len(found)} of {len(tests)} collected gpu tests in the JUnit files, {len(timed)} timed (not skipped); "
+          f"durations written to {args.out}")
+    for i in missing:
+        print(f"  did not run: {i}")
+    return 1 if missing else 0
+
+
+def _seed(args) -> int:
+    seconds = from_logs(args.logs)
+    write_durations(args.out, seconds, "the --durations sections of " + ", ".join(args.logs))
+    print(f"{len(seconds)} tests' durations written to {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("split", help="collect and write the three parts")
+    s.add_argument("--dir", required=True)
+    s.add_argument("--durations", default="tests/gpu_durations.json")
+    s.add_argument("pytest_args", nargs="*")
+    s.set_defaults(run=_split)
+    d = sub.add_parser("durations", help="the JUnit files' times into a durations file")
+    d.add_argument("--dir", required=True)
+    d.add_argument("--previous")
+    d.add_argument("--out", required=True)
+    d.set_defaults(run=_durations)
+    e = sub.add_parser("seed", help="a durations file from pytest logs")
+    e.add_argument("--out", required=True)
+    e.add_argument("logs", nargs="+")
+    e.set_defaults(run=_seed)
+    args = ap.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -211,6 +211,7 @@ class Baseline(Event):
     type: ClassVar[str] = "baseline"
     status: str
     summary: dict[str, Any] | None
+    source: str | None = None   # where it was measured, when not just before the job (a ladder's earlier rung)
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,8 @@ class RunRecord:
         elif isinstance(event, ev.Overlap):
             self.overlap = [dict(r) for r in event.ranks]
         elif isinstance(event, ev.Baseline):
-            self.baseline = {"status": event.status, "summary": event.summary}
+            self.baseline = {"status": event.status, "summary": event.summary,
+                             **({"source": event.source} if event.source else {})}
         elif isinstance(event, ev.ModelReady):
             self.model = self.model or dict(event.info)  # the first process's: every replicate builds the same
         elif isinstance(event, ev.Telemetry):

@@ -20,7 +20,8 @@ from perfconsole.core.cli.main import (UsageError, add_force_argument, check_def
 from perfconsole.core.cli.spec_args import add_spec_arguments, check_size_given
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
-from perfconsole.core.grids.ladder import DEFAULT_RUNGS, LADDER, RUNG_NAMES, RUNGS, LadderRecord, LadderRunner, LadderSpec
+from perfconsole.core.grids.ladder import (DEFAULT_RUNGS, DP_RUNG_NAMES, LADDER, RUNG_NAMES, RUNGS, LadderRecord,
+                                          LadderRunner, LadderSpec)
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.record import RunRecord
@@ -29,11 +30,14 @@ from perfconsole.core.reports.ladder import (busy_legend, busy_text, moved_text,
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ladder", help="the optimization ladder: rungs from eager to fp8, one process each")
+    p = sub.add_parser("ladder", help="the optimization ladder: rungs from eager to fp8, one process each; with "
+                                      "--nproc N, data-parallel rungs from DDP to FSDP, one job each")
     add_spec_arguments(p, LADDER)
-    p.add_argument("--rungs", default=",".join(DEFAULT_RUNGS),
-                   help=f"comma list of the rungs to run, from {', '.join(RUNG_NAMES)}; one left out still passes its change "
-                        f"up; {', '.join(r.name for r in RUNGS if r.opt_in) or 'none'} only when named")
+    p.add_argument("--rungs", default=None,
+                   help=f"comma list of the rungs to run, from {', '.join(RUNG_NAMES)} (default "
+                        f"{','.join(DEFAULT_RUNGS)}; {', '.join(r.name for r in RUNGS if r.opt_in) or 'none'} only when "
+                        f"named), or with --nproc 2 or more from {', '.join(DP_RUNG_NAMES)} (default all); one left "
+                        "out still passes its change up")
     p.add_argument("--no-profile", action="store_true",
                    help="skip each rung's torch-profiler pass (no kernel categories, no measured GPU busy share)")
     p.add_argument("--resume", default=None, metavar="FILE",
@@ -57,10 +61,13 @@ def ladder_spec_from_args(args: argparse.Namespace) -> LadderSpec:
     base.validate()
     if not is_remote(args):
         check_device(base.device)
-    return LadderSpec(base, parse_list(args.rungs, str, "rungs"), profile=not args.no_profile).validate()
+    rungs = parse_list(args.rungs, str, "rungs") if args.rungs else ()
+    return LadderSpec(base, rungs, profile=not args.no_profile).validate()
 
 
 def ladder_table(ladder: LadderRecord) -> CliTable:
+    if ladder.spec.base.nproc > 1:
+        return dp_table(ladder)
     t = CliTable(f"{ladder.name} — {ladder.status}",
                  [Column("rung", "label"), Column("status"), Column("step (ms)"), Column("vs first"),
                   Column("vs prev"), Column("MFU"), Column("SoL"), Column("GPU busy"), Column("loss Δ"),
@@ -78,6 +85,31 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
                   "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%", busy_text(row),
                   "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}",
                   moved_text(row))
+    return t
+
+
+def dp_table(ladder: LadderRecord) -> CliTable:
+    """A data-parallel ladder: per rung its job's step beside its one-process program's, weak scaling, the
+    collectives' time and what the step waited for, peak memory per GPU; the bars below (core.reports.scaling_bars)."""
+    from perfconsole.core.reports.scaling_bars import bars, lines
+
+    n = ladder.spec.base.nproc
+    t = CliTable(f"{ladder.name} — {n} processes — {ladder.status}",
+                 [Column("rung", "label"), Column("status"), Column(f"{n} GPUs (ms)"), Column("1 GPU (ms)"),
+                  Column("weak scaling"), Column("comm (ms)"), Column("exposed (ms)"), Column("peak/GPU (GiB)"),
+                  Column("loss Δ")], title_justify="left")
+    rs = rows(ladder)
+    found = verdicts(rs)
+    t.caption = "\n".join([*found.best, *lines(bars(rs, n))])
+    f = lambda v, d=2, k=1.0: "-" if v is None else f"{v * k:,.{d}f}"  # noqa: E731
+    for row in rs:
+        peak = "-" if row.peak_alloc_mib is None else (
+            f"{row.peak_alloc_mib / 1024:,.1f}" + (f" of {row.card_mib / 1024:,.1f}" if row.card_mib else ""))
+        t.add_row(f"{row.rung} {row.name}", Text(status_text(row), style="green" if row.status == "ok" else "yellow"),
+                  f(row.median_ms), f(row.single_process_ms),
+                  "-" if row.scaling_efficiency is None else f"{row.scaling_efficiency:.1%}", f(row.comm_ms),
+                  f(row.exposed_comm_ms), peak,
+                  "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}")
     return t
 
 

@@ -19,76 +19,25 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
-from perfconsole.core.spec.settings import Command, declared
+from perfconsole.core.grids.rungs import DP_RUNGS, RUNGS, Rung, default_rungs, not_applicable, rung_set
 from perfconsole.core.spec import RunSpec, SpecError
 from perfconsole.core.spec.rules import unmet
+from perfconsole.core.spec.settings import Command
 
-SETTINGS = {f.name: st for f, st in declared(RunSpec)}
-
-
-@dataclass(frozen=True)
-class Rung:
-    name: str
-    change: dict[str, Any]      # the RunSpec fields this rung sets, on top of the rung before it
-    what: str                   # the change, in words
-    needs: str = ""             # what it needs beyond torch, in words
-    same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
-    opt_in: bool = False        # run only when --rungs names it (a trade of time for memory, not a speed-up)
-
-    def ruled_out(self, spec: RunSpec) -> str | None:
-        """Why the spec (this rung's, its change made) rules the change out: the changed settings' own
-        `needs` (core.spec), in their words; None where it can run as far as the spec alone can tell."""
-        for name in reversed(list(self.change)):
-            st = SETTINGS[name]
-            why = st.needs(getattr(spec, name), spec) if st.needs else None
-            if why:
-                return why
-        return None
-
-
-# The first rung sets every knob the later ones turn, so the ladder starts from the same program
-# whatever the base spec says.
-RUNGS: tuple[Rung, ...] = (
-    Rung("eager", {"attention": "naive", "compile": False, "compile_mode": "default", "optimizer": "forloop",
-                   "kernels": "torch", "fp8": False, "weights": "fp32"}, "eager, naive attention, for-loop AdamW"),
-    Rung("sdpa", {"attention": "sdpa"}, "scaled_dot_product_attention (flash / memory-efficient kernels)"),
-    Rung("compile", {"compile": True}, "torch.compile of the model"),
-    Rung("fused-adamw", {"optimizer": "fused"}, "fused AdamW: one kernel for all parameters"),
-    Rung("cuda-graphs", {"compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead)",
-         "device cuda"),
-    Rung("bf16-weights", {"weights": "bf16"}, "bf16 parameters, gradients and AdamW state (no fp32 master copy)",
-         "precision bf16", same_numerics=False),
-    Rung("liger", {"kernels": "liger"}, "liger-kernel fused SwiGLU and cross-entropy (and RMSNorm when not compiled)",
-         "device cuda, perfconsole[fast]"),
-    Rung("fp8", {"fp8": True}, "torchao float8 matmuls", "compute capability >= 8.9, perfconsole[fast]",
-         same_numerics=False),
-    Rung("checkpoint", {"checkpoint": "blocks"}, "activation checkpointing of each block: less memory, more time",
-         opt_in=True),
-)
-RUNG_NAMES = tuple(r.name for r in RUNGS)
 # The ladder's own defaults (a long context in bf16, where its rungs matter) and the settings its rungs set,
-# which it takes from no flag; one process per rung, profiled by the ladder itself.
+# which it takes from no flag; one process per rung (or one job of --nproc processes), profiled by the ladder itself.
 LADDER = Command("ladder", defaults={"ctx": 512, "precision": "bf16", "warmup": 3}, fixed={"mode": "train"},
-                 omit=frozenset({k for r in RUNGS for k in r.change} | {
-                     "profile", "memory", "step_sync", "nproc", "parallel", "bucket_mb", "grad_as_bucket_view",
-                     "comm_hook", "reshard", "fsdp_bf16", "optimize_ddp", "scaling", "d_model", "d_ff", "n_layers",
-                     "n_heads", "tf32"}))
-DEFAULT_RUNGS = tuple(r.name for r in RUNGS if not r.opt_in)
+                 omit=frozenset({k for r in (*RUNGS, *DP_RUNGS) for k in r.change} | {
+                     "profile", "memory", "step_sync", "d_model", "d_ff", "n_layers", "n_heads", "tf32"}))
+RUNG_NAMES = tuple(r.name for r in RUNGS)
+DP_RUNG_NAMES = tuple(r.name for r in DP_RUNGS)
+DEFAULT_RUNGS = default_rungs(RunSpec())
 
 
-def not_applicable(name: str, base: RunSpec) -> str | None:
-    """Why a rung cannot apply to the base's model at all (its change is then not carried up), or None.
-    A factory's attention and layers are its own: no attention switch, no liger patch."""
-    factory = base.model != "builtin" and not base.model.startswith("hf:")
-    if factory and name == "sdpa":
-        return "unsupported: a factory model's attention is its own code (--attention does not reach it)"
-    if factory and name == "liger":
-        return "unsupported: liger patches the builtin model and hf: architectures; a factory's layers are its own"
-    return None
-
-
-def rung(name: str) -> Rung:
-    return RUNGS[RUNG_NAMES.index(name)]
+def rung(name: str, base: RunSpec | None = None) -> Rung:
+    """The rung of that name in the base's sequence (one process without a base)."""
+    rs = rung_set(base) if base is not None else RUNGS
+    return next(r for r in rs if r.name == name)
 
 
 @dataclass(frozen=True)
@@ -96,17 +45,30 @@ class LadderSpec:
     """`base` gives size, ctx, batch, precision, steps and the rest; `rungs` names the rungs to run
     (in ladder order; a rung left out still passes its change up)."""
     base: RunSpec
-    rungs: tuple[str, ...] = DEFAULT_RUNGS
+    rungs: tuple[str, ...] = ()     # none named: the base's defaults (default_rungs)
     profile: bool = True
 
+    def __post_init__(self) -> None:
+        if not self.rungs:
+            object.__setattr__(self, "rungs", default_rungs(self.base))
+
+    @property
+    def all_rungs(self) -> tuple[Rung, ...]:
+        """The sequence this ladder climbs: one process's, or a data-parallel job's (`base.nproc` > 1)."""
+        return rung_set(self.base)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.all_rungs)
+
     def rungs_in_order(self) -> list[str]:
-        return [n for n in RUNG_NAMES if n in self.rungs]
+        return [n for n in self.names if n in self.rungs]
 
     def cells(self) -> list[RunSpec]:
         """One spec per rung run, in ladder order: each the one below plus its own change, without the changes
         the base's device or precision rules out (those stay on their own rung, which says why)."""
         out, spec = [], self.base
-        for r in RUNGS:
+        for r in self.all_rungs:
             own = replace(spec, **r.change)
             if r.name in self.rungs:
                 out.append(replace(own, profile="torch" if self.profile else "none"))
@@ -116,13 +78,14 @@ class LadderSpec:
 
     def not_carried(self) -> list[tuple[str, str]]:
         """(rung, why) for each change the base's device or precision keeps from the rungs above."""
-        return [(r.name, why) for r, cell in zip(RUNGS, LadderSpec(self.base, RUNG_NAMES, self.profile).cells())
+        return [(r.name, why) for r, cell in zip(self.all_rungs, LadderSpec(self.base, self.names, self.profile).cells())
                 if (why := r.ruled_out(cell)) is not None]
 
     def validate(self) -> LadderSpec:
-        unknown = [n for n in self.rungs if n not in RUNG_NAMES]
-        if unknown or not self.rungs:
-            raise SpecError("rungs", f"must be names from {', '.join(RUNG_NAMES)}, not {', '.join(unknown) or 'none'}")
+        unknown = [n for n in self.rungs if n not in self.names]
+        if unknown:
+            which = "a data-parallel ladder (nproc 2 or more)" if self.base.nproc > 1 else "a one-process ladder"
+            raise SpecError("rungs", f"must be names from {', '.join(self.names)} for {which}, not {', '.join(unknown)}")
         if len(set(self.rungs)) != len(self.rungs):
             raise SpecError("rungs", "a rung is named twice")
         if self.base.mode != "train":
@@ -199,7 +162,7 @@ class LadderRecord:
 
     @property
     def rungs(self) -> list[Rung]:
-        return [rung(n) for n in self.spec.rungs_in_order()]
+        return [rung(n, self.spec.base) for n in self.spec.rungs_in_order()]
 
     @property
     def environment(self) -> dict[str, Any]:
@@ -218,4 +181,25 @@ class LadderRecord:
 
 
 class LadderRunner(SweepRunner):
-    """A ladder's rungs are runs like a sweep's cells: same runner, one process (or --repeat N) per rung."""
+    """A ladder's rungs are runs like a sweep's cells: same runner, one process (or --repeat N) per rung.
+    A data-parallel rung is a torchrun job, started in its turn (its ranks cannot be held), after the rungs
+    before it, whose records give it its one-process baseline and its memory estimate (core.grids.dp_ladder)."""
+
+    def __init__(self, record: LadderRecord, *args: Any, **kw: Any) -> None:
+        if record.spec.base.nproc > 1:
+            kw["start_ahead"] = 1
+        super().__init__(record, *args, **kw)
+
+    def new_launch(self, index: int, cell: RunRecord) -> Any:
+        if not cell.spec.scaling:
+            return super().new_launch(index, cell)
+        from perfconsole.core.grids.dp_ladder import Refused, memory_estimate, refusal_text, shared_baseline
+        from perfconsole.core.launch.scaling import ScalingLaunch
+
+        before = list(zip(self.record.spec.rungs_in_order(), self.record.runs))[:index]
+        est = memory_estimate(before, cell.spec)
+        if est is not None and not est["fits"]:
+            return Refused("oom", refusal_text(est))
+        out = self.out_dir / f"cell-{index:03d}" if self.out_dir else None
+        return ScalingLaunch(cell.spec, out_dir=out, env=self.launch_env(index, None), executor=self.executor,
+                             known=shared_baseline(before, cell.spec))

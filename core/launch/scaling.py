@@ -53,9 +53,14 @@ def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
 
 
 class ScalingLaunch(LaunchSequence):
+    """`known`: a one-process run of the same program measured already (a ladder's earlier rung, its `source`
+    in words); it is the baseline, and only the job runs."""
+
     def __init__(self, spec: RunSpec, out_dir: Path | None = None, nsys: str | None = None,
-                 env: dict[str, str] | None = None, executor: Any = None) -> None:
+                 env: dict[str, str] | None = None, executor: Any = None,
+                 known: ev.Baseline | None = None) -> None:
         self.spec = spec
+        self.known = known
         base_out = out_dir / "one-process" if out_dir is not None else None
         # torchrun gives each rank OMP_NUM_THREADS=1 unless it is set; the one process gets the same,
         # or it would compare a multi-threaded host against single-threaded ranks.
@@ -64,18 +69,23 @@ class ScalingLaunch(LaunchSequence):
         self.baseline = Launch(one_process(spec).with_(profile="none"), out_dir=base_out, env={**(env or {}), **threads},
                                executor=executor)
         self.job = Launch(spec, out_dir=out_dir, nsys=nsys, env=env, executor=executor)
-        self.current: Launch = self.baseline
+        self.current: Launch = self.job if known else self.baseline
         self._cancelled = False
 
     def start(self, hold: bool = False) -> None:
         if hold:
             raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
-        self.baseline.start()
+        self.current.start()
 
     def wait_ready(self) -> None:
         pass
 
     def events(self) -> Iterator[ev.Event]:
+        if self.known is not None:
+            yield ev.Progress("baseline", self.known.source or "the one-process run, measured before")
+            yield self.known
+            yield from self.job.events()
+            return
         yield ev.Progress("baseline", "the one-process run of the same spec, for scaling efficiency")
         base = RunRecord(self.baseline.spec)
         for event in self.baseline.events():

@@ -25,7 +25,6 @@ from perfconsole.core.profiling.categories import category_shares
 from perfconsole.core.reports.profile import over_count
 from perfconsole.core.record import RunRecord
 
-from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS
 from perfconsole.core.grids.ladder import rung as rung_named
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.stats import interval_text, ratio_text
@@ -66,6 +65,16 @@ class LadderRow:
     category_ms: dict[str, float] = field(default_factory=dict)    # kernel ms per step by category
     over_count: tuple[float, float] | None = None   # (kernel ms, step ms) per profiled step, where the table over-counts
     moved: list[tuple[str, float]] = field(default_factory=list)    # (category, change in ms per step)
+    # A data-parallel rung (core.reports.scaling_bars draws these): its one-process program's median step, weak
+    # scaling (that over the job's median step), the collectives' time per step, the step without DDP's
+    # all-reduce and what the step waited for (exposed), peak memory per GPU against the card's.
+    single_process_ms: float | None = None
+    scaling_efficiency: float | None = None
+    comm_ms: float | None = None
+    comm_free_ms: float | None = None
+    exposed_comm_ms: float | None = None
+    peak_alloc_mib: float | None = None
+    card_mib: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "moved": [{"category": c, "delta_ms": d} for c, d in self.moved]}
@@ -106,15 +115,16 @@ def rows(ladder: LadderRecord) -> list[LadderRow]:
     first: LadderRow | None = None
     previous: LadderRow | None = None
     first_losses: dict[int, float] = {}
+    names = ladder.spec.names
     for rung, r in zip(ladder.rungs, ladder.runs):
-        row = _row(RUNG_NAMES.index(rung.name), rung, r)
+        row = _row(names.index(rung.name), rung, r)
         if row.median_ms is not None:
             losses = _losses(r)
             if first is None:
                 first, first_losses = row, losses
             # A run that carries a change rounding differently on purpose (its own or a rung's below it) differs by
             # design; read from its spec, so a ladder saved before a rung existed keeps its meaning.
-            by_design = any(not other.same_numerics and carries(r.spec, other) for other in RUNGS)
+            by_design = any(not other.same_numerics and carries(r.spec, other) for other in ladder.spec.all_rungs)
             _compare(row, first, previous, losses, first_losses, by_design, r.spec.precision)
             previous = row
         out.append(row)
@@ -137,6 +147,11 @@ def _row(i: int, rung: Rung, r: RunRecord) -> LadderRow:
     row.gpu_busy_share, row.gpu_busy_source, row.bound = s.gpu_busy_share, s.gpu_busy_source, s.bound
     row.category_ms = _category_ms(r)
     row.over_count = over_count(r.profile.overhead if r.profile else None)
+    row.peak_alloc_mib, row.card_mib = s.peak_allocated_mib, r.environment.get("gpu_memory_mib")
+    if r.spec.nproc > 1:
+        row.single_process_ms, row.scaling_efficiency = s.single_process_ms, s.scaling_efficiency
+        row.comm_ms = s.comm_ms.median if s.comm_ms is not None else None
+        row.comm_free_ms, row.exposed_comm_ms = s.comm_free_ms, s.exposed_comm_ms
     return row
 
 
@@ -226,15 +241,16 @@ def markdown(ladder: LadderRecord) -> str:
         lines[-1:-1] = ["- rungs ran on more than one machine: " + "; ".join(
             f"{where}: {', '.join(names)}" for where, names in machines)]
     last = ladder.runs[-1].spec
-    skipped = [n for n in RUNG_NAMES[:RUNG_NAMES.index(ladder.spec.rungs_in_order()[-1])]
-               if n not in ladder.spec.rungs and (n == RUNG_NAMES[0] or carries(last, rung_named(n)))]
+    names = ladder.spec.names
+    skipped = [n for n in names[:names.index(ladder.spec.rungs_in_order()[-1])]
+               if n not in ladder.spec.rungs and (n == names[0] or carries(last, rung_named(n, b)))]
     if skipped:
         lines[-1:-1] = [f"- rungs left out (their changes still carried up): {', '.join(skipped)}"]
     # Read from the runs' specs: a ladder saved before such changes stayed on their rung carried them up.
-    placed = [(RUNG_NAMES.index(name), run.spec) for name, run in zip(ladder.spec.rungs_in_order(), ladder.runs)]
+    placed = [(names.index(name), run.spec) for name, run in zip(ladder.spec.rungs_in_order(), ladder.runs)]
     kept = [(name, why) for name, why in ladder.spec.not_carried()
-            if (above := [spec for i, spec in placed if i > RUNG_NAMES.index(name)])
-            and not any(carries(spec, rung_named(name)) for spec in above)]
+            if (above := [spec for i, spec in placed if i > names.index(name)])
+            and not any(carries(spec, rung_named(name, b)) for spec in above)]
     if kept:
         lines[-1:-1] = [f"- not carried up on {b.device} {b.precision}: " + ", ".join(
             f"{name} ({why})" for name, why in kept)]
@@ -250,6 +266,10 @@ def markdown(ladder: LadderRecord) -> str:
             *speedup_cells(row),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
+    if b.nproc > 1:
+        from perfconsole.core.reports.scaling_bars import markdown_lines
+
+        lines += markdown_lines(rs, b.nproc)
     found = verdicts(rs, bold=True)
     if found.over_counted:
         lines += ["", *(f"- {line}" for line in found.over_counted)]
@@ -301,7 +321,8 @@ def _best_text(row: LadderRow, bold: bool) -> str:
 
 CSV_COLUMNS = ("rung", "name", "status", "reason", "median_ms", "interval_low_ms", "interval_high_ms", "processes",
                "speedup_vs_first", "speedup_vs_previous", "mfu", "sol_fraction", "floor_ms", "gpu_busy_share",
-               "gpu_busy_source", "bound", "loss_max_rel_diff", "numerics", "moved")
+               "gpu_busy_source", "bound", "loss_max_rel_diff", "numerics", "moved", "single_process_ms",
+               "scaling_efficiency", "comm_ms", "comm_free_ms", "exposed_comm_ms", "peak_alloc_mib", "card_mib")
 
 
 def csv_text(ladder: LadderRecord) -> str:

@@ -78,6 +78,20 @@ def _needs_memory(v: bool, s: RunSpec) -> str | None:
     return "memory history is recorded for one process; use nproc 1" if v and s.nproc > 1 else None
 
 
+def _fsdp_bf16_needs(on: bool, s: Any) -> str | None:
+    """FSDP's bf16 parameters and gradients stand in for autocast's casts: they need FSDP, bf16 compute and the
+    fp32 master weights they are cast from."""
+    if not on:
+        return None
+    if s.parallel != "fsdp":
+        return f"is an FSDP setting (bf16 gathers and reduce-scatters); it needs parallel fsdp, not {s.parallel!r}"
+    if s.precision != "bf16":
+        return f"computes in bf16; it needs precision bf16, not {s.precision!r}"
+    if s.weights != "fp32":
+        return "casts fp32 weights to bf16 for each gather; with weights bf16 every collective is bf16 already"
+    return None
+
+
 @dataclass(frozen=True)
 class RunSpec:
     # The declaration order is the label's order (RunSpec.label).
@@ -176,7 +190,8 @@ class RunSpec:
                             flag="--no-reshard", form="  reshard", row=26, tag=lambda v, s: None if v else "no-reshard")
     fsdp_bf16: bool = setting(False, "parallel", "FSDP's mixed precision (MixedPrecisionPolicy): gather parameters "
                               "and reduce-scatter gradients in bf16, half the bytes; the fp32 shards stay the master "
-                              "copy (precision bf16)", form="  fsdp bf16", row=27, tag=_on("fsdp-bf16"))
+                              "copy (precision bf16)", form="  fsdp bf16", row=27, tag=_on("fsdp-bf16"),
+                              needs=_fsdp_bf16_needs)
     optimize_ddp: str = setting("ddp_optimizer", "parallel", "how torch.compile treats DDP "
                                 "(torch._dynamo.config.optimize_ddp): split the graph at DDP's buckets, or compile it "
                                 "whole (needs --compile)", choices=OPTIMIZE_DDP, metavar="MODE", form="  optimize ddp",

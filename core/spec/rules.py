@@ -125,19 +125,6 @@ def _positive(field: str, value: object, below: float, unit: str) -> None:
         raise SpecError(field, f"must be a positive number of {unit}, not {value!r}")
 
 
-def _validate_fsdp_bf16(s: RunSpec) -> None:
-    """FSDP's bf16 parameters and gradients stand in for autocast's casts: they need FSDP, bf16 compute
-    and the fp32 master weights they are cast from."""
-    if s.parallel != "fsdp":
-        raise SpecError("fsdp_bf16", f"is an FSDP setting (bf16 gathers and reduce-scatters); it needs parallel "
-                                     f"fsdp, not {s.parallel!r}")
-    if s.precision != "bf16":
-        raise SpecError("fsdp_bf16", f"computes in bf16; it needs precision bf16, not {s.precision!r}")
-    if s.weights != "fp32":
-        raise SpecError("fsdp_bf16", "casts fp32 weights to bf16 for each gather; with weights bf16 every "
-                                     "collective is bf16 already")
-
-
 def _validate_parallel(s: RunSpec) -> None:
     """The data-parallel fields: a parallel strategy exactly when there is more than one process."""
     int_range("nproc", s.nproc, 1, MAX_NPROC)
@@ -155,8 +142,6 @@ def _validate_parallel(s: RunSpec) -> None:
     if not s.reshard and s.parallel != "fsdp":
         raise SpecError("reshard", f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, "
                                    f"not {s.parallel!r}")
-    if s.fsdp_bf16:
-        _validate_fsdp_bf16(s)
     if s.optimize_ddp != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
         raise SpecError("optimize_ddp", f"is how torch.compile treats DDP; it needs parallel ddp and compile, not "
                                         f"parallel {s.parallel!r}" + ("" if s.compile else " without compile"))

@@ -19,6 +19,7 @@ from textual.widgets import Static
 
 from perfconsole.core.reports import attention as report_attention
 from perfconsole.core.reports import ladder as report_ladder
+from perfconsole.core.reports import scaling_bars
 from perfconsole.core.reports import sweep as report_sweep
 from perfconsole.core.reports.sweep import GRID_STATUSES, GridCell, GridTable, grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
@@ -316,6 +317,10 @@ def ladder_view(ladder: Any, glyphs: Glyphs) -> Unsqueezed:
     found = report_ladder.verdicts(rows)
     parts += [Text(line, style="yellow") for line in found.over_counted]
     parts += [Text(line, style="bold") for line in found.best]
+    if ladder.spec.base.nproc > 1:  # the data-parallel ladder: each rung's job beside its one-process program
+        parts += [Text(""), Text(f"weak scaling over {ladder.spec.base.nproc} processes", style="bold"),
+                  *(Text(line) for line in scaling_bars.lines(scaling_bars.bars(rows, ladder.spec.base.nproc),
+                                                               full=glyphs.full, comm=glyphs.warmup))]
     for row, run in zip(rows, ladder.runs):
         if run.summary is not None and row.status == "ok":
             parts += [Text(""), Text(f"{row.rung} {row.name}: speed of light · {busy_text(run.summary)}", style="bold"),

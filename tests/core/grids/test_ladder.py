@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from perfconsole.core import store
-from perfconsole.core.grids.ladder import RUNG_NAMES, RUNGS, LadderRecord, LadderRunner, LadderSpec
+from perfconsole.core.grids.ladder import DEFAULT_RUNGS, RUNG_NAMES, RUNGS, LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.reports import export
 from perfconsole.core.reports.ladder import MD_COLUMNS, rows
 from perfconsole.core.spec import RunSpec, SpecError
@@ -78,7 +78,13 @@ def test_the_categories_that_moved_add_up_to_the_step_change():
         assert sum(row.category_ms.values()) == pytest.approx(row.median_ms)
 
 
-@pytest.mark.parametrize("kw, field", [(dict(rungs=("eager", "turbo")), "rungs"), (dict(rungs=()), "rungs"),
+def test_no_rungs_named_is_the_bases_defaults():
+    assert LadderSpec(BASE).rungs == LadderSpec(BASE, ()).rungs == DEFAULT_RUNGS
+    assert "fp8" in DEFAULT_RUNGS and "checkpoint" not in DEFAULT_RUNGS
+
+
+@pytest.mark.parametrize("kw, field", [(dict(rungs=("eager", "turbo")), "rungs"),
+                                       (dict(base=BASE.with_(nproc=2, parallel="ddp"), rungs=("eager",)), "rungs"),
                                        (dict(rungs=("sdpa", "sdpa")), "rungs"),
                                        (dict(base=BASE.with_(mode="fwd")), "mode"),
                                        (dict(base=BASE.with_(steps=1)), "steps")])

@@ -17,10 +17,12 @@ measured median, so 1.0 would be a step at the speed of light. A phase measured 
 device: `beaten` names such phases, the worker drops cached peaks so the next run measures them again
 (core.measure.peaks.refute_peaks), and no reader is shown a fraction above 100%.
 
-The peaks are measured once per device in the worker (core.measure.peaks), before any timed step,
-and cached here in the data directory keyed by device name, driver and torch version, so a new driver
+The peaks are measured once per device in the worker (core.measure.peaks), never inside the timed steps:
+a GPU's before the model is built, a CPU's after the last timed step, only the figures its summary needs.
+They are cached here in the data directory keyed by device name, driver and torch version, so a new driver
 or torch is measured again. `--peak-tflops` and `--peak-gbps` override them; `source` says which of
-measured, cached or override each came from.
+measured, cached or override each came from. A record whose run measured none says so (`source` "not
+measured" and its `reason`), and its speed of light is absent, never held against other figures.
 
 `gpu_busy_share` says how much of a step the GPU spent running kernels; a step below
 HOST_BOUND_BELOW is named host-bound (see `busy_label`).
@@ -107,6 +109,9 @@ class Peaks:
     matmul_tflops: dict[str, float]     # bf16, fp16, fp32, tf32 (fp32 with TF32 matmuls allowed)
     bandwidth_gbps: float               # device-to-device copy: bytes read + bytes written per second
     source: str = "measured"            # measured | cached
+    # Where the copy's figure came from when not from `source`: a CPU measures one precision's matmul at a time
+    # (core.measure.peaks), and a later precision's run measures its matmul beside the copy cached before.
+    bandwidth_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,7 +119,7 @@ class Peaks:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Peaks:
         return cls(str(d["device"]), {k: float(v) for k, v in d["matmul_tflops"].items()},
-                   float(d["bandwidth_gbps"]), str(d.get("source", "measured")))
+                   float(d["bandwidth_gbps"]), str(d.get("source", "measured")), d.get("bandwidth_source"))
 
 
 # Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
@@ -129,7 +134,7 @@ def cached_peaks(key: str) -> Peaks | None:
     """The peaks cached for `key`, or None (no cache, another device, or a damaged file: measure again)."""
     try:
         doc = json.loads((data_dir() / PEAKS_FILE).read_text(encoding="utf-8"))
-        return Peaks.from_dict({**doc[key], "source": "cached"})
+        return Peaks.from_dict({**doc[key], "source": "cached", "bandwidth_source": None})
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -144,7 +149,7 @@ def save_peaks(peaks: Peaks) -> None:
         doc = doc if isinstance(doc, dict) else {}
     except (OSError, ValueError):
         doc = {}
-    doc[peaks.device] = {**peaks.to_dict(), "source": "measured"}
+    doc[peaks.device] = {**peaks.to_dict(), "source": "measured", "bandwidth_source": None}
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
@@ -199,12 +204,13 @@ def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[st
                    model: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """`{phase: {floor_ms, measured_ms, fraction}}` for total_ms and each phase the mode has, plus
     `peaks` (the figures used and where each came from). `phases` maps a phase to its statistics;
-    measured_ms is the median. None without peaks (a run from before they were measured)."""
-    if not peaks:
-        return None
+    measured_ms is the median. None without figures for both (`peaks` None, or a record's `not measured`,
+    and no override for what is missing): no floor is shown rather than one of another precision."""
+    figures = peaks_figures(peaks) or {}
     key = peak_key(spec)
-    tflops, gbps = peaks["matmul_tflops"].get(key), peaks["bandwidth_gbps"]
-    tflops_src = gbps_src = peaks.get("source", "measured")
+    tflops, gbps = (figures.get("matmul_tflops") or {}).get(key), figures.get("bandwidth_gbps")
+    tflops_src = figures.get("source", "measured")
+    gbps_src = figures.get("bandwidth_source") or tflops_src
     if spec.peak_tflops:
         tflops, tflops_src = float(spec.peak_tflops), "override"
     if spec.peak_gbps:
@@ -219,11 +225,26 @@ def speed_of_light(spec: RunSpec, phases: dict[str, Stat | None], peaks: dict[st
         out[name] = {"floor_ms": floor, "measured_ms": stat.median,
                      "fraction": floor / stat.median if stat.median > 0 else None}
     out["peaks"] = {"precision": key, "matmul_tflops": tflops, "matmul_source": tflops_src,
-                    "bandwidth_gbps": gbps, "bandwidth_source": gbps_src, "device": peaks.get("device")}
+                    "bandwidth_gbps": gbps, "bandwidth_source": gbps_src, "device": figures.get("device")}
     # fp8 matmuls are held against the bf16 peak, which they can pass: for them a fraction above 1 proves nothing.
     out["beaten"] = [] if spec.fp8 else [name for name, v in out.items()
                                          if name != "peaks" and (v["fraction"] or 0) > BEATEN]
     return out
+
+
+def peaks_figures(peaks: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A record's peaks where they hold figures; None where the run measured none (`source` not measured)."""
+    return peaks if peaks and "matmul_tflops" in peaks else None
+
+
+def peaks_text(peaks: dict[str, Any] | None) -> str:
+    """Where a record's peaks came from, in words: `peaks: measured`, `cached`, or `not measured (why)`."""
+    if not peaks:
+        return "peaks: not measured (the run ended before its summary, or was saved before they were)"
+    if peaks_figures(peaks) is None:
+        return f"peaks: {peaks.get('source', 'not measured')} ({peaks.get('reason') or 'no reason given'})"
+    copy = peaks.get("bandwidth_source")
+    return f"peaks: {peaks.get('source', 'measured')}" + (f" (copy {copy})" if copy else "")
 
 
 def sol_fraction(sol: dict[str, Any] | None, name: str = "total_ms") -> float | None:

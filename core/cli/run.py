@@ -16,7 +16,7 @@ from perfconsole.core.cli.main import (EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT
                                         spec_from_args)
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, nodes_note
 from perfconsole.core.cli.tables import CliTable, Column
-from perfconsole.core.flops import beaten_text
+from perfconsole.core.flops import beaten_text, peaks_text
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.launch.scaling import ScalingLaunch
@@ -106,6 +106,8 @@ def summary_table(r: RunRecord) -> CliTable:
                            if k in sol and sol[k]["fraction"] is not None)
         t.caption += (f"\nspeed of light: floor {sol['total_ms']['floor_ms']:,.3f} ms, "
                       f"{sol['total_ms']['fraction']:.1%} of it ({phases})")
+    else:  # no floor against figures the run lacks: why not, instead
+        t.caption += f"\nspeed of light: not shown, {peaks_text(r.peaks)}"
     busy = busy_sentence(sm.gpu_busy_share, sm.gpu_busy_source, sm.bound)
     if busy is not None:
         t.caption += "\n" + busy

@@ -37,6 +37,7 @@ from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.core.measure import flop_count, memory_profile, model_build
+from perfconsole.core.measure import peaks as measured_peaks
 from perfconsole.core.spec.settings import converters
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
@@ -175,9 +176,11 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     and every step is gathered on rank 0, which emits the job's steps."""
     device = job.device if job else torch.device(spec.device)
     fast_paths.check(spec, device)
-    peaks = _peaks(spec, device, emit)
+    cuda = device.type == "cuda"
+    # A GPU's peaks before the model takes memory; a CPU's after the last timed step (core.measure.peaks).
+    peaks = measured_peaks.for_run(spec, device, emit) if cuda else None
     configure_backends(spec.section("numerics"))
-    # Seeded after the peaks: measuring them draws random matrices, and only a run whose data folder has no
+    # Seeded after a GPU's peaks: measuring them draws random matrices, and only a run whose data folder has no
     # peaks yet measures them, so a seed set before would give that run other weights than the next.
     torch.manual_seed(spec.seed)
     building = spec.model_label()
@@ -210,7 +213,6 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
     stepper = Stepper(spec, model, device, loss_fn, built)
     emit(ev.ModelReady(described))
-    cuda = device.type == "cuda"
     # A memory capture reads peaks between phases: its steps end with a synchronisation.
     in_flight = cuda and not spec.step_sync and not spec.memory
     pipe = StepPipeline(stepper, in_flight=in_flight, before_step=before_step)
@@ -267,12 +269,12 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     busy = None
     if spec.profile != "none":
         busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
+    if not cuda:
+        peaks = measured_peaks.for_run(spec, device, emit)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None,
                               job.comm_steps_ms if job else None, described)
-    from perfconsole.core.measure.peaks import refute_peaks
-
-    refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
+    measured_peaks.refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
     emit(ev.SummaryReady(summary.to_dict()))
 
 
@@ -283,19 +285,6 @@ def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[
     for i in range(n):
         done += pipe.step(index + i, warmup=False)
     return done + pipe.drain()
-
-
-def _peaks(spec: RunSpec, device: torch.device, emit: Emit) -> dict[str, Any] | None:
-    """The device's peaks (cached, else measured now, before the model takes memory), emitted for the record.
-    Nothing is measured when both are overridden."""
-    if spec.peak_tflops and spec.peak_gbps:
-        return None
-    from perfconsole.core.measure.peaks import peaks_for
-
-    # One line when they are measured (seconds on a slow CPU) and one when they cannot be cached; none when cached.
-    found = peaks_for(device, lambda line: emit(ev.Progress("peaks", line))).to_dict()
-    emit(ev.Peaks(found))
-    return found
 
 
 def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,

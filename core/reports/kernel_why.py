@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from perfconsole.core.flops import peaks_figures
 from perfconsole.core.profiling.ncu_why import LATENCY_BELOW, why_frame, why_rows
 from perfconsole.core.record import RunRecord
 
@@ -35,7 +36,7 @@ class KernelWhy:
 
 def peaks_of(record: RunRecord) -> dict[str, Any] | None:
     """The record's measured peaks, with the spec's overrides (--peak-tflops for its precision, --peak-gbps)."""
-    peaks = dict(record.peaks or {})
+    peaks = dict(peaks_figures(record.peaks) or {})  # a run that measured none has only overrides
     spec = record.spec
     if spec.peak_tflops:
         key = "tf32" if spec.precision == "fp32" and spec.tf32 else spec.precision

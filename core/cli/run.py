@@ -23,7 +23,6 @@ from perfconsole.core.launch.scaling import ScalingLaunch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
-from perfconsole.core.reports.profile import headline
 from perfconsole.core.reports.run import tflops_text
 from perfconsole.core.stats import interval_text
 from perfconsole.core.summary import busy_sentence
@@ -130,6 +129,8 @@ def summary_table(r: RunRecord) -> CliTable:
 
 def profile_caption(r: RunRecord) -> str:
     """Where the profile went and what it says, in a line or two (the full tables: `perfconsole import`)."""
+    from perfconsole.core.reports.profile import headline  # pandas: only for a run that has a profile
+
     p = r.profile
     assert p is not None
     kernels = p.tables.get("cuda_gpu_kern_sum") or []

@@ -8,8 +8,6 @@ from typing import Any
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.memory import markdown_lines as memory_lines
 from perfconsole.core.reports.parallel import markdown_lines as parallel_lines
-from perfconsole.core.reports.profile import attribution as profile_attribution
-from perfconsole.core.reports.profile import markdown_lines as profile_lines
 from perfconsole.core.reports.telemetry import markdown_lines as telemetry_lines
 from perfconsole.core.stats import Stat, interval_text
 from perfconsole.core.summary import busy_sentence
@@ -61,7 +59,9 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
     }
     if r.profile is not None:
-        attr = profile_attribution(r.profile, r.summary, len(r.steps) or None)
+        from perfconsole.core.reports.profile import attribution  # pandas: only where a profile is
+
+        attr = attribution(r.profile, r.summary, len(r.steps) or None)
         doc["profile"] = {"profiler": r.profile.profiler, "files": r.profile.files,
                           "warnings": r.profile.warnings, "reports": sorted(r.profile.tables),
                           "overhead": r.profile.overhead, "attribution": attr.to_dict() if attr else None}
@@ -117,7 +117,7 @@ def markdown(r: RunRecord) -> str:
     if r.status == "imported":  # profiler tables only: there is no model or timing to describe
         lines = [f"# {r.name}", "", "- imported profile, no timings"]
         if r.profile is not None:
-            lines += profile_lines(r.profile, None, None)
+            lines += _profile_lines(r.profile, None, None)
         return "\n".join(lines) + "\n"
     s, sm = r.spec, r.summary
     env = r.environment
@@ -166,8 +166,14 @@ def markdown(r: RunRecord) -> str:
     if r.memory is not None and (r.memory.per_phase or r.memory.details or r.memory.alloc_retries):
         lines += memory_lines(r.memory)
     if r.profile is not None:
-        lines += profile_lines(r.profile, sm, len(r.steps) or None)
+        lines += _profile_lines(r.profile, sm, len(r.steps) or None)
     return "\n".join(lines) + "\n"
+
+
+def _profile_lines(*args: Any) -> list[str]:
+    from perfconsole.core.reports.profile import markdown_lines  # pandas: only where a profile is
+
+    return markdown_lines(*args)
 
 
 def csv_text(r: RunRecord) -> str:

@@ -13,6 +13,8 @@ import venv
 import pytest
 from helpers import ROOT
 
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
+
 
 
 @pytest.mark.slow

@@ -42,6 +42,7 @@ def peaks(tmp_path_factory) -> Path:
     return chaos.seed_peaks(tmp_path_factory.mktemp("chaos-peaks"))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @needs_tmux
 def test_the_console_leaves_nothing_behind_whenever_its_terminal_dies(peaks):
@@ -57,6 +58,7 @@ def test_the_console_leaves_nothing_behind_whenever_its_terminal_dies(peaks):
     assert len(missed) <= trials // 10, [str(o.trial) for o in missed]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @needs_tmux
 def test_killing_the_tmux_session_as_the_first_frame_shows_leaves_no_process():

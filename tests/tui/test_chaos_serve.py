@@ -16,6 +16,8 @@ import sys
 import pytest
 from helpers import ROOT
 
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
+
 try:
     import playwright.sync_api  # noqa: F401
 except ImportError:  # pragma: no cover - the dev extra brings it

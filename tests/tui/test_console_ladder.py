@@ -10,6 +10,7 @@ import shutil
 import time
 
 import psutil
+import pytest
 from textual.widgets import Static
 
 from perfconsole.core import store
@@ -77,6 +78,7 @@ def test_sol_bars_fill_the_floors_share_and_the_stats_name_it():
     assert plain(sol_table(beaten)).startswith("speed of light: the total ran in ")
 
 
+@pytest.mark.e2e
 async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while_it_does(tmp_path, monkeypatch):
     """Run from the command palette, as a user would: the form's config, real rung processes on the CPU."""
     app = _console_on_cpu(tmp_path, monkeypatch, mode="fwd", steps=2)

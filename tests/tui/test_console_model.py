@@ -105,6 +105,7 @@ def test_form_helpers():
     assert not errors and (spec.model, spec.size) == ("hf:gpt2", "124M")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 async def test_hf_llama_tiny_runs_from_the_form_to_finished():
     pytest.importorskip("transformers")

@@ -11,6 +11,8 @@ from perfconsole.core.paths import data_dir
 
 from console_helpers import TINY, make_app, wait_for
 
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
+
 FAST = TINY.with_(mode="fwd", warmup=0, steps=2)
 
 

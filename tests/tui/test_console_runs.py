@@ -18,6 +18,7 @@ def _text(app, selector: str) -> str:
     return plain(app.query_one(selector, Static).content)
 
 
+@pytest.mark.e2e
 async def test_tiny_cpu_run_from_launch_to_finished_stats():
     app = make_app()
     seen: list = []
@@ -41,6 +42,7 @@ async def test_tiny_cpu_run_from_launch_to_finished_stats():
     assert [m.run_id for m in seen if isinstance(m, RunEnded)] == [r.id]
 
 
+@pytest.mark.e2e
 async def test_cancel_mid_run_keeps_measured_steps_and_ends_the_worker():
     app = make_app(TINY.with_(steps=200), launch_env={"PERFCONSOLE_FAULT": "slow:150"})
     async with app.run_test(size=(100, 34)) as pilot:
@@ -63,6 +65,7 @@ async def test_cancel_mid_run_keeps_measured_steps_and_ends_the_worker():
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.e2e
 async def test_injected_oom_is_shown_as_oom():
     app = make_app(TINY.with_(steps=6), launch_env={"PERFCONSOLE_FAULT": "oom:3"})
     async with app.run_test(size=(100, 34)) as pilot:
@@ -114,6 +117,7 @@ async def test_invalid_form_values_are_marked_and_block_the_run():
         assert not app.query_one("#btn-run", Button).disabled and pane.spec == TINY
 
 
+@pytest.mark.e2e
 async def test_quit_mid_run_asks_once_then_ends_the_worker():
     app = make_app(TINY.with_(steps=200), launch_env={"PERFCONSOLE_FAULT": "slow:150"})
     async with app.run_test(size=(100, 34)) as pilot:
@@ -132,6 +136,7 @@ async def test_quit_mid_run_asks_once_then_ends_the_worker():
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 async def test_queue_runs_fp32_bf16_fp16_one_after_another():
     app = make_app(TINY.with_(steps=2, mode="fwd"))
@@ -152,6 +157,7 @@ async def test_queue_runs_fp32_bf16_fp16_one_after_another():
         assert app.runs[2].status in ("ok", "error")  # fp16 autocast on CPU depends on the torch build
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 async def test_queued_precisions_with_several_processes_run_in_rounds():
     app = make_app(TINY.with_(steps=2, mode="fwd", repeat=2))
@@ -190,6 +196,7 @@ def test_first_frame_does_not_import_torch():
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 
+@pytest.mark.e2e
 async def test_processes_field_runs_replicates_and_live_says_which_process():
     app = make_app()
     async with app.run_test(size=(100, 34)) as pilot:
@@ -209,6 +216,7 @@ async def test_processes_field_runs_replicates_and_live_says_which_process():
         assert "must be from 1 to 100, not 0" in _text(app, "#err-repeat")
 
 
+@pytest.mark.e2e
 async def test_live_keeps_every_phase_in_view_at_80_columns_and_offers_cancel_only_while_running():
     app = make_app(TINY.with_(steps=40), launch_env={"PERFCONSOLE_FAULT": "slow:50"})
     async with app.run_test(size=(80, 24)) as pilot:

@@ -1,6 +1,7 @@
 """Keys in the console's text fields: every key counts, in the order typed; the console's keys still work."""
 from __future__ import annotations
 
+import pytest
 from console_helpers import make_app
 from textual import events
 from textual.widgets import Input
@@ -31,6 +32,7 @@ async def test_a_burst_of_edits_lands_in_order():
         assert app.query_one(LaunchPane).spec.ctx == 926
 
 
+@pytest.mark.e2e
 async def test_console_keys_work_from_a_field_and_esc_leaves_it():
     app = make_app()
     seen: list = []

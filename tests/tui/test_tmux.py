@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")]
 
 BIN = Path(sys.executable).with_name("perfconsole")

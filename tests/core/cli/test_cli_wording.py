@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
+
 PC = [sys.executable, "-m", "perfconsole.core.cli.main"]
 TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "1"]
 

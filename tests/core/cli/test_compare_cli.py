@@ -7,10 +7,14 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from test_signals import finish, start, wait_for_stderr
 
 from perfconsole.core import store
 from helpers import PC, TINY_ARGS
+
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
 
 TINY = [*TINY_ARGS, "--warmup", "1", "--steps", "3"]
 

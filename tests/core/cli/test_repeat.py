@@ -6,10 +6,14 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from test_signals import finish, marked, start, wait_for_stderr
 
 from perfconsole.core import store
 from helpers import PC
+
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
 
 TINY = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1"]
 

@@ -34,6 +34,7 @@ def test_bad_specs_name_the_field(kw, field):
     assert err.value.field == field
 
 
+@pytest.mark.e2e
 def test_grid_on_cpu_with_an_oom_in_the_backward(tmp_path):
     spec = AttentionSpec((8,), (16, 32), batch=2, warmup=1, iters=3, device="cpu").validate()
     rec = AttentionRecord.new(spec)
@@ -81,6 +82,7 @@ def test_cli_rejects_a_bad_list_in_one_line():
     assert p.stderr.strip() == "perfconsole: error: d: 'x' is not a valid value"
 
 
+@pytest.mark.e2e
 def test_worker_reports_a_bad_cell_as_a_spec_error():
     cell = json.dumps({**AttentionCell(8, 16, device="cpu").to_dict(), "impl": "flash"})
     # stdin stays open: the worker takes its EOF for the launcher's death

@@ -23,6 +23,7 @@ def _workers() -> list[psutil.Process]:
             if any("perfconsole.core." in part for part in p.cmdline())]
 
 
+@pytest.mark.e2e
 def test_a_held_worker_waits_idle_until_let_go():
     launch = Launch(SPEC)
     launch.start(hold=True)
@@ -45,6 +46,7 @@ def test_a_held_worker_waits_idle_until_let_go():
     assert not any(isinstance(e, ev.Progress) and e.stage == ev.HELD for e in events)
 
 
+@pytest.mark.e2e
 def test_a_held_attention_worker_runs_its_cell_when_let_go():
     cell = AttentionCell(16, 32, 2, "naive", False, "fp32", 1, 2, "cpu", 0)
     launch = AttentionLaunch(cell)
@@ -55,6 +57,7 @@ def test_a_held_attention_worker_runs_its_cell_when_let_go():
     assert any(isinstance(e, ev.SummaryReady) and e.summary["forward_ms"] for e in events)
 
 
+@pytest.mark.e2e
 def test_a_held_worker_exits_by_itself_when_its_stdin_closes():
     launch = Launch(SPEC)
     launch.start(hold=True)
@@ -64,6 +67,7 @@ def test_a_held_worker_exits_by_itself_when_its_stdin_closes():
     launch.discard()
 
 
+@pytest.mark.e2e
 def test_discard_kills_and_reaps_a_held_worker():
     launch = Launch(SPEC)
     launch.start(hold=True)
@@ -85,6 +89,7 @@ def _sweep(ctxs: tuple[int, ...]) -> SweepRecord:
     return SweepRecord.new(SweepSpec(SPEC, ("tiny",), ctxs, ("fp32",), ("fwd",), (1,)).validate())
 
 
+@pytest.mark.e2e
 def test_a_batch_is_started_together_and_each_cell_still_has_its_own_process():
     rec = _sweep((16, 20, 24, 28))
     seen: list[tuple[int, int]] = []  # (cell index, worker processes alive) while a cell runs
@@ -102,6 +107,7 @@ def test_a_batch_is_started_together_and_each_cell_still_has_its_own_process():
     assert not _workers()
 
 
+@pytest.mark.e2e
 def test_cancel_kills_the_held_cells_and_keeps_the_finished_one():
     rec = _sweep((16, 20, 24, 28))
     runner = SweepRunner(rec, start_ahead=4, cell_env=lambda s: {"PERFCONSOLE_FAULT": "slow:200"})
@@ -125,6 +131,7 @@ def test_start_ahead_is_at_least_one():
         CellRunner(_sweep((16,)), start_ahead=0)
 
 
+@pytest.mark.e2e
 def test_a_cancel_that_lands_while_a_cell_starts_stops_that_cell():
     """A signal can land between the runner's check and the child's start, when the launch has no
     process to stop yet: the runner cancels the child as soon as it exists."""

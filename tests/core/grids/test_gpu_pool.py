@@ -17,6 +17,7 @@ from perfconsole.core.spec import RunSpec, SpecError
 BASE = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", device="cpu")
 
 
+@pytest.mark.e2e
 def test_cells_run_side_by_side_one_per_gpu_and_keep_their_order(tmp_path, monkeypatch):
     # Each cell sleeps 400 ms a step, so cells that overlap in time did run side by side.
     monkeypatch.setenv("PERFCONSOLE_FAULT", "slow:400")
@@ -54,6 +55,7 @@ def test_cells_run_side_by_side_one_per_gpu_and_keep_their_order(tmp_path, monke
     assert all(s is not None for s in record.cell_seconds)
 
 
+@pytest.mark.e2e
 def test_an_oom_on_one_gpu_marks_its_cell_and_the_rest_go_on(monkeypatch):
     spec = SweepSpec(BASE, ("tiny",), (8, 16, 24), ("fp32",), ("fwd",), (1,)).validate()
     record = SweepRecord.new(spec)
@@ -64,6 +66,7 @@ def test_an_oom_on_one_gpu_marks_its_cell_and_the_rest_go_on(monkeypatch):
     assert record.status == "ok"
 
 
+@pytest.mark.e2e
 def test_cancel_stops_every_running_cell_and_starts_no_more(monkeypatch):
     monkeypatch.setenv("PERFCONSOLE_FAULT", "slow:500")
     spec = SweepSpec(BASE.with_(steps=40), ("tiny",), (8, 16, 24, 32), ("fp32",), ("fwd",), (1,)).validate()

@@ -103,6 +103,7 @@ def ladder(tmp_path_factory):
     return record, save
 
 
+@pytest.mark.e2e
 def test_the_cpu_runs_what_it_can_and_says_why_for_the_rest(ladder):
     record, _ = ladder
     assert [r.status for r in record.runs] == ["ok", "ok", "unsupported", "unsupported", "unsupported"]
@@ -113,6 +114,7 @@ def test_the_cpu_runs_what_it_can_and_says_why_for_the_rest(ladder):
     assert record.status == "ok"
 
 
+@pytest.mark.e2e
 def test_rows_compare_with_the_first_and_previous_rung(ladder):
     record, _ = ladder
     first, second, *rest = rows(record)
@@ -126,6 +128,7 @@ def test_rows_compare_with_the_first_and_previous_rung(ladder):
     assert all(r.median_ms is None and r.reason for r in rest)
 
 
+@pytest.mark.e2e
 def test_markdown_table_shape_and_snapshot_round_trip(ladder):
     record, save = ladder
     md = export.export(record, "md")
@@ -142,6 +145,7 @@ def test_markdown_table_shape_and_snapshot_round_trip(ladder):
     assert len(csv_lines) == 6 and csv_lines[0].startswith("rung,name,status")
 
 
+@pytest.mark.e2e
 def test_the_best_rung_never_differs_and_one_that_rounds_on_purpose_names_the_best_that_does_not(ladder, monkeypatch):
     from perfconsole.core.reports import ladder as report
 
@@ -212,6 +216,7 @@ def test_resume_runs_the_rungs_that_did_not_finish_and_keeps_the_rest(ladder, tm
     assert wrong.returncode == 2 and "a run snapshot, not a ladder" in wrong.stderr
 
 
+@pytest.mark.e2e
 def test_a_ladder_from_two_machines_says_which_rungs_ran_where(ladder):
     record, _ = ladder
     copy = LadderRecord.from_dict(record.to_dict())
@@ -220,6 +225,7 @@ def test_a_ladder_from_two_machines_says_which_rungs_ran_where(ladder):
     assert "- rungs ran on more than one machine: " in md and "other-host (" in md and ": sdpa" in md
 
 
+@pytest.mark.e2e
 def test_a_rung_whose_kernels_sum_past_its_step_is_named(ladder):
     record, _ = ladder
     copy = LadderRecord.from_dict(json.loads(json.dumps(record.to_dict())))   # nothing shared with the fixture
@@ -230,6 +236,7 @@ def test_a_rung_whose_kernels_sum_past_its_step_is_named(ladder):
     assert "- rung 1 eager:" not in md and "more than once" not in export.export(record, "md")
 
 
+@pytest.mark.e2e
 def test_a_rung_above_one_that_rounds_on_purpose_differs_by_design_too(ladder):
     record, _ = ladder
     doc = json.loads(json.dumps(record.to_dict()))

@@ -56,6 +56,7 @@ def test_estimate_uses_fixed_cost_plus_work_rate():
     assert estimate_seconds(done, []) == 0
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("start_ahead", [1, 3])
 def test_sweep_runs_each_cell_in_a_child_and_an_oom_cell_does_not_stop_it(tmp_path, start_ahead):
     spec = _spec(ctxs=(16, 24, 32)).validate()
@@ -142,6 +143,7 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_no_process(tmp_path):
     assert not _marked(mark), "a cell's process outlived the sweep"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("start_ahead", [2])  # 1: tests/core/cli/test_repeat.py::test_sweep_repeat_runs_each_cell_in_its_processes
 def test_sweep_cells_with_repeat_run_their_replicate_processes(tmp_path, start_ahead):
     spec = SweepSpec(BASE.with_(repeat=2), ("tiny",), (16, 24), ("fp32",), ("fwd",), (1,)).validate()

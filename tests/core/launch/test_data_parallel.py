@@ -49,6 +49,7 @@ def assert_none_left(procs: list[psutil.Process]) -> None:
     assert not left, f"processes left behind: {left}"
 
 
+@pytest.mark.e2e
 def test_ddp_job_has_every_rank_and_measures_communication():
     record, seen, procs = run_job(JOB)
     assert record.status == "ok", record.error
@@ -85,6 +86,7 @@ def test_ddp_job_has_every_rank_and_measures_communication():
     assert_none_left(procs)
 
 
+@pytest.mark.e2e
 def test_ddp_knobs_reach_ddp():
     spec = JOB.with_(bucket_mb=0.01, grad_as_bucket_view=True, comm_hook="bf16", steps=2)
     record, _, _ = run_job(spec)
@@ -94,6 +96,7 @@ def test_ddp_knobs_reach_ddp():
     assert c["dtype"] == "bfloat16" and c["bytes"] == 2 * record.model["params"] and c["buckets"] > 10
 
 
+@pytest.mark.e2e
 def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
     record, seen, procs = run_job(JOB.with_(parallel="fsdp", steps=2))
     assert record.status == "ok", record.error
@@ -109,6 +112,7 @@ def test_fsdp_job_runs_on_gloo_without_a_comm_hook():
     assert_none_left(procs)
 
 
+@pytest.mark.e2e
 def test_fsdp_keeps_each_block_gathered_without_reshard():
     record, _, procs = run_job(JOB.with_(parallel="fsdp", steps=2, reshard=False))
     assert record.status == "ok", record.error
@@ -118,6 +122,7 @@ def test_fsdp_keeps_each_block_gathered_without_reshard():
     assert_none_left(procs)
 
 
+@pytest.mark.e2e
 def test_fsdp_bf16_carries_every_collective_in_bf16():
     record, _, procs = run_job(JOB.with_(parallel="fsdp", steps=2, precision="bf16", fsdp_bf16=True))
     assert record.status == "ok", record.error
@@ -128,6 +133,7 @@ def test_fsdp_bf16_carries_every_collective_in_bf16():
     assert_none_left(procs)
 
 
+@pytest.mark.e2e
 def test_a_compiled_ddp_job_compiled_whole_runs_and_says_so():
     record, _, procs = run_job(JOB.with_(steps=2, compile=True, optimize_ddp="no_optimization"))
     assert record.status == "ok", record.error
@@ -136,6 +142,7 @@ def test_a_compiled_ddp_job_compiled_whole_runs_and_says_so():
     assert_none_left(procs)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fault, status, kind", [("1:raise:2", "error", "crash"), ("1:oom:2", "oom", "oom")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
     record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault})
@@ -146,6 +153,7 @@ def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
     assert_none_left(procs)
 
 
+@pytest.mark.e2e
 def test_cancel_keeps_the_measured_steps_and_ends_every_rank():
     def cancel_after_first(launch, record, event):
         if isinstance(event, ev.Step) and not event.warmup:
@@ -181,6 +189,7 @@ def test_cli_scaling_gives_weak_scaling_efficiency(tmp_path):
     assert "comm" in done.stdout
 
 
+@pytest.mark.e2e
 def test_torch_profile_of_a_job_gives_each_rank_its_capture_and_overlap(tmp_path):
     launch = Launch(JOB.with_(profile="torch", steps=2), out_dir=tmp_path)
     record = RunRecord(launch.spec)

@@ -44,6 +44,7 @@ def two_plain_then_capture(tmp_path_factory):
         return launch, run(launch, RunRecord(spec), seen), seen
 
 
+@pytest.mark.e2e
 def test_the_headline_is_the_plain_processes_and_the_profile_the_capture_process(two_plain_then_capture):
     launch, record, seen = two_plain_then_capture
     assert isinstance(launch, profiled.ProfiledLaunch) and launch.plain.spec.profile == "none"
@@ -70,6 +71,7 @@ def test_the_headline_is_the_plain_processes_and_the_profile_the_capture_process
     assert any(d.startswith("under torch, not capturing: step 3/3") for d in details), details
 
 
+@pytest.mark.e2e
 def test_both_figures_are_kept_and_stated(two_plain_then_capture):
     _launch, record, _seen = two_plain_then_capture
     o = record.profile.overhead
@@ -83,6 +85,7 @@ def test_both_figures_are_kept_and_stated(two_plain_then_capture):
     assert f"the 2 plain processes' medians ranged {lo:.3f}-{hi:.3f} ms" in md
 
 
+@pytest.mark.e2e
 def test_a_plain_process_that_fails_ends_the_run_before_any_capture(torch_apart):
     launch = make_launch(TINY, env={"PERFCONSOLE_FAULT": "raise:1"})
     seen: list[ev.Event] = []
@@ -92,6 +95,7 @@ def test_a_plain_process_that_fails_ends_the_run_before_any_capture(torch_apart)
     assert [e.type for e in seen].count("finished") == 1
 
 
+@pytest.mark.e2e
 def test_a_cancel_during_the_plain_process_runs_no_capture(torch_apart):
     launch = make_launch(TINY.with_(steps=400), env={"PERFCONSOLE_FAULT": "slow:20"})
     record = RunRecord(TINY)

@@ -30,6 +30,7 @@ def three() -> tuple[RunRecord, list[ev.Event]]:
     return run(make_launch(TINY), RunRecord(TINY), seen), seen
 
 
+@pytest.mark.e2e
 def test_three_processes_keep_their_own_steps_and_give_a_between_process_interval(three):
     record, seen = three
     assert record.status == "ok" and [e.type for e in seen].count("finished") == 1
@@ -50,6 +51,7 @@ def test_three_processes_keep_their_own_steps_and_give_a_between_process_interva
     assert "Between processes" in md and "3 processes" in md
 
 
+@pytest.mark.e2e
 def test_one_process_is_a_plain_launch_and_says_its_interval_covers_one_process():
     one = TINY.with_(repeat=1)
     assert isinstance(make_launch(one), Launch)
@@ -64,6 +66,7 @@ def test_repeat_is_validated():
     assert TINY.label().endswith(" x3")
 
 
+@pytest.mark.e2e
 def test_a_comparison_of_repeated_runs_uses_the_spread_between_processes(three):
     a = three[0]
     two = TINY.with_(repeat=2)
@@ -75,6 +78,7 @@ def test_a_comparison_of_repeated_runs_uses_the_spread_between_processes(three):
     assert sp.ratio == pytest.approx(ba.mean / bb.mean)
 
 
+@pytest.mark.e2e
 def test_cancel_during_the_third_process_keeps_the_first_two_and_the_steps_of_the_third():
     spec = TINY.with_(steps=40)
     launch = RepeatedLaunch(spec, env={"PERFCONSOLE_FAULT": "slow:40"})
@@ -99,6 +103,7 @@ def test_cancel_during_the_third_process_keeps_the_first_two_and_the_steps_of_th
         psutil.Process(launch.current.proc.pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.e2e
 def test_the_csv_export_names_each_step_s_process(three):
     import csv
     import io

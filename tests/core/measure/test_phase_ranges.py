@@ -83,6 +83,7 @@ def _profiled(spec: RunSpec) -> RunRecord:
     return record
 
 
+@pytest.mark.e2e
 def test_a_profiled_run_keeps_quiet_steps_and_records_the_profiling_cost(tmp_path):
     spec = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", profile="torch")
     record = _profiled(spec)

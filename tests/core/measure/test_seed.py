@@ -7,6 +7,8 @@ from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 
+pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
+
 SPEC = RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", mode="train", warmup=1, steps=2)
 
 

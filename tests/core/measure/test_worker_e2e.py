@@ -28,6 +28,7 @@ def run(spec: RunSpec, fault: str | None = None) -> tuple[RunRecord, list[ev.Eve
     return record, seen, launch
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode, phases", [("fwd", 1), ("fwd_bwd", 2), ("train", 3)])
 def test_tiny_run_streams_a_well_formed_run(mode, phases):
     record, seen, _ = run(TINY.with_(mode=mode))
@@ -49,11 +50,13 @@ def test_tiny_run_streams_a_well_formed_run(mode, phases):
     assert record.environment["device"] == "cpu" and record.environment["torch"]
 
 
+@pytest.mark.e2e
 def test_zero_warmup_and_bf16_on_cpu():
     record, _, _ = run(TINY.with_(warmup=0, precision="bf16", steps=2))
     assert record.status == "ok" and record.warmup_steps == [] and record.summary.warmup_ms == []
 
 
+@pytest.mark.e2e
 def test_injected_oom_is_an_oom_event_and_a_clean_exit_keeping_steps():
     record, seen, launch = run(TINY, fault="oom:4")
     assert record.status == "oom"
@@ -63,6 +66,7 @@ def test_injected_oom_is_an_oom_event_and_a_clean_exit_keeping_steps():
     assert record.summary is not None and record.summary.total_ms.n == 2
 
 
+@pytest.mark.e2e
 def test_python_exception_is_a_crash_with_traceback():
     record, _, launch = run(TINY, fault="raise:1")
     assert record.status == "error" and record.error.kind == "crash"
@@ -70,6 +74,7 @@ def test_python_exception_is_a_crash_with_traceback():
     assert launch.proc.returncode == 1 and len(record.warmup_steps) == 1
 
 
+@pytest.mark.e2e
 def test_silent_exit_is_reported_with_its_code():
     record, _, _ = run(TINY, fault="exit:3")
     assert record.status == "error" and record.error.kind == "crash"
@@ -77,12 +82,14 @@ def test_silent_exit_is_reported_with_its_code():
     assert len(record.warmup_steps) == 2 and len(record.steps) == 1
 
 
+@pytest.mark.e2e
 def test_kill_is_reported_with_the_signal():
     record, _, _ = run(TINY, fault="kill:2")
     assert record.status == "error" and "SIGKILL" in record.error.message
     assert len(record.warmup_steps) == 2 and record.steps == []
 
 
+@pytest.mark.e2e
 def test_cancel_kills_the_whole_group_and_keeps_steps():
     launch = Launch(TINY.with_(steps=1000), env={"PERFCONSOLE_FAULT": "slow:20"})
     record = RunRecord(TINY)
@@ -95,6 +102,7 @@ def test_cancel_kills_the_whole_group_and_keeps_steps():
     assert not psutil.pid_exists(launch.pid) or psutil.Process(launch.pid).status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.e2e
 def test_hung_worker_is_killed_by_cancel():
     launch = Launch(TINY, env={"PERFCONSOLE_FAULT": "hang:1"})
     launch.start()
@@ -106,6 +114,7 @@ def test_hung_worker_is_killed_by_cancel():
     assert statuses == ["cancelled"] and time.monotonic() - t0 < 30
 
 
+@pytest.mark.e2e
 def test_spec_error_from_the_worker():
     record, seen, launch = run(TINY.with_(ctx=0))  # the worker validates too
     assert record.status == "error" and record.error.kind == "spec" and "ctx" in record.error.message
@@ -180,6 +189,7 @@ class _GluedLaunch(Launch):
         return [sys.executable, "-c", prefix, *argv]
 
 
+@pytest.mark.e2e
 def test_a_run_behind_a_progress_bar_on_its_stdout_loses_no_event():
     launch = _GluedLaunch(TINY)
     record, seen = RunRecord(TINY), []

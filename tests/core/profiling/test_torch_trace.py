@@ -28,6 +28,7 @@ def profiled(tmp_path_factory):
     return record, trace
 
 
+@pytest.mark.e2e
 def test_the_trace_gives_back_the_capture_s_ranges_and_ops(profiled):
     record, trace = profiled
     tables, warnings = load_profile(trace)

@@ -2,7 +2,10 @@
 
 Every test gets its own data directory, seeded with this CPU's peaks, measured once per session: a run
 in a fresh data directory measures them first, and the tests start hundreds of runs. A test marked
-`fresh_data_dir` gets an empty one (the tests of the peak measurement and cache, which must measure)."""
+`fresh_data_dir` gets an empty one (the tests of the peak measurement and cache, which must measure).
+
+The hooks at the end mark the end-to-end tests `e2e` and fail any other test that starts a worker, the CLI,
+torchrun, tmux, a browser or a Slurm job (tests/tiers.py): `pytest -m "not e2e"` is the fast tier."""
 from __future__ import annotations
 
 import fcntl
@@ -20,6 +23,7 @@ import pytest
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import tiers  # noqa: E402
 from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)
 
 
@@ -33,6 +37,9 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if tiers.is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the GPU machine: pytest -m gpu)")
@@ -79,3 +86,28 @@ def _data_dir(request, cpu_peaks_file, tmp_path_factory, monkeypatch):
     if request.node.get_closest_marker("fresh_data_dir") is None:
         seed_peaks(folder, cpu_peaks_file)
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(folder))
+
+
+# The two tiers: which tests are e2e, and the guard on the others (tests/tiers.py).
+def pytest_configure(config):
+    tiers.install_guard()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    tiers.guard_warm()
+    tiers.running[0] = item
+    try:
+        return (yield)
+    finally:
+        tiers.running[0] = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test whose forbidden start was raised in another thread (a console's launch) fails all the same."""
+    report = yield
+    message = tiers.started.pop(item.nodeid, None)
+    if message and report.passed:
+        report.outcome, report.longrepr = "failed", message
+    return report

@@ -48,6 +48,7 @@ class Launch(ChildProcess):
         self._early: list[str] = []  # stdout lines read by wait_ready(), replayed by events()
         self._telemetry = MeasuredStepsTelemetry(spec.device == "cuda" and executor is None, env)
         self._multi_node: tuple[int, Path] | None = None
+        self.start_how = ""  # "warm", or "cold: <why>" (core.launch.warm), once started
 
     # --- lifecycle -----------------------------------------------------------------------------
     def command(self) -> list[str] | None:
@@ -107,6 +108,8 @@ class Launch(ChildProcess):
                 raise ValueError("a torchrun job cannot be held: its ranks share one stdin")
             argv = [*argv, "--hold"]
         self._held = hold and self.executor is None  # a job queues: there is no turn to hold it for
+        if self._start_warm(argv):
+            return
         try:
             self.spawn(argv, self._multi_node)
         except ValueError as exc:  # Slurm refused the job (sbatch's own words): this cell's error
@@ -114,6 +117,34 @@ class Launch(ChildProcess):
                 raise
             self._pending += [ev.Error("slurm", str(exc)), ev.Finished("error")]
             self._refused = True
+
+    def _cold_reason(self, argv: list[str]) -> str | None:
+        """Why this launch cannot be forked from a warm process, or None."""
+        if self.executor is not None:
+            return "a Slurm job"
+        if self._nsys is not None:
+            return "nsys wraps the worker"
+        if self.spec.nproc > 1:
+            return "a torchrun data-parallel job"
+        if argv[:2] != [sys.executable, "-m"]:
+            return f"{Path(argv[0]).name} wraps the worker"
+        return None
+
+    def _start_warm(self, argv: list[str]) -> bool:
+        """Fork the worker from a warm process (core.launch.warm) where that can be trusted; else say why
+        not in the child's environment (the record's `start`) and return False: it starts cold."""
+        from perfconsole.core.launch import warm
+
+        why = self._cold_reason(argv)
+        if why is None:
+            proc, why = warm.spawn(argv, self.environment())
+            if proc is not None:
+                self.start_how = "warm"
+                self.adopt(proc)
+                return True
+        self.start_how = f"cold: {why}"
+        self.env = {**(self.env or {}), warm.START_VAR: self.start_how}
+        return False
 
     def _need_out_dir(self) -> Path:
         if self.out_dir is None:

@@ -60,11 +60,15 @@ class ChildProcess:
                 _live.add(self)
             threading.Thread(target=self._drain_stderr, daemon=True, name="job-stderr").start()
             return
-        self.proc = subprocess.Popen(
+        self.adopt(subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, encoding="utf-8", errors="replace", bufsize=1, env=self.environment(),
             start_new_session=True,  # its own process group: cancel kills the worker and nsys alike
-        )
+        ))
+
+    def adopt(self, proc: Any) -> None:
+        """Own a child started elsewhere with the same pipes and its own process group (core.launch.warm)."""
+        self.proc = proc
         with _live_lock:
             _live.add(self)
         threading.Thread(target=self._drain_stderr, daemon=True, name="worker-stderr").start()
@@ -75,6 +79,9 @@ class ChildProcess:
             _live.discard(self)
         if self.executor is None:
             end_marked(self.mark, STRAY_GRACE_S)
+        release = getattr(self.proc, "release", None)
+        if release is not None:  # a warm worker: its warm process may reap it now
+            release()
 
     def _drain_stderr(self) -> None:
         assert self.proc and self.proc.stderr

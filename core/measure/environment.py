@@ -1,6 +1,7 @@
 """What a run ran on: GPU, driver, torch and CUDA versions, host. Collected inside the worker."""
 from __future__ import annotations
 
+import os
 import platform
 import socket
 from dataclasses import asdict, dataclass
@@ -18,6 +19,9 @@ class Environment:
     python: str
     host: str
     cpu: str
+    # "warm" (forked from a process that had imported torch, core.launch.warm), "cold: <why>", or None:
+    # a record from before this was noted, or a worker started by hand.
+    start: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -37,7 +41,8 @@ def collect(device: str) -> Environment:
         driver = _driver_version()
     return Environment(device=device, gpu_name=gpu_name, gpu_memory_mib=gpu_mem, driver=driver,
                        torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
-                       host=socket.gethostname(), cpu=platform.processor() or platform.machine())
+                       host=socket.gethostname(), cpu=platform.processor() or platform.machine(),
+                       start=os.environ.get("PERFCONSOLE_START") or None)
 
 
 def _driver_version() -> str | None:

@@ -1,0 +1,381 @@
+"""The warm process: `python -m perfconsole.core.launch.warm_server --socket PATH --pointer FILE`.
+
+It imports torch and the workers (nothing on a GPU, no thread of its own), then serves on a Unix socket
+(SOCK_SEQPACKET, in a 0700 directory, peers of its own uid only). Each connection asks for one run: the
+worker's argv (`python -m <module> ...`, a module named in WORKERS), its environment and working directory,
+with the run's stdin, stdout and stderr passed as file descriptors. The warm process forks; the child starts
+a session of its own (its own process group, as a cold worker's `start_new_session`), takes those three
+descriptors, the environment and the directory, and runs the module as `python -m` would. The reply is the
+child's pid, and later its exit status (negative: the signal that ended it). The child stays a zombie, so its
+pid and its group cannot be reused, until the connection closes; a connection that closes while its child
+runs (the launcher dropped it, or died) has that child's group killed.
+
+It never outlives the process that started it: its stdin is a pipe from that process, and EOF there, SIGTERM,
+SIGHUP or the parent's death (PR_SET_PDEATHSIG) kill every child's group and end it. Each child gets
+PR_SET_PDEATHSIG too, so a warm process that is SIGKILLed takes its runs with it.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker")
+# What a run imports before its first step (python -X importtime on a tiny CPU run): torch's compiler stack
+# comes in lazily with the optimizer and the FLOP counter, about 1.8 s of it. None of it starts a thread
+# or touches a GPU (`untrusted` checks).
+PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch.utils.flop_counter",
+           "torch.optim", "perfconsole.model.transformer", "perfconsole.core.measure.bench",
+           "perfconsole.core.measure.peaks", "perfconsole.core.store", *WORKERS)
+START_VAR = "PERFCONSOLE_START"   # "warm", or "cold: <why>": the run's record says how it began
+# Read as torch, numpy and their libraries load, or as Python starts: a run whose environment sets one of
+# these differently from the warm process's would not be the same program forked; it starts cold.
+IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")
+UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up here, line by line
+MAX_MESSAGE = 1 << 20
+MAX_FDS = 3
+
+
+def pdeathsig(sig: int) -> None:
+    """Have the kernel send `sig` when the parent ends (Linux; a no-op elsewhere)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def differs(env: dict[str, str], base: dict[str, str]) -> str | None:
+    """The first variable read at import time that `env` sets otherwise than `base`, or None."""
+    for key in sorted(set(env) | set(base)):
+        if key.startswith(IMPORT_TIME) and key != UNBUFFERED and env.get(key) != base.get(key):
+            return key
+    return None
+
+
+def untrusted() -> str | None:
+    """Why forking this process cannot be trusted now, or None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA is initialised in the warm process"
+    if threading.active_count() > 1:
+        return f"the warm process runs {threading.active_count()} Python threads"
+    return None
+
+
+@dataclass
+class Run:
+    conn: socket.socket
+    pid: int = 0
+    pidfd: int = -1
+    status: int | None = None       # set once the child has ended (it stays a zombie until released)
+    connected: bool = True
+
+
+@dataclass
+class Server:
+    listener: socket.socket
+    watch_fd: int
+    sel: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
+    runs: dict[int, Run] = field(default_factory=dict)   # by the connection's fd
+    stopping: bool = False
+    server_pid: int = 0
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    wakeup: tuple[socket.socket, socket.socket] | None = None  # a stop signal's byte lands here (set_wakeup_fd)
+
+    def serve(self) -> None:
+        self.sel.register(self.listener, selectors.EVENT_READ, "accept")
+        self.sel.register(self.watch_fd, selectors.EVENT_READ, "watch")
+        if self.wakeup is not None:
+            self.sel.register(self.wakeup[0], selectors.EVENT_READ, "signal")
+        while not self.stopping:
+            for key, _ in self.sel.select():
+                what = key.data
+                if what == "watch":
+                    if not os.read(self.watch_fd, 4096):  # the process that started us is gone
+                        self.stopping = True
+                elif what == "signal":
+                    self.wakeup[0].recv(64)  # the handler has set `stopping`
+                else:
+                    self.handle(what)
+        self.stop()
+
+    def handle(self, what: object) -> None:
+        """A child's end or a client's word; a failure here is one run's (it is told so), never the server's."""
+        key = what[1] if isinstance(what, tuple) else what
+        try:
+            if what == "accept":
+                self.accept()
+            elif isinstance(what, tuple):
+                self.child_ended(key)
+            else:
+                self.from_client(key)
+        except Exception:  # noqa: BLE001 - the other runs go on
+            traceback.print_exc()
+            run = self.runs.get(key) if isinstance(key, int) else None
+            if run is not None and not run.pid:
+                self.reply(run, {"cold": "the warm process failed to start it"})
+                self.forget(run)
+
+    def accept(self) -> None:
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        if int.from_bytes(creds[4:8], sys.byteorder) != os.getuid():  # pid, uid, gid
+            conn.close()
+            return
+        hello = {"pid": os.getpid(), "executable": sys.executable, "package": _package(), "why_not": untrusted()}
+        try:
+            conn.sendall(json.dumps(hello).encode())
+        except OSError:
+            conn.close()
+            return
+        self.runs[conn.fileno()] = Run(conn)
+        self.sel.register(conn, selectors.EVENT_READ, conn.fileno())
+
+    def from_client(self, key: int) -> None:
+        run = self.runs.get(key)
+        if run is None:
+            return
+        if run.pid:  # a started run's connection only ever closes
+            try:
+                data = run.conn.recv(16)
+            except OSError:
+                data = b""
+            if not data:
+                self.release(run)
+            return
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(run.conn, MAX_MESSAGE, MAX_FDS)
+        except OSError:
+            msg, fds = b"", []
+        if not msg or len(fds) != MAX_FDS:
+            for fd in fds:
+                os.close(fd)
+            self.forget(run)
+            return
+        try:
+            self.start(run, json.loads(msg), fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def start(self, run: Run, request: dict, fds: list[int]) -> None:
+        argv = request["argv"]
+        why = untrusted()
+        if why is None and (len(argv) < 3 or argv[1] != "-m" or argv[2] not in WORKERS):
+            why = "not a worker this warm process has loaded"
+        key = differs(request["env"], self.base_env) if why is None else None
+        if key is not None:
+            why = f"the run sets {key} otherwise than the warm process, which read it as torch was imported"
+        if why is not None:
+            self.reply(run, {"cold": why})
+            self.forget(run)
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self.become_worker(fds, request)  # never returns
+        run.pid = pid
+        run.pidfd = os.pidfd_open(pid)
+        self.sel.register(run.pidfd, selectors.EVENT_READ, ("child", run.conn.fileno()))
+        self.reply(run, {"pid": pid})
+
+    def become_worker(self, fds: list[int], request: dict) -> None:
+        code = 1
+        try:
+            os.setsid()
+            pdeathsig(signal.SIGKILL)
+            if os.getppid() != self.server_pid:  # the warm process died as we forked
+                os._exit(137)
+            signal.set_wakeup_fd(-1)
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self.sel.close()
+            if self.wakeup is not None:
+                for end in self.wakeup:
+                    end.close()
+            for run in self.runs.values():
+                run.conn.close()
+                if run.pidfd >= 0:
+                    os.close(run.pidfd)
+            self.listener.close()
+            os.close(self.watch_fd)
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+                os.close(fd)
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            os.environ[START_VAR] = "warm"
+            sys.stdin = open(0, "r", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
+            sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+            code = run_module(request["argv"])
+        except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+    def reply(self, run: Run, obj: dict) -> None:
+        try:
+            run.conn.send(json.dumps(obj).encode())
+        except OSError:
+            run.connected = False
+
+    def child_ended(self, key: int) -> None:
+        run = self.runs.get(key)
+        if run is None or run.pidfd < 0:
+            return
+        info = os.waitid(os.P_PID, run.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        if info is None:
+            return
+        run.status = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        self.sel.unregister(run.pidfd)
+        os.close(run.pidfd)
+        run.pidfd = -1
+        if run.connected:
+            self.reply(run, {"exit": run.status})
+        else:
+            self.reap(run)
+
+    def release(self, run: Run) -> None:
+        """The client has closed: reap an ended child, kill a running one's group (reaped when it ends)."""
+        run.connected = False
+        self.sel.unregister(run.conn)
+        if run.status is not None:
+            self.reap(run)
+        else:
+            _killpg(run.pid)
+
+    def reap(self, run: Run) -> None:
+        try:
+            os.waitpid(run.pid, 0)
+        except ChildProcessError:
+            pass
+        self.forget(run)
+
+    def forget(self, run: Run) -> None:
+        key = run.conn.fileno()
+        if run.connected:
+            self.sel.unregister(run.conn)
+        run.conn.close()
+        self.runs.pop(key, None)
+
+    def stop(self) -> None:
+        for run in list(self.runs.values()):
+            if run.pid and run.status is None:
+                _killpg(run.pid)
+        for run in list(self.runs.values()):
+            if run.pid:
+                try:
+                    os.waitpid(run.pid, 0)
+                except ChildProcessError:
+                    pass
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _package() -> str:
+    """The perfconsole this process runs (the folder holding core/)."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def run_module(argv: list[str]) -> int:
+    """Run `python -m <module> <args>` in this process; its exit code, as the interpreter would give it."""
+    import runpy
+
+    sys.argv = [argv[0], *argv[3:]]
+    # As `python -m`: the module runs as __main__ only (runpy warns of a copy already imported), and what
+    # imports it by name gets it fresh, as in a cold process.
+    sys.modules.pop(argv[2], None)
+    try:
+        runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # noqa: BLE001 - as the interpreter: the traceback, exit 1
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="perfconsole-warm")
+    parser.add_argument("--socket", required=True, help="where to listen (its directory must be ours, 0700)")
+    parser.add_argument("--pointer", default=None, help="a file that names the socket, for commands to find it")
+    parser.add_argument("--parent", type=int, required=True, help="the pid of the process that started it")
+    args = parser.parse_args(argv)
+    pdeathsig(signal.SIGTERM)
+    if os.getppid() != args.parent:  # it died before the line above
+        return 0
+    server = Server(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET), 0)
+    server.wakeup = socket.socketpair()
+    for end in server.wakeup:
+        end.setblocking(False)
+    signal.set_wakeup_fd(server.wakeup[1].fileno(), warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda *_: setattr(server, "stopping", True))
+    import importlib
+
+    for module in PRELOAD:
+        importlib.import_module(module)
+    server.server_pid = os.getpid()
+    server.watch_fd = 0
+    path = Path(args.socket)
+    server.listener.bind(str(path))
+    server.listener.listen(16)
+    if args.pointer:
+        _write_pointer(Path(args.pointer), path)
+    print("ready", flush=True)
+    try:
+        server.serve()
+    finally:
+        for f in (path, Path(args.pointer) if args.pointer else None):
+            if f is not None:
+                f.unlink(missing_ok=True)
+    return 0
+
+
+def _write_pointer(pointer: Path, sock: Path) -> None:
+    tmp = pointer.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(str(sock))
+    os.replace(tmp, pointer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Runs forked from a warm process (core.launch.warm) are the runs a cold `python -m` worker makes: the same
+events, record fields and, on the CPU with the same seed, the same losses; every failure of a forked worker
+(an exit, a SIGKILL to its group, an OOM) is reported as a cold one's and leaves the warm process serving;
+the warm process ends with the process that started it; a command finds a console's warm process."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+from helpers import PC, TINY, stream
+
+from perfconsole.core.launch import warm
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.record import RunRecord
+
+pytestmark = pytest.mark.e2e
+
+SPEC = TINY.with_(warmup=2, steps=3, seed=1234)
+
+
+@pytest.fixture(scope="module")
+def warm_process():
+    """One for the file (it imports torch once, seconds on a loaded machine): the tests also show it serves on."""
+    own = warm.start_own()
+    assert own.wait_ready() is None, list(own.stderr_tail)
+    yield own
+    warm.stop_own()
+    assert own.proc.poll() is not None
+
+
+def launched(spec=SPEC, env=None, hold=False) -> tuple[RunRecord, list, Launch]:
+    launch, record, seen = Launch(spec, env=env), RunRecord(spec), []
+    launch.start(hold=hold)
+    if hold:
+        launch.wait_ready()
+    stream(launch, record, seen)
+    return record, seen, launch
+
+
+def server_children(own: warm.WarmProcess) -> list[psutil.Process]:
+    return [p for p in psutil.Process(own.proc.pid).children() if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_forked_run_is_the_same_program_as_a_cold_one(warm_process, monkeypatch):
+    hot, hot_seen, hot_launch = launched()
+    monkeypatch.setenv(warm.OFF_VAR, "off")
+    cold, cold_seen, cold_launch = launched()
+    assert hot_launch.start_how == "warm" and hot.environment["start"] == "warm"
+    assert cold_launch.start_how == cold.environment["start"] == "cold: PERFCONSOLE_WARM=off"
+    assert hot_launch.proc.returncode == cold_launch.proc.returncode == 0
+    assert hot.status == cold.status == "ok"
+    # The same stream (held progress aside: its words name the model, not the start) and the same record.
+    assert [e.type for e in hot_seen] == [e.type for e in cold_seen]
+    assert hot.to_dict().keys() == cold.to_dict().keys()
+    assert hot.environment.keys() == cold.environment.keys()
+    assert {k: v for k, v in hot.environment.items() if k != "start"} == \
+           {k: v for k, v in cold.environment.items() if k != "start"}
+    assert {**hot.model, "cached": None} == {**cold.model, "cached": None}  # the second run finds the FLOPs cached
+    losses = [s.loss for s in hot.warmup_steps + hot.steps]
+    assert None not in losses and len(losses) == 5
+    assert losses == [s.loss for s in cold.warmup_steps + cold.steps]
+    # The forked worker was the warm process's child, in a session and process group of its own.
+    assert hot.environment and hot_launch.pid != warm_process.proc.pid
+
+
+@pytest.mark.parametrize("fault, status, words", [
+    ("exit:1", "error", "worker exited with code 3 before finishing"),
+    ("kill:1", "error", "worker killed by signal SIGKILL"),
+    ("oom:1", "oom", "CUDA out of memory"),
+    ("raise:1", "error", "injected failure"),
+])
+def test_a_worker_that_fails_leaves_the_warm_process_serving(warm_process, fault, status, words):
+    server = warm_process.proc.pid
+    record, _, launch = launched(env={"PERFCONSOLE_FAULT": fault})
+    assert launch.start_how == "warm"
+    assert record.status == status and words in record.error.message, record.error
+    assert len(record.warmup_steps) == 1
+    after, _, again = launched()
+    assert again.start_how == "warm" and after.status == "ok"
+    assert warm_process.proc.pid == server and warm_process.proc.poll() is None
+    assert server_children(warm_process) == []  # both reaped, nothing left running
+
+
+def test_sigkill_to_a_warm_workers_group_and_a_cancel_leave_it_serving(warm_process):
+    for end in ("kill", "cancel"):
+        launch, record = Launch(SPEC.with_(steps=400), env={"PERFCONSOLE_FAULT": "slow:100"}), RunRecord(SPEC)
+        for event in launch.events():
+            record.apply(event)
+            if event.type == "step" and not event.warmup:
+                assert os.getpgid(launch.pid) == launch.pid != os.getpgid(0)  # a group of its own
+                launch.kill() if end == "kill" else launch.cancel()
+        assert launch.start_how == "warm" and record.status == "cancelled" and record.steps
+        assert not psutil.pid_exists(launch.pid) or psutil.Process(launch.pid).status() == psutil.STATUS_ZOMBIE
+    after, _, again = launched()
+    assert again.start_how == "warm" and after.status == "ok"
+
+
+def test_a_held_launch_is_forked_and_waits_for_its_turn(warm_process):
+    """core.grids.cell_runner starts cells ahead with start(hold=True)."""
+    record, seen, launch = launched(hold=True)
+    assert launch.start_how == "warm" and record.status == "ok" and len(record.steps) == 3
+    assert "held" not in [getattr(e, "stage", "") for e in seen]
+
+
+def test_what_cannot_be_forked_starts_cold_and_says_why(warm_process):
+    record, _, launch = launched(env={"OMP_NUM_THREADS": "3"})  # read by the OpenMP runtime as torch loads
+    assert launch.start_how.startswith("cold: the run sets OMP_NUM_THREADS otherwise")
+    assert record.environment["start"] == launch.start_how and record.status == "ok"
+    proc, why = warm.spawn([sys.executable, "-m", "json.tool"], dict(os.environ))
+    assert proc is None and why == "not a worker this warm process has loaded"
+
+
+def test_a_pointer_folder_others_can_read_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setattr(warm, "_own", None)  # a command's view: it owns no warm process
+    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path))
+    (tmp_path / "warm").mkdir(mode=0o755)
+    os.chmod(tmp_path / "warm", 0o755)
+    paths, why = warm.find()
+    assert paths == [] and "is not a directory of this user's alone (0700)" in why
+
+
+def test_the_cli_uses_a_consoles_warm_process(warm_process):
+    argv = [*PC, "run", "--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2",
+            "--steps", "2", "--warmup", "1", "--json"]
+    data = warm_process.pointer.parent.parent  # the data folder the console's warm process is named in
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["data"]["environment"]["start"] == "warm"
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # another data folder: no console
+    assert json.loads(out.stdout)["data"]["environment"]["start"] == "cold: no console or server is up"
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+PARENT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from helpers import TINY
+    from perfconsole.core.launch import warm
+    from perfconsole.core.launch.launcher import Launch
+    own = warm.start_own()
+    assert own.wait_ready() is None
+    launch = Launch(TINY.with_(steps=1000), env={{"PERFCONSOLE_FAULT": "slow:100"}})
+    for event in launch.events():
+        if event.type == "step":
+            print(own.proc.pid, launch.pid, launch.start_how, flush=True)
+            time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("death", ["SIGKILL", "SIGTERM"])
+def test_the_warm_process_and_its_runs_end_with_their_parent(death):
+    tests = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parent = subprocess.Popen([sys.executable, "-c", PARENT.format(tests=tests)], stdout=subprocess.PIPE, text=True)
+    try:
+        server, worker, how = parent.stdout.readline().split()
+        assert how == "warm"
+        procs = [psutil.Process(int(server)), psutil.Process(int(worker))]
+        parent.send_signal(getattr(signal, death))
+        deadline = time.monotonic() + 20
+        while (alive := [p for p in procs if _running(p)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive, alive
+    finally:
+        parent.kill()
+        parent.wait()

@@ -49,6 +49,8 @@ def main() -> None:
     p.add_argument("--grad-as-bucket-view", action="store_true")
     p.add_argument("--bf16-hook", action="store_true")
     p.add_argument("--bf16-weights", action="store_true", help="parameters (so gradients) in bf16, as --weights bf16")
+    p.add_argument("--nccl-high-priority", action="store_true",
+                   help="NCCL's streams at high priority (ProcessGroupNCCL.Options.is_high_priority_stream)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block and the root instead of DDP")
     p.add_argument("--no-reshard", action="store_true", help="FSDP: reshard_after_forward=False")
     p.add_argument("--fsdp-bf16", action="store_true", help="FSDP: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
@@ -59,7 +61,8 @@ def main() -> None:
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
+    opts = dist.ProcessGroupNCCL.Options(is_high_priority_stream=a.nccl_high_priority)
+    dist.init_process_group("nccl", device_id=dev, pg_options=opts)
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
@@ -138,6 +141,7 @@ def main() -> None:
             "program": "independent_ddp", "size": a.size, "ctx": a.ctx, "batch_per_rank": a.batch, "world": world,
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
             "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
+            "nccl_high_priority": a.nccl_high_priority,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
             "alloc_retries": [m["alloc_retries"] for m in memories],

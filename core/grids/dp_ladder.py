@@ -7,7 +7,9 @@
 - **A rung that will not fit says so before it runs.** From the peak memory a finished rung measured (same
   compile setting, so the same activations) and the bytes of state each rung keeps per GPU (parameters,
   gradients, DDP's buckets, AdamW's two moments; FSDP's shards and the parameters it keeps gathered), the
-  rung's peak is estimated; over MEMORY_EDGE of the card, it ends `oom` with the estimate, without a process.
+  rung's peak is estimated (from a rung of the same wrapper where one ran: across DDP and FSDP the estimate is
+  rougher); over MEMORY_EDGE of the card, it ends `oom` with the estimate, without a process. How close it
+  came on 2x H200 is in docs/results/dp_ladder_2xh200.md.
   Without such a rung (the first, or the first compiled one) there is no estimate: a rung out of memory
   then ends as a clean `oom` record of its own process.
 """
@@ -40,32 +42,35 @@ def shared_baseline(runs: list[tuple[str, RunRecord]], spec: RunSpec) -> ev.Base
 
 
 def state_bytes(spec: RunSpec, params: int) -> float:
-    """Bytes of training state one GPU keeps for this spec: parameters, gradients and AdamW's two moments in the
-    weights' dtype, plus DDP's gradient buckets (none as bucket views), or FSDP's 1/N shards of all four plus
-    the parameters a block keeps gathered from its forward to its backward (no reshard)."""
+    """Bytes of training state one GPU holds at its peak for this spec: parameters, gradients and AdamW's two
+    moments in the weights' dtype, plus DDP's gradient buckets and, under the bf16 hook, their bf16 copies; or
+    FSDP's 1/N shards of all four plus the parameters a block keeps gathered from its forward to its backward (no
+    reshard). Buckets count with gradients as bucket views too: on 2x H200, 2.7B, DDP peaked at 68.2 GiB with
+    and without them (the views save the copy in the steps, not the peak)."""
     w = 2 if spec.weights == "bf16" else 4
     if spec.parallel == "fsdp":
         kept = 0 if spec.reshard else params * (2 if spec.fsdp_bf16 else w)
         return 4 * params * w / spec.nproc + kept
-    buckets = 0 if spec.grad_as_bucket_view or spec.parallel != "ddp" else params * w
-    return 4 * params * w + buckets
+    if spec.parallel != "ddp":
+        return 4 * params * w
+    return 5 * params * w + (2 * params if spec.comm_hook == "bf16" else 0)
 
 
 def memory_estimate(runs: list[tuple[str, RunRecord]], spec: RunSpec) -> dict[str, Any] | None:
-    """The rung's estimated peak per GPU from the last finished rung of the same compile setting:
-    {"from", "measured_mib", "estimate_mib", "card_mib", "fits"}; None without such a rung or the card's size."""
-    for name, r in reversed(runs):
-        s = r.summary
-        params = (r.model or {}).get("params")
-        card = r.environment.get("gpu_memory_mib")
-        if r.status != "ok" or s is None or not s.peak_allocated_mib or not params or not card:
-            continue
-        if r.spec.compile != spec.compile or r.spec.nproc != spec.nproc:
-            continue
-        est = s.peak_allocated_mib + (state_bytes(spec, params) - state_bytes(r.spec, params)) / MIB
-        return {"from": name, "measured_mib": s.peak_allocated_mib, "estimate_mib": est, "card_mib": card,
-                "fits": est <= MEMORY_EDGE * card}
-    return None
+    """The rung's estimated peak per GPU from the last finished rung of the same compile setting (of the same
+    wrapper where one finished): {"from", "measured_mib", "estimate_mib", "card_mib", "fits"}; None without such
+    a rung or the card's size."""
+    usable = [(name, r) for name, r in runs
+              if r.status == "ok" and r.summary is not None and r.summary.peak_allocated_mib
+              and (r.model or {}).get("params") and r.environment.get("gpu_memory_mib")
+              and r.spec.compile == spec.compile and r.spec.nproc == spec.nproc]
+    usable.sort(key=lambda nr: nr[1].spec.parallel == spec.parallel)  # stable: the same wrapper's last rung last
+    if not usable:
+        return None
+    name, r = usable[-1]
+    params, card, peak = r.model["params"], r.environment["gpu_memory_mib"], r.summary.peak_allocated_mib
+    est = peak + (state_bytes(spec, params) - state_bytes(r.spec, params)) / MIB
+    return {"from": name, "measured_mib": peak, "estimate_mib": est, "card_mib": card, "fits": est <= MEMORY_EDGE * card}
 
 
 def refusal_text(est: dict[str, Any]) -> str:

@@ -4,7 +4,10 @@ the headline is the quiet steps of the process before ncu, not moved by it.
 A plain run of the same spec and the ncu run, each a fresh launch as `perfconsole run` makes it
 (core.launch.replicates.make_launch). Every kernel asked of ncu is matched by a profiled launch with its compute %,
 memory % and at least one rule; the run's steps are the spec's quiet steps only (the ncu step is in another
-process); its median is within WITHIN of the plain run's.
+process); its median is within WITHIN of the plain runs' (one before the ncu run, one after). Two processes of
+one spec can differ by more than that on these machines (docs/results/nsys_headline_h100.md: 35-88 % for a
+host-bound spec): where the headline misses and the two plain processes are further apart than WITHIN
+themselves, the comparison is an expected failure in figures; where they agree, a miss fails.
 
 PERFCONSOLE_EVIDENCE_DIR, where set, receives the ncu run's record (ncu_run.json), the plain run's median and
 the ncu process's CSV pages and log.
@@ -51,6 +54,8 @@ def test_profile_ncu_top_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     plain = _run(SPEC, tmp_path / "plain")
     assert plain.status == "ok", plain.error
     record = _run(SPEC.with_(profile="ncu"), tmp_path / "ncu")
+    after = _run(SPEC, tmp_path / "plain-after")
+    assert after.status == "ok", after.error
     evidence = os.environ.get("PERFCONSOLE_EVIDENCE_DIR")
     if evidence:
         Path(evidence).mkdir(parents=True, exist_ok=True)
@@ -59,7 +64,8 @@ def test_profile_ncu_top_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             if (tmp_path / "ncu" / name).exists():
                 shutil.copy(tmp_path / "ncu" / name, Path(evidence) / f"product_{name}")
         (Path(evidence) / "plain.json").write_text(json.dumps({
-            "plain_ms": plain.summary.total_ms.median, "plain_steps": [s.total_ms for s in plain.steps]}))
+            "plain_ms": plain.summary.total_ms.median, "plain_steps": [s.total_ms for s in plain.steps],
+            "plain_after_ms": after.summary.total_ms.median, "plain_after_steps": [s.total_ms for s in after.steps]}))
     assert record.status == "ok", record.error
     assert len(record.steps) == SPEC.steps  # the ncu step is no step of the record
     tables = record.profile.tables
@@ -75,7 +81,14 @@ def test_profile_ncu_top_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert r["id"] in ruled, f"no rule for launch {r['id']} {r['kernel'][:80]}"
     headline = record.summary.total_ms.median
     assert headline == pytest.approx(statistics.median(s.total_ms for s in record.steps))
-    plain_ms = plain.summary.total_ms.median
-    print(f"\nplain {plain_ms:.3f} ms, ncu run's headline {headline:.3f} ms ({headline / plain_ms - 1:+.1%}), "
-          f"ncu process quiet {run['quiet_ms']:.3f} ms; {len(launches)} launches profiled of {len(asked)} kernels")
-    assert abs(headline / plain_ms - 1) < WITHIN
+    plains = sorted([plain.summary.total_ms.median, after.summary.total_ms.median])
+    plain_ms = statistics.mean(plains)
+    figures = (f"plain {plains[0]:.3f} and {plains[1]:.3f} ms, ncu run's headline {headline:.3f} ms "
+               f"({headline / plain_ms - 1:+.1%} against their mean), ncu process quiet {run['quiet_ms']:.3f} ms; "
+               f"{len(launches)} launches profiled of {len(asked)} kernels")
+    print("\n" + figures)
+    if abs(headline / plain_ms - 1) < WITHIN:
+        return
+    if plains[1] / plains[0] - 1 > WITHIN:
+        pytest.xfail(f"{figures}: the two plain processes differ by more than {WITHIN:.0%} themselves")
+    pytest.fail(figures)

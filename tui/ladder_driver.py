@@ -56,7 +56,9 @@ class LadderDriver:
         self.refresh_bindings()
         self.refresh_runs()
         self.show_grid(record)
-        self.notify(f"{record.name}: {len(record.runs)} rungs, one process each (train steps); saved to {path}")
+        each = (f"one job of {ladder.base.nproc} processes each, after its one-process program" if ladder.base.nproc > 1
+                else "one process each")
+        self.notify(f"{record.name}: {len(record.runs)} rungs, {each} (train steps); saved to {path}")
         self.drive_ladder(record.id, runner)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ladder")

@@ -191,3 +191,26 @@ async def test_the_ladder_table_keeps_its_columns_at_80x24_and_scrolls_sideways(
         pane.scroll_to(x=pane.max_scroll_x, animate=False)   # the far right: the last column whole
         await pilot.pause()
         assert "moved ms/step" in "\n".join(screen_lines(app))
+
+
+DP_LADDER = ROOT / "tests" / "fixtures" / "ladders" / "dp_ladder_2.7B_2xh200.json"  # docs/results/dp_ladder_2xh200.md
+
+
+async def test_a_data_parallel_ladder_shows_each_rungs_job_beside_one_gpu_as_bars():
+    app = make_app(snapshots=[DP_LADDER])
+    async with app.run_test(size=(200, 70)) as pilot:
+        await pilot.pause()
+        await pilot.press("5")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "grids"
+        body = plain(app.query_one("#grids-body", Static).content)
+        lines = body.splitlines()
+        assert "weak scaling over 2 processes" in lines
+        view = next(i for i, line in enumerate(lines) if line.startswith("3 bucket-view") and "1 GPU" in line)
+        assert "146.0 ms" in lines[view]
+        assert "2 GPUs" in lines[view + 1] and "176.8 ms" in lines[view + 1] and "exposed 28.8 ms" in lines[view + 1]
+        assert "weak scaling 82.6%" in lines[view + 1]
+        fsdp = next(i for i, line in enumerate(lines) if line.startswith("6 fsdp") and "1 GPU" in line)
+        assert "not separated" in lines[fsdp + 1]

@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.widgets import Footer, TabbedContent, TabPane
 
-from perfconsole.core.launch import launcher
+from perfconsole.core.launch import launcher, warm
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.queue import RunQueue
 from perfconsole.core.launch.replicates import RepeatedLaunch
@@ -113,6 +113,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.first_frame_at: float | None = None
         self._redraw_pending = False
         self.install_signals = False             # the real console only; tests keep pytest's handlers
+        self.warm_start = False                  # keep a warm process for the runs (core.launch.warm; tui/main.py)
         self.exit_guard: exit_guard.ExitGuard | None = None  # the real console's watchdog (tui/main.py)
         self._ui_loop: asyncio.AbstractEventLoop | None = None
         self.stop_signal: int | None = None     # the stop signal (or hang-up) that ends this console
@@ -144,6 +145,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
     def on_mount(self) -> None:
         if self.install_signals:
             self.install_stop_signals()
+        if self.warm_start:  # here, on the main thread: the warm process's parent-death signal follows it
+            warm.start_own()
         if self.ascii_only:
             self.add_class("-ascii")
             # Textual draws scrollbar ends with block characters; ASCII mode draws them as spaces in
@@ -176,6 +179,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
             self.save_measured()
         if self.ascii_only:
             ScrollBar.renderer = self._scrollbar_renderer
+        if self.warm_start:  # after the runs' ends: it kills whatever it forked that still runs
+            warm.stop_own()
 
     def main(self, selector):
         """A widget of the main screen, also while a dialog is on top (App.query_one searches the top screen)."""

@@ -84,6 +84,7 @@ def open_console(args: argparse.Namespace) -> int:
     app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
     app.executor = executor
     app.install_signals = True
+    app.warm_start = True  # runs fork from a process that has imported torch (core/launch/warm.py)
     # From here on the console cannot outlive its terminal (tui/exit_guard.py): a stop signal, a hung-up
     # terminal or a dead parent ends it within a few seconds, whatever state textual is in.
     app.exit_guard = guard = exit_guard.ExitGuard()

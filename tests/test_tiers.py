@@ -31,6 +31,8 @@ PY = sys.executable
      "a browser (playwright's driver)"),
     ([PY, "-c", "from multiprocessing.forkserver import main; main(3, 4, ['torch'])"],
      "a multiprocessing process (forkserver or spawn)"),
+    ([PY, "-m", "pytest", "-m", "gpu", "--collect-only"], "a pytest run"),
+    ([PY, "-c", "import torch.distributed as d; d.init_process_group('gloo')", "store"], "a torch.distributed rank"),
     ([PY, "-c", "import perfconsole.core.spec"], None),
     ([PY, "-m", "pip", "install", "/tmp/perfconsole"], None),
     (["git", "-C", "/work/perfconsole", "status"], None),

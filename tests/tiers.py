@@ -1,12 +1,12 @@
 """The two tiers of the suite (docs/development.md): what makes a test end-to-end, and the guard that holds
 an unmarked test to it. tests/conftest.py calls these from its hooks.
 
-A test that starts a worker, the perfconsole CLI, torchrun, tmux, a browser or a Slurm job is end-to-end,
-marked `e2e`; `pytest -m "not e2e"` runs the rest, the fast tier. A test is e2e when its file says so
-(`pytestmark = pytest.mark.e2e`), its decorator does, it is marked `gpu` or `slurm`, or its code reaches
-(directly, through its fixtures, or through a function of its own module) a name that starts one of those
-processes: the helpers below, or an argv word `e2e_process` knows. A test marked none of these ways that
-starts one fails, whatever -m says (`refuse`)."""
+A test that starts a worker, the perfconsole CLI, torchrun or a torch.distributed rank, tmux, a browser, a
+Slurm job or a pytest run of its own is end-to-end, marked `e2e`; `pytest -m "not e2e"` runs the rest, the
+fast tier. A test is e2e when its file says so (`pytestmark = pytest.mark.e2e`), its decorator does, it is
+marked `gpu` or `slurm`, or its code reaches (directly, through its fixtures, or through a function of its
+own module) a name that starts one of those processes: the helpers below, or an argv word `e2e_process`
+knows. A test marked none of these ways that starts one fails, whatever -m says (`refuse`)."""
 from __future__ import annotations
 
 import inspect
@@ -22,7 +22,8 @@ E2E_PROGRAMS = {"tmux": "tmux", "chromium": "a browser", "chromium-browser": "a 
                 "torchrun": "torchrun", "perfconsole": "the perfconsole CLI"}
 E2E_MODULES = {"perfconsole.core.measure.worker": "a worker", "torch.distributed.run": "torchrun",
                "perfconsole.tui.main": "the perfconsole CLI", "perfconsole.core.cli.main": "the perfconsole CLI",
-               "perfconsole.core.launch.warm_server": "a warm process", "perfconsole.core.launch.slurm_task": "a Slurm task"}
+               "perfconsole.core.launch.warm_server": "a warm process", "perfconsole.core.launch.slurm_task": "a Slurm task",
+               "pytest": "a pytest run"}
 # The test helpers that start such a process, by module and name (tests/helpers.py, tests/tui/serve_helpers.py).
 E2E_HELPERS = {("helpers", "pc"), ("serve_helpers", "serve"), ("serve_helpers", "launch_chromium"),
                ("playwright.sync_api._context_manager", "sync_playwright"),
@@ -51,6 +52,8 @@ def e2e_process(argv) -> str | None:
                 return E2E_MODULES[module]
             if module == "perfconsole" or module.startswith("perfconsole."):
                 return f"a perfconsole process ({module})"
+        if "init_process_group" in arg:   # `python -c CODE`: a rank of a data-parallel job without torchrun
+            return "a torch.distributed rank"
         if "multiprocessing.forkserver" in arg or "multiprocessing.spawn" in arg:
             return "a multiprocessing process (forkserver or spawn)"
     return None

@@ -181,6 +181,7 @@ def gpu_suite() -> list:
     return parts_mod.collect([])  # this checkout's `pytest -m gpu --collect-only`, cross-checked with its list
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_parts_cover_the_real_gpu_collection_exactly(gpu_suite):
     seconds = parts_mod.read_durations(ROOT / "tests" / "gpu_durations.json")
@@ -190,6 +191,7 @@ def test_the_parts_cover_the_real_gpu_collection_exactly(gpu_suite):
     assert parts["both"] and all(i.startswith("tests/core/launch/test_data_parallel_gpu.py::") for i in parts["both"])
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_every_gpu_test_that_needs_two_gpus_is_marked_two_gpus(gpu_suite):
     """A test file that skips with fewer than two GPUs holds `two_gpus` tests only, so the split runs it on both."""

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e   # every test here runs a torch.distributed rank in a child (tests/tiers.py)
+
 RANK = r"""
 import json, sys
 import torch, torch.distributed as dist

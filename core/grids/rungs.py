@@ -2,10 +2,10 @@
 
 `RUNGS` climbs one process from eager to fp8 (core.grids.ladder). `DP_RUNGS` climbs a data-parallel job
 (`ladder --nproc N`): from DDP's defaults through the settings that decide how much the gradients' collectives
-carry and how much of them the backward hides (bucket size, gradients as bucket views, the bf16 hook,
-torch.compile with DDP's graph splitting), then FSDP2 with and without resharding and with bf16 gathers.
+carry and how much of them the backward hides (bucket size, gradients as bucket views, the bf16 hook, bf16
+weights, torch.compile with DDP's graph splitting), then FSDP2 with and without resharding and with bf16 gathers.
 Each data-parallel rung runs with its one-process program first (`scaling`), so its weak scaling is against
-the same model, batch and settings on one GPU.
+the same model, batch and settings on one GPU (bf16 weights and compile change that program too).
 """
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ RUNGS: tuple[Rung, ...] = (
          opt_in=True),
 )
 
-# The DDP settings a rung turns; the FSDP rung sets them back, since they are DDP's alone.
+# The DDP settings a rung turns; the FSDP rung sets them back, since they are DDP's alone (and the weights to
+# fp32: FSDP's own bf16 rung casts an fp32 master copy).
 _DDP_KNOBS = {"bucket_mb": None, "grad_as_bucket_view": False, "comm_hook": "none", "optimize_ddp": "ddp_optimizer"}
 
 # The first rung sets every data-parallel knob and the one-process settings the ladder keeps fixed
@@ -73,10 +74,12 @@ DP_RUNGS: tuple[Rung, ...] = (
          "gradients as views into DDP's buckets: no copy into the buckets, one gradient-sized buffer less"),
     Rung("bf16-hook", {"comm_hook": "bf16"}, "gradients all-reduced in bf16 (bf16_compress_hook): half the bytes",
          same_numerics=False),
+    Rung("bf16-weights", {"weights": "bf16", "comm_hook": "none"}, "bf16 parameters, gradients and AdamW state (no "
+         "fp32 master copy): the all-reduce carries bf16 without a hook", "precision bf16", same_numerics=False),
     Rung("compile", {"compile": True},
          "torch.compile, the graph split at DDP's buckets (DDPOptimizer) so their all-reduces start in the backward"),
-    Rung("fsdp", {"parallel": "fsdp", **_DDP_KNOBS, "compile": False},
-         "FSDP2 fully_shard per block: parameters, gradients and AdamW state sharded; eager"),
+    Rung("fsdp", {"parallel": "fsdp", **_DDP_KNOBS, "compile": False, "weights": "fp32"},
+         "FSDP2 fully_shard per block: fp32 parameters, gradients and AdamW state sharded; eager"),
     Rung("no-reshard", {"reshard": False},
          "FSDP blocks kept gathered from forward to backward: one all-gather per block fewer, more memory"),
     Rung("fsdp-bf16", {"fsdp_bf16": True}, "FSDP mixed precision: parameters gathered and gradients "

@@ -29,20 +29,26 @@ def test_each_data_parallel_rung_is_the_last_plus_its_change():
     assert all(c.scaling and c.nproc == 2 for c in cells.values())
     assert cells["ddp"].parallel == "ddp" and cells["ddp"].bucket_mb is None and cells["ddp"].attention == "sdpa"
     assert cells["bucket-view"].bucket_mb == 100.0 and cells["bucket-view"].grad_as_bucket_view
-    assert cells["compile"].compile and cells["compile"].comm_hook == "bf16"
-    # FSDP sets DDP's own settings back and starts eager; its rungs then carry up
+    assert cells["bf16-hook"].comm_hook == "bf16" and cells["bf16-hook"].weights == "fp32"
+    assert cells["bf16-weights"].weights == "bf16" and cells["bf16-weights"].comm_hook == "none"
+    assert cells["compile"].compile and cells["compile"].weights == "bf16"
+    # FSDP sets DDP's own settings and the weights back and starts eager; its rungs then carry up
     fsdp = cells["fsdp"]
-    assert (fsdp.parallel, fsdp.bucket_mb, fsdp.grad_as_bucket_view, fsdp.comm_hook, fsdp.compile) == (
-        "fsdp", None, False, "none", False)
+    assert (fsdp.parallel, fsdp.bucket_mb, fsdp.grad_as_bucket_view, fsdp.comm_hook, fsdp.compile, fsdp.weights) == (
+        "fsdp", None, False, "none", False, "fp32")
     assert not cells["no-reshard"].reshard and cells["fsdp-bf16"].fsdp_bf16 and not cells["fsdp-bf16"].reshard
 
 
 def test_a_rung_the_precision_rules_out_ends_unsupported_before_it_starts():
     spec = LadderSpec(BASE.with_(precision="fp32")).validate()
     record = LadderRecord.new(spec)
-    last = record.runs[-1]
-    assert last.status == "unsupported" and "precision bf16" in last.error.message
-    assert all(r.status == "pending" for r in record.runs[:-1])
+    ruled = {name: r for name, r in zip(spec.rungs_in_order(), record.runs) if r.status == "unsupported"}
+    assert sorted(ruled) == ["bf16-weights", "fsdp-bf16"]
+    assert all("precision bf16" in r.error.message for r in ruled.values())
+    assert sum(r.status == "pending" for r in record.runs) == len(record.runs) - 2
+    cells = dict(zip(spec.rungs_in_order(), spec.cells()))
+    assert cells["compile"].weights == "fp32"  # a change the precision rules out is not carried up
+    assert "bf16-weights" in dict(spec.not_carried())
     with pytest.raises(SpecError) as e:
         LadderSpec(BASE, ("eager",)).validate()  # a one-process rung named for a job
     assert e.value.field == "rungs" and "data-parallel" in str(e.value)

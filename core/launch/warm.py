@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfconsole.core.launch.processes import ChildProcess
-from perfconsole.core.launch.warm_server import MAX_FDS, START_VAR, WORKERS
+from perfconsole.core.launch.warm_server import MAX_FDS, ROOM, START_VAR, WORKERS
 
 __all__ = ["START_VAR", "WORKERS", "WarmProc", "WarmProcess", "find", "spawn", "start_own", "stop_own"]
 
@@ -68,7 +68,7 @@ class WarmProcess(ChildProcess):
         pointer_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
         pointer: Path | None = self.pointer if _private_dir(pointer_dir()) is None else None
         argv = [sys.executable, "-m", "perfconsole.core.launch.warm_server", "--socket", str(self.socket),
-                "--parent", str(os.getpid())]
+                "--parent", str(os.getpid()), "--room", " " * ROOM]
         self.spawn(argv + (["--pointer", str(pointer)] if pointer else []))
         threading.Thread(target=self._await_ready, daemon=True, name="warm-ready").start()
 

@@ -55,6 +55,25 @@ def pdeathsig(sig: int) -> None:
             pass
 
 
+ROOM = 4096   # bytes of the warm process's command line (spaces) that a forked worker writes its own into
+
+
+def retitle(argv: list[str]) -> None:
+    """Show `argv` as this process's command line (ps, top, psutil, nvidia-smi), as a cold worker's shows:
+    written over the command line's own memory, which the warm process made ROOM bytes longer (Linux)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49
+    except (OSError, IndexError, ValueError):
+        return
+    size = end - start
+    text = ("\0".join(argv).encode(errors="replace") + b"\0")[:size - 1]
+    # The rest stays spaces, one last word of them, as the warm process's own --room shows (NULs would read
+    # as thousands of empty arguments).
+    ctypes.memmove(start, text.ljust(size - 1, b" ") + b"\0", size)
+
+
 def differs(env: dict[str, str], base: dict[str, str]) -> str | None:
     """The first variable read at import time that `env` sets otherwise than `base`, or None."""
     for key in sorted(set(env) | set(base)):
@@ -222,6 +241,7 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             os.environ[START_VAR] = "warm"
+            retitle(request["argv"])
             sys.stdin = open(0, "r", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
             sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
@@ -337,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", required=True, help="where to listen (its directory must be ours, 0700)")
     parser.add_argument("--pointer", default=None, help="a file that names the socket, for commands to find it")
     parser.add_argument("--parent", type=int, required=True, help="the pid of the process that started it")
+    parser.add_argument("--room", default="", help="spaces: room for a forked worker's command line")
     args = parser.parse_args(argv)
     pdeathsig(signal.SIGTERM)
     if os.getppid() != args.parent:  # it died before the line above

@@ -22,6 +22,7 @@ from perfconsole.core.record import RunRecord
 
 pytestmark = pytest.mark.e2e
 
+WORKER = "perfconsole.core.measure.worker"
 SPEC = TINY.with_(warmup=2, steps=3, seed=1234)
 
 
@@ -95,6 +96,8 @@ def test_sigkill_to_a_warm_workers_group_and_a_cancel_leave_it_serving(warm_proc
             record.apply(event)
             if event.type == "step" and not event.warmup:
                 assert os.getpgid(launch.pid) == launch.pid != os.getpgid(0)  # a group of its own
+                # ps, top and nvidia-smi show the worker's command line, as a cold one's
+                assert psutil.Process(launch.pid).cmdline()[:4] == [sys.executable, "-m", WORKER, "--spec"]
                 launch.kill() if end == "kill" else launch.cancel()
         assert launch.start_how == "warm" and record.status == "cancelled" and record.steps
         assert not psutil.pid_exists(launch.pid) or psutil.Process(launch.pid).status() == psutil.STATUS_ZOMBIE

@@ -1,8 +1,8 @@
 """Chaos for the console: start the real `perfconsole` in tmux (80x24), end it at a random moment of its
 life (kill its tmux session, as a dropped SSH session does, or send it SIGHUP, SIGTERM or SIGINT), and
-check that within a few seconds no process of it is left (console or worker, found by an environment
-marker unique to the trial and by the console's process tree, since others run perfconsole here too)
-and that what it measured was saved.
+check that within a few seconds no process of it is left (console, its warm process or a worker, found by
+an environment marker unique to the trial and by the console's process tree, since others run perfconsole
+here too) and that what it measured was saved.
 
     python scripts/chaos_console.py --trials 500 --seed 7          # the long run (docs/results/chaos_long.md)
     python scripts/chaos_console.py --seed 7 --only 123            # replay one trial
@@ -62,6 +62,7 @@ NSYS_STEPS = 60
 MOMENTS["nsys-mid-run"] = (["--device", "cuda", "--size", "small", "--ctx", "256", "--batch", "4", "--precision", "bf16",
                             "--profile", "nsys", "--start", "--steps", str(NSYS_STEPS), "--warmup", "2"], None)
 AGENT = "--start-agent"   # in the command line of nsys's agent
+WARM = "perfconsole.core.launch.warm_server"   # in the command line of the console's warm process
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Outcome:
     cue_seen: bool = True
     exit_s: float = 0.0   # from the ending until nothing of the console was left
     agents_at_end: int = 0  # nsys agents alive as the trial ended the console (mid-nsys-run trials)
+    warm_at_end: int = 0    # the console's warm processes (core.launch.warm_server) alive as the trial ended it
 
 
 class Tmux:
@@ -151,6 +153,13 @@ def marked(tag: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def _cmdline_has(p: psutil.Process, word: str) -> bool:
+    try:
+        return word in p.cmdline()
+    except psutil.Error:
+        return False
 
 
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -300,6 +309,7 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         except psutil.Error:
             tree = []
         tree += marked(tag)
+        out.warm_at_end = len({p.pid for p in alive(tree) if _cmdline_has(p, WARM)})  # found in the tree and by mark
         if trial.moment == "nsys-mid-run":  # an agent that lost its environment is found by its command line
             new_agents = agents() - agents_before
             out.agents_at_end = len(new_agents)
@@ -360,6 +370,7 @@ def run_trials(trials: list[Trial], parallel: int, peaks: Path, report=print) ->
                 report(f"{'FAIL' if o.problems else 'ok  '} {o.trial} ({o.seconds:.1f} s, gone in {o.exit_s:.1f} s)"
                        f"{'' if o.cue_seen else ' [cue not seen]'}"
                        + (f" [{o.agents_at_end} nsys agent(s) alive at the ending]" if o.trial.moment == "nsys-mid-run" else "")
+                       + f" [{o.warm_at_end} warm process(es) at the ending]"
                        + "".join(f"\n     {p}" for p in o.problems))
             return outcomes
     finally:

@@ -2,6 +2,9 @@
 life by a killed tmux session, SIGHUP, SIGTERM or SIGINT (scripts/chaos_console.py draws and runs the
 trials), must leave no console and no worker within a few seconds and keep what it measured.
 
+Past its first frame the console has a warm process (core.launch.warm), whose command line names it: each
+trial counts it at the ending, and it must be gone too.
+
 PERFCONSOLE_CHAOS_SEED fixes the seed (else one is drawn and named in any failure), and
 PERFCONSOLE_CHAOS_TRIALS the number of trials (40). A failure names its seed, trial and moment, and the
 command that replays it. Skips where tmux is missing (CI installs it in .ci/run).
@@ -56,6 +59,24 @@ def test_the_console_leaves_nothing_behind_whenever_its_terminal_dies(peaks):
     # The trials reached their moments (a cue never seen means the moment was not tested).
     missed = [o for o in outcomes if not o.cue_seen]
     assert len(missed) <= trials // 10, [str(o.trial) for o in missed]
+    # Past its first frame and not on its way out, the console had its warm process, which went with it.
+    up = [o for o in outcomes if o.cue_seen and o.trial.moment not in ("startup", "quitting")]
+    assert all(o.warm_at_end == 1 for o in up), [f"{o.trial}: {o.warm_at_end}" for o in up]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@needs_tmux
+@pytest.mark.parametrize("moment", ["idle", "mid-run"])
+def test_terminal_death_leaves_no_warm_process(peaks, moment):
+    """The tmux session killed (a dropped SSH session) while the console idles with its warm process, and while
+    a run forked from it runs: neither the warm process nor the run is left (the console's SIGHUP handling, the
+    warm process's parent watch and PR_SET_PDEATHSIG between them)."""
+    trials = [chaos.Trial(0, i, moment, "kill-session", delay, keeper) for i, (delay, keeper)
+              in enumerate([(0.2, False), (0.5, True)])]
+    outcomes = chaos.run_trials(trials, 1, peaks, report=lambda _line: None)
+    assert all(o.cue_seen and o.warm_at_end == 1 for o in outcomes), [str(o.trial) for o in outcomes]
+    assert not [o.problems for o in outcomes if o.problems]
 
 
 @pytest.mark.e2e

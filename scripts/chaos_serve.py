@@ -1,8 +1,8 @@
 """Chaos for `perfconsole serve`: the server with one or two browser tabs (headless Chromium through
 playwright), tabs closed at random moments (before the console shows, idle, mid-run) and the server
 stopped at a random moment (SIGTERM, SIGINT or SIGHUP, to the server alone or to its process group);
-then no process of it may be left (server, consoles, workers: found by an environment marker unique to
-the trial), and the server exits 128 + the signal. The page's address is the one the server prints
+then no process of it may be left (server, consoles, their warm processes, workers: found by an
+environment marker unique to the trial), and the server exits 128 + the signal. The page's address is the one the server prints
 (with whatever token it carries), never one built here.
 
     python scripts/chaos_serve.py --trials 20 --seed 7
@@ -36,6 +36,7 @@ PREFILL = ["--size", "tiny", "--device", "cpu", "--ctx", "32", "--batch", "2", "
            "--mode", "train"]
 URL = re.compile(r"serving the console on (\S+)")
 LEFT_S = 20.0          # the server gives its consoles 10 s to quit, then SIGTERM and SIGKILL
+WARM = "perfconsole.core.launch.warm_server"   # in the command line of a console's warm process
 TAB_ACTIONS = ("close-early", "close-idle", "close-running", "keep", "keep-running")
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")
 # Keeps the Terminal that textual-serve's page assigns to `this.terminal`, as window.__xterm.
@@ -86,6 +87,7 @@ class Outcome:
     trial: Trial
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    warm_at_stop: int = 0   # the consoles' warm processes (one per tab, core.launch.warm) as the server was stopped
 
 
 def free_port() -> int:
@@ -103,6 +105,13 @@ def marked(tag: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def _cmdline_has(p: psutil.Process, word: str) -> bool:
+    try:
+        return word in p.cmdline()
+    except psutil.Error:
+        return False
 
 
 def printed_url(log: Path, server: subprocess.Popen, timeout: float = 60) -> str:
@@ -167,6 +176,7 @@ def run_trial(trial: Trial, browser, root: Path) -> Outcome:
         for action, delay in trial.tabs:
             _tab(context, url, action, delay)
         time.sleep(trial.stop_delay)
+        out.warm_at_stop = sum(1 for p in marked(tag) if _cmdline_has(p, WARM))
         sig = getattr(signal, trial.stop)
         try:
             os.killpg(server.pid, sig) if trial.group else server.send_signal(sig)

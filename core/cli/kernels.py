@@ -46,7 +46,14 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(why.missing)
         if args.json:
             return _print_json({"run": record.name, "kernels": why.rows, "notes": why.notes})
-        return _print(why_table(record.name, why.rows, why.notes))
+        from perfconsole.core.reports.kernel_why import peaks_of
+        from perfconsole.core.reports.roofline import roofline_lines
+
+        table = why_table(record.name, why.rows, why.notes)
+        picture = roofline_lines(why.rows, peaks_of(record), ascii_only=True)  # a caption: "# " lines when piped
+        table.caption += "\n\n" + ("\n".join(["Roofline (log-log; the run's measured peaks as roofs):", *picture]) if picture
+                                   else "no roofline: no profiled kernel has both counted FLOPs and DRAM bytes")
+        return _print(table)
     rows = (record.profile.tables.get("cuda_gpu_kern_sum") if record.profile else None) or []
     if not rows:
         raise UsageError(f"{record.name}: no kernel table (run it with --profile torch, nsys or ncu)")

@@ -167,7 +167,32 @@ def markdown(r: RunRecord) -> str:
         lines += memory_lines(r.memory)
     if r.profile is not None:
         lines += _profile_lines(r.profile, sm, len(r.steps) or None)
+        if r.profile.tables.get("ncu_kernels"):
+            lines += _why_lines(r)
     return "\n".join(lines) + "\n"
+
+
+def _why_lines(r: RunRecord) -> list[str]:
+    """Nsight Compute's kernels (`--profile ncu`): why each takes its time, then the roofline picture."""
+    from perfconsole.core.reports.kernel_why import kernel_why, peaks_of
+    from perfconsole.core.reports.roofline import roofline_lines
+
+    why = kernel_why(r)
+    out = ["", "## Why the kernels take their time (Nsight Compute)", "",
+           "| # | kernel | ms/step | could save (ms/step) | compute (%) | memory (%) | TFLOP/s | GB/s | "
+           "FLOP/byte | side | bound | top rule |",
+           "| --: | --- | --: | --: | --: | --: | --: | --: | --: | --- | --- | --- |"]
+    for i, w in enumerate(why.rows, 1):
+        cells = [_f(w.get(k), d) for k, d in (("ms_per_step", 3), ("gain_ms", 3), ("compute_pct", 1), ("memory_pct", 1),
+                                              ("tflops", 2), ("gbps", 0), ("intensity", 2))]
+        name = str(w.get("name") or "")[:70].replace("|", "/")
+        out.append(f"| {i} | {name} | {' | '.join(cells)} | {w.get('side') or '-'} | {w.get('bound') or '-'} | "
+                   f"{w.get('rule') or '-'} |")
+    out += ["", *(f"- {n}" for n in why.notes)]
+    picture = roofline_lines(why.rows, peaks_of(r), ascii_only=True)
+    if picture:
+        out += ["", "Roofline (log-log; the run's measured peaks as roofs):", "", "```", *picture, "```"]
+    return out
 
 
 def _profile_lines(*args: Any) -> list[str]:

@@ -2,10 +2,15 @@
 120x40, on the snapshot of a real `--profile ncu` run (tests/fixtures/ncu/small_train_h100.json, an H100)."""
 from __future__ import annotations
 
+import io
+
 import pytest
 from console_helpers import ROOT, make_app, screen_lines
 
+from rich.console import Console
+
 from perfconsole.core import store
+from perfconsole.core.reports.roofline import HEIGHT
 from perfconsole.tui.screens.kernel_why import KernelWhyScreen
 from perfconsole.tui.widgets.sortable_table import SortableTable
 
@@ -43,6 +48,16 @@ async def test_enter_on_a_kernel_opens_its_why(size):
             assert words in text, words
         if size == (120, 40):  # the whole view fits: the rule and the rules ncu applied
             assert "TheoreticalOccupancy (est. 81.2 %)" in text and "rules" in text
+        # the roofline picture closes the view, this kernel drawn as @, its axes within the view's width
+        view = app.screen.query_one("#why-roofline")
+        console = Console(width=view.content_region.width, record=True, file=io.StringIO())
+        console.print(view.content)
+        body = console.export_text()
+        words = " ".join(body.split())  # the legend wraps at 80 columns; the axes do not
+        assert body.startswith("roofline (log-log)") and "FLOP/byte" in words and "@ the kernel shown" in words
+        grid = [line for line in body.splitlines() if " |" in line]
+        assert len(grid) == HEIGHT and sum(line.count("@") for line in grid) == 1
+        assert all(len(line.rstrip()) <= view.content_region.width for line in grid)
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, KernelWhyScreen)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,7 +18,8 @@ from textual.widgets import Static
 from perfconsole.core.profiling.ncu_kernels import first_sentence
 from perfconsole.core.profiling.ncu_kernels import kernel_key
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.kernel_why import kernel_why
+from perfconsole.core.reports.kernel_why import kernel_why, peaks_of
+from perfconsole.core.reports.roofline import HEIGHT, WIDTH, roofline_lines
 
 
 def _num(v: Any, fmt: str, unit: str = "") -> str:
@@ -66,6 +68,7 @@ class KernelWhyScreen(ModalScreen[None]):
         with VerticalScroll(classes="dialog wide", id="why"):
             yield Static(Text(self.kernel, style="bold"), id="why-name")
             yield Static(self._body(), id="why-body")
+            yield Static(self._roofline(), id="why-roofline")
 
     def _body(self) -> Any:
         if self.record is None:
@@ -95,6 +98,23 @@ class KernelWhyScreen(ModalScreen[None]):
             t.add_row("note", note)
         t.add_row("", "Esc, q or Enter closes")
         return t
+
+    def _roofline(self) -> Any:
+        """The run's roofline, this kernel drawn as @, as wide as the screen allows (the axes never wrap)."""
+        if self.record is None:
+            return ""
+        why = kernel_why(self.record)
+        row = None if why.missing else why.row(self.kernel)
+        if row is None:
+            return ""
+        width = max(24, min(WIDTH, self.app.size.width - 30))
+        picture = roofline_lines(why.rows, peaks_of(self.record), ascii_only=getattr(self.app, "ascii_only", False),
+                                 highlight=row["key"], width=width)
+        if not picture:
+            return "roofline: no profiled kernel has both counted FLOPs and DRAM bytes"
+        axes = HEIGHT + 4  # the y label, the grid, the x axis and its labels
+        return Group(Text("roofline (log-log)", style="bold cyan"),
+                     Text("\n".join(picture[:axes]), no_wrap=True, overflow="crop"), Text("\n".join(picture[axes:])))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -27,6 +27,8 @@ def test_why_table_plain_and_json():
     assert any("tensor pipes' op counters" in ln for ln in caption)
     assert any("bf16 783.5" in ln and "3,010 GB/s" in ln for ln in caption)
     assert any("replays each kernel" in ln for ln in caption)
+    assert "# Roofline (log-log; the run's measured peaks as roofs):" in lines  # the picture is caption: "# " lines
+    assert any(ln.startswith("#   #8 o 408.84 FLOP/byte, 410.92 TFLOP/s bf16") for ln in lines)
     doc = json.loads(pc("kernels", str(FIXTURE), "--why", "--json").stdout)
     assert len(doc["kernels"]) == 17 and doc["kernels"][0]["gain_ms"] == max(k["gain_ms"] for k in doc["kernels"])
 

@@ -58,7 +58,7 @@ def roofline_lines(rows: list[dict[str, Any]], peaks: dict[str, Any] | None, asc
             y = min(tflops_peaks[p], bw * 1e9 * x / 1e12) if _ok(bw) else tflops_peaks[p]
             if 10 ** ylo <= y <= 10 ** yhi and grid[row(y)][c] == " ":
                 grid[row(y)][c] = "-" if y >= tflops_peaks[p] else "/"
-    for rank, r in sorted(placed, key=lambda nr: nr[1].get("step_share") or 0.0):  # the largest drawn last
+    for _, r in sorted(placed, key=lambda nr: nr[1].get("step_share") or 0.0):  # the largest drawn last
         grid[row(r["tflops"])][col(r["intensity"])] = "@" if highlight and r.get("key") == highlight else _mark(
             r.get("step_share"), marks)
     label_w = 8

@@ -2,8 +2,9 @@
 
 Accepted: a directory of `nsys stats` CSVs (report recognised from the file name, doubled suffixes
 included, else from the header), one CSV, a captured `nsys stats` console log (CSV or column tables),
-an nvprof log, a torch.profiler Chrome trace (`torch_trace.json`), or an `.nsys-rep`/`.qdrep` (exported
-with nsys where one is found).
+an nvprof log, a torch.profiler Chrome trace (`torch_trace.json`), an `.nsys-rep`/`.qdrep` (exported
+with nsys where one is found), or Nsight Compute's output: its CSV pages, alone or in the directory of an
+nsys capture of the same program, or an `.ncu-rep` (read with ncu where one is found; core.profiling.ncu_import).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from perfconsole.core.profiling.columns import Tables, report_from_stem
 from perfconsole.core.profiling.errors import NsysError, ProfileError
 from perfconsole.core.profiling.gpu_trace import with_summaries
 from perfconsole.core.profiling.locate import find_nsys
+from perfconsole.core.profiling.ncu_csv import looks_like_ncu
+from perfconsole.core.profiling.ncu_import import NCU_SUFFIXES, load_pages, load_report
 from perfconsole.core.profiling.nsys_run import export_stats
 from perfconsole.core.profiling import stats_file
 from perfconsole.core.profiling.nvprof import looks_like_nvprof, parse_nvprof
@@ -47,9 +50,17 @@ def _load_dir(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str],
     texts = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
                    and p.name != "SOURCE.txt")
     reps = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in REPORT_SUFFIXES)
+    ncu_pages = [(p, text) for p in texts if (text := _ncu_text(p)) is not None]
+    texts = [p for p in texts if p not in {q for q, _ in ncu_pages}]
     tables: Tables = {}
     warnings: list[str] = []
-    sources = texts if texts else reps[:1]
+    ncu_reps = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in NCU_SUFFIXES)
+    if ncu_pages:  # ncu's pages, or else its report, beside whatever nsys wrote
+        tables, warnings = load_pages(ncu_pages)
+    elif ncu_reps:
+        tables, warnings = load_report(ncu_reps[0])
+    ncu = bool(ncu_pages or ncu_reps)
+    sources = texts if texts else ([] if ncu and not reps else reps[:1])
     if texts and reps:
         warnings.append(f"{path}: read the CSV/log files; {len(reps)} report file(s) there not exported")
     for file in sources:
@@ -60,12 +71,24 @@ def _load_dir(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str],
                 warnings.append(f"{file}: a second {report} table in the directory ignored")
             else:
                 tables[report] = rows
-    return tables, warnings, len(sources)
+    return tables, warnings, len(sources) + ncu
+
+
+def _ncu_text(path: Path) -> str | None:
+    """The file's text where it is one of Nsight Compute's CSV pages (its header line within the first lines)."""
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            head = f.read(64 * 1024)
+        return path.read_text(encoding="utf-8", errors="replace") if looks_like_ncu(head) else None
+    except OSError:
+        return None
 
 
 def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]]:
     if path.suffix.lower() in REPORT_SUFFIXES:
         return _load_report(path, nsys_explicit)
+    if path.suffix.lower() in NCU_SUFFIXES:
+        return load_report(path)
     try:
         big = _load_big_csv(path)
         if big is not None:
@@ -77,6 +100,8 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
         return {}, [f"{path}:1: empty file"]
     if looks_like_torch_trace(text):
         return parse_torch_trace(text, str(path))
+    if looks_like_ncu(text):
+        return load_pages([(path, text)])
     if looks_like_nvprof(text):
         tables, warnings = parse_nvprof(text, str(path))
         if tables and not text.endswith("\n"):

@@ -53,7 +53,8 @@ def kernel_why(record: RunRecord) -> KernelWhy:
         return KernelWhy([], missing=f"{record.name}: no Nsight Compute tables (run it with --profile ncu on a GPU "
                                      "where ncu is installed)")
     overhead = (p.overhead if p else None) or {}
-    steps = overhead.get("profiled_steps") or record.spec.steps
+    imported = record.status == "imported"  # no steps: a capture's totals, "per step" of one
+    steps = 1 if imported else overhead.get("profiled_steps") or record.spec.steps
     step_ms = record.summary.total_ms.median if record.summary and record.summary.total_ms else None
     peaks = peaks_of(record)
     frame: pd.DataFrame = why_frame(launches, p.tables.get("cuda_gpu_kern_sum") if p else None, peaks, steps, step_ms)
@@ -72,6 +73,10 @@ def kernel_why(record: RunRecord) -> KernelWhy:
     if run.get("quiet_ms") and step_ms:
         notes.append(f"the ncu process's own quiet steps: median {run['quiet_ms']:.3f} ms against the headline's "
                      f"{step_ms:.3f} ms (not the headline)")
+    if imported:
+        notes.append("an import has no steps: each kernel's time is its total in the imported capture "
+                     + ("(the nsys kernel summary beside it)" if p and p.tables.get("cuda_gpu_kern_sum") else
+                        "(none here: no nsys or torch kernel summary beside the ncu pages)"))
     notes.append(f"bound: latency where neither compute nor memory reaches {LATENCY_BELOW:.0f} % of peak; gain = time per step x "
                  f"(1 - the higher of the two); time per step from the {p.profiler if p else ''} profile")
     return KernelWhy(why_rows(frame), notes)

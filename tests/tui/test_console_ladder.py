@@ -132,6 +132,42 @@ async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_
     assert workers == [], [p.cmdline() for p in workers]
 
 
+@pytest.mark.e2e
+async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_quitting_leaves_no_rank(
+        tmp_path, monkeypatch):
+    """procs/job 2 on the form: the palette's ladder is the data-parallel one, its first rung a torchrun job after
+    its one-process program; quitting mid-rung ends the ranks and the agent with it."""
+    from perfconsole.core.grids.ladder import DP_RUNG_NAMES
+
+    app = _console_on_cpu(tmp_path, monkeypatch, mode="train", steps=400, nproc=2, parallel="ddp")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        app.action_run_ladder()
+        ladder = app.grids[-1]
+        assert tuple(ladder.spec.rungs) == DP_RUNG_NAMES and ladder.spec.base.nproc == 2
+        assert all(r.spec.scaling for r in ladder.runs)
+        await wait_for(pilot, lambda: any("torch.distributed.run" in line for line in _cmdlines()), timeout=240)
+        children = psutil.Process().children(recursive=True)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.return_code is not None, timeout=60)
+    gone, alive = psutil.wait_procs(children, timeout=15)
+    left = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], [p.cmdline() for p in left]
+
+
+def _cmdlines() -> list[str]:
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            out.append(" ".join(child.cmdline()))
+        except psutil.Error:  # gone, or a zombie, between the listing and the read
+            continue
+    return out
+
+
 def _console_on_cpu(tmp_path, monkeypatch, **form):
     """The console with a tiny CPU form and its own data directory (the ladder saves there)."""
     # The measured peaks come along from the test's data folder (tests/conftest.py): no rung measures them.

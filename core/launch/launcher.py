@@ -141,6 +141,8 @@ class Launch(ChildProcess):
             if proc is not None:
                 self.start_how = "warm"
                 self.adopt(proc)
+                if self.cancelled.is_set():  # cancelled while it waited for the console's warm process to be ready
+                    self._signal_group(signal.SIGKILL)
                 return True
         self.start_how = f"cold: {why}"
         self.env = {**(self.env or {}), warm.START_VAR: self.start_how}

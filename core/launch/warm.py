@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from perfconsole.core.launch.processes import ChildProcess
-from perfconsole.core.launch.warm_server import MAX_FDS, ROOM, START_VAR, WORKERS
+from perfconsole.core.launch.warm_child import ROOM, START_VAR
+from perfconsole.core.launch.warm_server import MAX_FDS, WORKERS
 
 __all__ = ["START_VAR", "WORKERS", "WarmProc", "WarmProcess", "find", "spawn", "start_own", "stop_own"]
 

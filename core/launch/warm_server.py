@@ -5,7 +5,8 @@ It imports torch and the workers (nothing on a GPU, no thread of its own), then 
 worker's argv (`python -m <module> ...`, a module named in WORKERS), its environment and working directory,
 with the run's stdin, stdout and stderr passed as file descriptors. The warm process forks; the child starts
 a session of its own (its own process group, as a cold worker's `start_new_session`), takes those three
-descriptors, the environment and the directory, and runs the module as `python -m` would. The reply is the
+descriptors, the environment and the directory, and runs the module as `python -m` would
+(core.launch.warm_child). The reply is the
 child's pid, and later its exit status (negative: the signal that ended it). The child stays a zombie, so its
 pid and its group cannot be reused, until the connection closes; a connection that closes while its child
 runs (the launcher dropped it, or died) has that child's group killed.
@@ -17,8 +18,6 @@ PR_SET_PDEATHSIG too, so a warm process that is SIGKILLed takes its runs with it
 from __future__ import annotations
 
 import argparse
-import atexit
-import ctypes
 import json
 import os
 import selectors
@@ -30,6 +29,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfconsole.core.launch.warm_child import become, pdeathsig
+
 WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker")
 # What a run imports before its first step (python -X importtime on a tiny CPU run): torch's compiler stack
 # comes in lazily with the optimizer and the FLOP counter, about 1.8 s of it. None of it starts a thread
@@ -37,41 +38,13 @@ WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_
 PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch.utils.flop_counter",
            "torch.optim", "perfconsole.model.transformer", "perfconsole.core.measure.bench",
            "perfconsole.core.measure.peaks", "perfconsole.core.store", *WORKERS)
-START_VAR = "PERFCONSOLE_START"   # "warm", or "cold: <why>": the run's record says how it began
 # Read as torch, numpy and their libraries load, or as Python starts: a run whose environment sets one of
 # these differently from the warm process's would not be the same program forked; it starts cold.
 IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")
-UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up here, line by line
+UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up in core.launch.warm_child
 MAX_MESSAGE = 1 << 20
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
 MAX_FDS = 3
-
-
-def pdeathsig(sig: int) -> None:
-    """Have the kernel send `sig` when the parent ends (Linux; a no-op elsewhere)."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-
-
-ROOM = 4096   # bytes of the warm process's command line (spaces) that a forked worker writes its own into
-
-
-def retitle(argv: list[str]) -> None:
-    """Show `argv` as this process's command line (ps, top, psutil, nvidia-smi), as a cold worker's shows:
-    written over the command line's own memory, which the warm process made ROOM bytes longer (Linux)."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49
-    except (OSError, IndexError, ValueError):
-        return
-    size = end - start
-    text = ("\0".join(argv).encode(errors="replace") + b"\0")[:size - 1]
-    # The rest stays spaces, one last word of them, as the warm process's own --room shows (NULs would read
-    # as thousands of empty arguments).
-    ctypes.memmove(start, text.ljust(size - 1, b" ") + b"\0", size)
 
 
 def differs(env: dict[str, str], base: dict[str, str]) -> str | None:
@@ -109,6 +82,7 @@ class Server:
     runs: dict[int, Run] = field(default_factory=dict)   # by the connection's fd
     stopping: bool = False
     server_pid: int = 0
+    start_cwd: str = field(default_factory=os.getcwd)
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     wakeup: tuple[socket.socket, socket.socket] | None = None  # a stop signal's byte lands here (set_wakeup_fd)
 
@@ -205,9 +179,13 @@ class Server:
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        # A stop signal to the child before it has put back the default handlers would run ours there: held
+        # back over the fork, and let through in the child once they are back (a cancel at once is not lost).
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         pid = os.fork()
         if pid == 0:
             self.become_worker(fds, request)  # never returns
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         run.pid = pid
         run.pidfd = os.pidfd_open(pid)
         self.sel.register(run.pidfd, selectors.EVENT_READ, ("child", run.conn.fileno()))
@@ -224,6 +202,7 @@ class Server:
             for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             self.sel.close()
             if self.wakeup is not None:
                 for end in self.wakeup:
@@ -234,18 +213,7 @@ class Server:
                     os.close(run.pidfd)
             self.listener.close()
             os.close(self.watch_fd)
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-                os.close(fd)
-            os.chdir(request["cwd"])
-            os.environ.clear()
-            os.environ.update(request["env"])
-            os.environ[START_VAR] = "warm"
-            retitle(request["argv"])
-            sys.stdin = open(0, "r", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
-            sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-            code = run_module(request["argv"])
+            code = become(fds, request, self.start_cwd)
         except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
             traceback.print_exc()
         finally:
@@ -320,38 +288,6 @@ def _package() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def run_module(argv: list[str]) -> int:
-    """Run `python -m <module> <args>` in this process; its exit code, as the interpreter would give it."""
-    import runpy
-
-    sys.argv = [argv[0], *argv[3:]]
-    # As `python -m`: the module runs as __main__ only (runpy warns of a copy already imported), and what
-    # imports it by name gets it fresh, as in a cold process.
-    sys.modules.pop(argv[2], None)
-    try:
-        runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
-        code: object = 0
-    except SystemExit as exc:
-        code = exc.code
-    except BaseException:  # noqa: BLE001 - as the interpreter: the traceback, exit 1
-        traceback.print_exc()
-        code = 1
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfconsole-warm")
     parser.add_argument("--socket", required=True, help="where to listen (its directory must be ours, 0700)")
@@ -367,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     for end in server.wakeup:
         end.setblocking(False)
     signal.set_wakeup_fd(server.wakeup[1].fileno(), warn_on_full_buffer=False)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: setattr(server, "stopping", True))
     import importlib
 

@@ -108,6 +108,7 @@ class Outcome:
     exit_s: float = 0.0   # from the ending until nothing of the console was left
     agents_at_end: int = 0  # nsys agents alive as the trial ended the console (mid-nsys-run trials)
     warm_at_end: int = 0    # the console's warm processes (core.launch.warm_server) alive as the trial ended it
+    screen_at_miss: str = ""  # the console's screen when its cue did not show: what it showed instead
 
 
 class Tmux:
@@ -303,6 +304,8 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         tmux("set-option", "-t", tmux.session, "remain-on-exit", "on")
         pid = int(tmux.pane("#{pane_pid}") or 0)
         out.cue_seen, steps_seen = _act(tmux, trial)
+        if not out.cue_seen:
+            out.screen_at_miss = tmux.screen()
         time.sleep(trial.delay)
         try:
             tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)] if pid else []

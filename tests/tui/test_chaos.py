@@ -182,7 +182,8 @@ def test_a_console_ended_mid_nsys_run_leaves_no_nsys_agent(peaks):
     failed = [o for o in outcomes if o.problems]
     assert not failed, f"seed {seed}: {len(failed)} of {len(trials)} trials failed\n" + "\n".join(
         f"{o.trial}: {'; '.join(o.problems)}\n  replay: {o.trial.replay()}" for o in failed)
-    assert all(o.cue_seen for o in outcomes), lines
+    assert all(o.cue_seen for o in outcomes), lines + [f"screen at the miss:\n{o.screen_at_miss}" for o in outcomes
+                                                       if not o.cue_seen]
     # The case was met: an agent was alive when the console was ended, and went with it.
     assert any(o.agents_at_end for o in outcomes), lines
 

@@ -1,0 +1,125 @@
+"""What `perfconsole run` (tiny, CPU, defaults) costs beyond its steps: wall time minus the steps' own time,
+on an empty data folder (peaks and FLOP counts not yet cached) and on a warm one; and the time in front of
+the first step (from the start to the first step's progress line, less that step's own time).
+
+Each run is `perfconsole run --size tiny --device cpu --json`, timed from its start to its exit; the steps'
+own time is the sum of `total_ms` over the warm-up and measured steps of the run's JSON. Runs are interleaved
+(every tree's empty and warm run in each round), so a load that comes and goes on a shared machine falls on
+all alike; `import torch` in a process of its own is timed in each round too, since every cold worker pays
+it before its first step. With `--tree NAME=DIR` the runs use the perfconsole of another source tree (a
+`git archive` of an earlier commit, say), put first on PYTHONPATH through a folder of links; the console
+script is this interpreter's.
+
+    .venv/bin/python scripts/bench_first_run.py --rounds 5 --tree before=/tmp/before --tree after=.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+COMMAND = ["run", "--size", "tiny", "--device", "cpu", "--json"]
+
+
+def shim(tree: Path, into: Path) -> dict[str, str]:
+    """The environment that makes `perfconsole` import from `tree`: a package of links to its three folders."""
+    pkg = into / "perfconsole"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for name in ("core", "model", "tui"):
+        (pkg / name).symlink_to(tree.resolve() / name)
+    return {"PYTHONPATH": str(into)}
+
+
+def one_run(env: dict[str, str], data: Path) -> dict[str, float]:
+    script = Path(sys.executable).with_name("perfconsole")
+    argv = [str(script), *COMMAND] if script.exists() else [sys.executable, "-m", "perfconsole.tui.main", *COMMAND]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    first_step = None
+    with tempfile.TemporaryFile("w+") as stdout, subprocess.Popen(
+            argv, stdout=stdout, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **env, "PERFCONSOLE_DATA_DIR": str(data)}) as proc:
+        said = []
+        for line in proc.stderr:  # the progress lines, as they come: the first step's is "warm-up 1/5: ..."
+            if first_step is None and "warm-up 1/" in line:
+                first_step = time.perf_counter() - t0
+            said.append(line)
+        code = proc.wait(timeout=600)
+        stdout.seek(0)
+        text = stdout.read()
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the CLI's, and its worker's, which it waited for
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if code != 0:
+        raise SystemExit(f"perfconsole run failed ({code}): {''.join(said)[-400:]}")
+    doc = json.loads(text)["data"]
+    # The first step's line is printed when the step has ended: its own time is not in front of it.
+    first_step = first_step - doc["warmup_steps"][0]["total_ms"] / 1e3 if first_step is not None else float("nan")
+    steps_s = sum(s["total_ms"] for s in [*doc["warmup_steps"], *doc["steps"]]) / 1e3
+    peaks = doc.get("peaks") or {}
+    return {"wall_s": wall, "steps_s": steps_s, "overhead_s": wall - steps_s, "cpu_s": cpu, "before_first_step_s": first_step,
+            "peaks": peaks.get("source", "none"), "flops_cached": (doc.get("model") or {}).get("cached")}
+
+
+def torch_import_s() -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, timeout=300)
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                   help="a source tree to run (default: this checkout, as installed)")
+    p.add_argument("--json", default=None, metavar="FILE", help="every run's figures, as JSON")
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bench-first-run-"))
+    trees: dict[str, dict[str, str]] = {}
+    for item in args.tree or ["this=."]:
+        name, _, folder = item.partition("=")
+        trees[name] = shim(Path(folder), work / "shim" / name) if item != "this=." else {}
+    warm = {name: work / "warm" / name for name in trees}
+    for name, env in trees.items():  # one untimed run fills each warm folder (peaks, FLOP counts)
+        one_run(env, warm[name])
+    runs: list[dict] = []
+    imports: list[float] = []
+    for r in range(args.rounds):
+        imports.append(torch_import_s())
+        for name, env in trees.items():
+            for folder in ("empty", "warm"):
+                data = Path(tempfile.mkdtemp(dir=work)) if folder == "empty" else warm[name]
+                runs.append({"tree": name, "folder": folder, "round": r, **one_run(env, data)})
+                print(f"round {r + 1}: {name} {folder}: wall {runs[-1]['wall_s']:.2f} s, steps "
+                      f"{runs[-1]['steps_s']:.2f} s, beyond them {runs[-1]['overhead_s']:.2f} s, before the first "
+                      f"{runs[-1]['before_first_step_s']:.2f} s "
+                      f"(peaks {runs[-1]['peaks']})", file=sys.stderr)
+    print(f"\n`import torch` alone: median {statistics.median(imports):.2f} s over {len(imports)} processes\n")
+    print("| tree | data folder | runs | wall − steps, median (min–max) | before the first step, median (min–max) "
+          "| wall, median | steps, median | CPU time of its processes, median | peaks |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in trees:
+        for folder in ("empty", "warm"):
+            rs = [x for x in runs if x["tree"] == name and x["folder"] == folder]
+            over = [x["overhead_s"] for x in rs]
+            first = [x["before_first_step_s"] for x in rs]
+            print(f"| {name} | {folder} | {len(rs)} | {statistics.median(over):.2f} s ({min(over):.2f}–{max(over):.2f}) "
+                  f"| {statistics.median(first):.2f} s ({min(first):.2f}–{max(first):.2f}) "
+                  f"| {statistics.median(x['wall_s'] for x in rs):.2f} s | {statistics.median(x['steps_s'] for x in rs):.2f} s "
+                  f"| {statistics.median(x['cpu_s'] for x in rs):.2f} s "
+                  f"| {', '.join(sorted({x['peaks'] for x in rs}))} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"torch_import_s": imports, "runs": runs}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,7 @@
 # collection itself, the one-GPU halves balanced by the times in tests/gpu_durations.json, and checks that
 # every collected test is in exactly one part. Run from the repository root on the GPU machine:
 #   source scripts/device_env.sh && RUN=1 bash scripts/gpu_suite_split.sh
+# SELECT (test files or node ids, words) runs part of the suite the same way, where a call cannot hold the whole.
 # Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz; the times this run recorded
 # (its JUnit files; a test that did not run keeps its old time) go to $OUT/gpu_durations.json, to be
 # committed as tests/gpu_durations.json so that the next run's parts are balanced by them.
@@ -27,7 +28,7 @@ if [ "$gpus" -lt 2 ]; then
     finish 1
 fi
 # shellcheck disable=SC2086  # IGNORES is words on purpose
-python3 scripts/gpu_suite_parts.py split --dir "$D" --durations tests/gpu_durations.json -- $IGNORES 2>&1 \
+python3 scripts/gpu_suite_parts.py split --dir "$D" --durations tests/gpu_durations.json -- $IGNORES ${SELECT:-} 2>&1 \
     | tee "$D/result.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || finish 1
 N=$(nproc)

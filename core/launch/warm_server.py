@@ -323,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
         for f in (path, Path(args.pointer) if args.pointer else None):
             if f is not None:
                 f.unlink(missing_ok=True)
+        try:
+            path.parent.rmdir()  # the private directory its console made for the socket, when nothing else is in it
+        except OSError:
+            pass
     return 0
 
 

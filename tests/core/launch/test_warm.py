@@ -159,7 +159,7 @@ PARENT = textwrap.dedent("""
     launch = Launch(TINY.with_(steps=1000), env={{"PERFCONSOLE_FAULT": "slow:100"}})
     for event in launch.events():
         if event.type == "step":
-            print(own.proc.pid, launch.pid, launch.start_how, flush=True)
+            print(own.proc.pid, launch.pid, launch.start_how, own.dir, flush=True)
             time.sleep(600)
 """)
 
@@ -169,7 +169,7 @@ def test_the_warm_process_and_its_runs_end_with_their_parent(death):
     tests = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     parent = subprocess.Popen([sys.executable, "-c", PARENT.format(tests=tests)], stdout=subprocess.PIPE, text=True)
     try:
-        server, worker, how = parent.stdout.readline().split()
+        server, worker, how, folder = parent.stdout.readline().split()
         assert how == "warm"
         procs = [psutil.Process(int(server)), psutil.Process(int(worker))]
         parent.send_signal(getattr(signal, death))
@@ -177,6 +177,7 @@ def test_the_warm_process_and_its_runs_end_with_their_parent(death):
         while (alive := [p for p in procs if _running(p)]) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not alive, alive
+        assert not os.path.exists(folder)  # its socket and the private folder that held it
     finally:
         parent.kill()
         parent.wait()

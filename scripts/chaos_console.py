@@ -163,6 +163,20 @@ def _cmdline_has(p: psutil.Process, word: str) -> bool:
         return False
 
 
+def warm_processes(procs: list[psutil.Process]) -> set[int]:
+    """The pids of warm processes among `procs` (each may be listed twice: found in the tree and by mark). A child
+    it has just forked shows its command line too until it writes the worker's: one whose parent is one is not."""
+    warm = {p.pid: p for p in alive(procs) if _cmdline_has(p, WARM)}
+    found = set()
+    for pid, p in warm.items():
+        try:
+            if p.ppid() not in warm:
+                found.add(pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     out = []
     for p in procs:
@@ -312,7 +326,7 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
         except psutil.Error:
             tree = []
         tree += marked(tag)
-        out.warm_at_end = len({p.pid for p in alive(tree) if _cmdline_has(p, WARM)})  # found in the tree and by mark
+        out.warm_at_end = len(warm_processes(tree))
         if trial.moment == "nsys-mid-run":  # an agent that lost its environment is found by its command line
             new_agents = agents() - agents_before
             out.agents_at_end = len(new_agents)

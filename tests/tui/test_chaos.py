@@ -174,6 +174,8 @@ def test_a_console_ended_mid_nsys_run_leaves_no_nsys_agent(peaks):
 
     if find_nsys(None) is None:
         pytest.skip("nsys not found (PERFCONSOLE_NSYS, PATH, /opt/nvidia, /usr/local/cuda*)")
+    # Without a console to start, tmux's pane is empty and no cue can show (the suite scripts put one on PATH)
+    assert chaos.BIN.exists(), f"no console at {chaos.BIN}: install the project, or set PERFCONSOLE_CHAOS_BIN"
     seed = int(os.environ.get("PERFCONSOLE_CHAOS_SEED") or random.randrange(1 << 30))
     trials = chaos.nsys_trials(seed, int(os.environ.get("PERFCONSOLE_CHAOS_NSYS_TRIALS", "2")))
     lines: list[str] = []

@@ -9,17 +9,10 @@
 set -uo pipefail
 source scripts/device_env.sh
 OUT=${OUT:-"$PWD/out-headline"}
-mkdir -p "$OUT" /tmp/pcbin
+mkdir -p "$OUT"
 CAP=${CAP:-520}
-if ! command -v tmux >/dev/null; then
-    mkdir -p /tmp/devlibs
-    for f in .chaosdebs/*.deb; do dpkg -x "$f" /tmp/devlibs; done
-    ln -sf /tmp/devlibs/usr/bin/tmux /tmp/pcbin/tmux
-fi
-printf '#!/bin/sh\nexec python3 -c "import sys; from perfconsole.tui.main import main; sys.exit(main())" "$@"\n' \
-    > /tmp/pcbin/perfconsole
-chmod +x /tmp/pcbin/perfconsole
-export PATH=/tmp/pcbin:$PATH PERFCONSOLE_CHAOS_BIN=/tmp/pcbin/perfconsole PERFCONSOLE_EVIDENCE_DIR="$OUT"
+source scripts/console_on_path.sh
+export PERFCONSOLE_EVIDENCE_DIR="$OUT"
 { date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"

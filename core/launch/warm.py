@@ -112,10 +112,18 @@ _own: WarmProcess | None = None
 _own_lock = threading.Lock()
 
 
-def start_own() -> WarmProcess:
+def turned_off() -> str | None:
+    """`PERFCONSOLE_WARM=off` (or 0, no): every run starts cold, and a console starts no warm process."""
+    value = os.environ.get(OFF_VAR, "")
+    return f"{OFF_VAR}={value}" if value.lower() in ("off", "0", "no") else None
+
+
+def start_own() -> WarmProcess | None:
     """Start this process's warm process (once; call it from the main thread: the kernel's parent-death signal
     follows the thread that started a process)."""
     global _own
+    if turned_off():
+        return None
     with _own_lock:
         if _own is None or _own.proc is None or _own.proc.poll() is not None:
             _own = WarmProcess()
@@ -206,8 +214,8 @@ def _mismatch(hello: dict[str, Any]) -> str | None:
 
 def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> tuple[WarmProc | None, str]:
     """Start `argv` (`python -m <worker> ...`) forked from a warm process: the process, or None and why not."""
-    if os.environ.get(OFF_VAR, "").lower() in ("off", "0", "no"):
-        return None, f"{OFF_VAR}={os.environ[OFF_VAR]}"
+    if turned_off():
+        return None, turned_off() or ""
     if not hasattr(os, "fork") or not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
         return None, "this platform has no fork with pidfds"
     paths, why = find()

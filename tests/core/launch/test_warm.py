@@ -181,3 +181,8 @@ def test_the_warm_process_and_its_runs_end_with_their_parent(death):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_turned_off_no_warm_process_is_started(monkeypatch):
+    monkeypatch.setenv(warm.OFF_VAR, "off")
+    assert warm.start_own() is None and warm.turned_off() == "PERFCONSOLE_WARM=off"

@@ -11,9 +11,12 @@ child's pid, and later its exit status (negative: the signal that ended it). The
 pid and its group cannot be reused, until the connection closes; a connection that closes while its child
 runs (the launcher dropped it, or died) has that child's group killed.
 
-It never outlives the process that started it: its stdin is a pipe from that process, and EOF there, SIGTERM,
-SIGHUP or the parent's death (PR_SET_PDEATHSIG) kill every child's group and end it. Each child gets
-PR_SET_PDEATHSIG too, so a warm process that is SIGKILLed takes its runs with it.
+It does not outlive the process that started it (its console): its stdin is a pipe from that process, and EOF
+there, SIGTERM, SIGHUP or the parent's death (PR_SET_PDEATHSIG) take its socket away and kill the groups of the
+console's own runs. A run a command asked for (`perfconsole run` beside the console, its own process reading it)
+goes on to its end, so quitting a console loses no measurement of another terminal's; the warm process ends
+after the last such run. Each child gets PR_SET_PDEATHSIG too, so a warm process that is SIGKILLed takes its
+runs with it.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import socket
 import sys
 import threading
 import traceback
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +76,7 @@ class Run:
     pidfd: int = -1
     status: int | None = None       # set once the child has ended (it stays a zombie until released)
     connected: bool = True
+    client: int = 0                 # the pid that asked for it (SO_PEERCRED): the console, or a command
 
 
 @dataclass
@@ -85,23 +90,50 @@ class Server:
     start_cwd: str = field(default_factory=os.getcwd)
     base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     wakeup: tuple[socket.socket, socket.socket] | None = None  # a stop signal's byte lands here (set_wakeup_fd)
+    owner: int = 0                  # the console that started it: its runs end with it
+    draining: bool = False          # the owner is gone: no new runs; a command's run in flight goes on to its end
+    on_drain: Any = None            # called as draining starts: takes the socket and its pointer away
 
     def serve(self) -> None:
         self.sel.register(self.listener, selectors.EVENT_READ, "accept")
         self.sel.register(self.watch_fd, selectors.EVENT_READ, "watch")
         if self.wakeup is not None:
             self.sel.register(self.wakeup[0], selectors.EVENT_READ, "signal")
-        while not self.stopping:
-            for key, _ in self.sel.select():
+        while True:
+            if self.stopping and not self.draining:
+                self.drain()
+            if self.draining and not self.commands_running():
+                break
+            for key, _ in self.sel.select(timeout=1.0 if self.draining else None):
                 what = key.data
                 if what == "watch":
                     if not os.read(self.watch_fd, 4096):  # the process that started us is gone
+                        self.sel.unregister(self.watch_fd)
                         self.stopping = True
                 elif what == "signal":
                     self.wakeup[0].recv(64)  # the handler has set `stopping`
                 else:
                     self.handle(what)
         self.stop()
+
+    def drain(self) -> None:
+        """The owner is gone (or a stop signal came): take no new run, end the owner's runs and those whose
+        client is gone; a run a command asked for (`perfconsole run` beside the console) goes on to its end,
+        its command still reading it, and the process ends after the last of them."""
+        self.draining = True
+        self.sel.unregister(self.listener)
+        self.listener.close()
+        if self.on_drain is not None:
+            self.on_drain()
+        for run in list(self.runs.values()):
+            if not run.pid:
+                self.forget(run)
+            elif run.status is None and (run.client == self.owner or not run.connected):
+                _killpg(run.pid)
+
+    def commands_running(self) -> bool:
+        return any(run.client != self.owner and (run.connected or run.status is None) for run in self.runs.values()
+                   if run.pid)
 
     def handle(self, what: object) -> None:
         """A child's end or a client's word; a failure here is one run's (it is told so), never the server's."""
@@ -135,7 +167,7 @@ class Server:
         except OSError:
             conn.close()
             return
-        self.runs[conn.fileno()] = Run(conn)
+        self.runs[conn.fileno()] = Run(conn, client=int.from_bytes(creds[0:4], sys.byteorder))
         self.sel.register(conn, selectors.EVENT_READ, conn.fileno())
 
     def from_client(self, key: int) -> None:
@@ -298,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     pdeathsig(signal.SIGTERM)
     if os.getppid() != args.parent:  # it died before the line above
         return 0
-    server = Server(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET), 0)
+    server = Server(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET), 0, owner=args.parent)
     server.wakeup = socket.socketpair()
     for end in server.wakeup:
         end.setblocking(False)
@@ -316,13 +348,18 @@ def main(argv: list[str] | None = None) -> int:
     server.listener.listen(16)
     if args.pointer:
         _write_pointer(Path(args.pointer), path)
+
+    def unlink() -> None:
+        for f in (path, Path(args.pointer) if args.pointer else None):
+            if f is not None:
+                f.unlink(missing_ok=True)
+
+    server.on_drain = unlink
     print("ready", flush=True)
     try:
         server.serve()
     finally:
-        for f in (path, Path(args.pointer) if args.pointer else None):
-            if f is not None:
-                f.unlink(missing_ok=True)
+        unlink()
         try:
             path.parent.rmdir()  # the private directory its console made for the socket, when nothing else is in it
         except OSError:

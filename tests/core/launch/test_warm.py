@@ -186,3 +186,45 @@ def test_the_warm_process_and_its_runs_end_with_their_parent(death):
 def test_turned_off_no_warm_process_is_started(monkeypatch):
     monkeypatch.setenv(warm.OFF_VAR, "off")
     assert warm.start_own() is None and warm.turned_off() == "PERFCONSOLE_WARM=off"
+
+
+OWNER = textwrap.dedent("""
+    import sys, time
+    from perfconsole.core.launch import warm
+    own = warm.start_own()
+    assert own.wait_ready() is None
+    print(own.proc.pid, own.dir, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_commands_run_outlives_the_console_that_owns_the_warm_process(tmp_path):
+    """`perfconsole run` beside a console forks from the console's warm process; the console quitting mid-run loses
+    none of the command's steps, and the warm process ends once that run has."""
+    env = {**os.environ, "PERFCONSOLE_DATA_DIR": str(tmp_path)}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        server_pid, folder = owner.stdout.readline().split()
+        server = psutil.Process(int(server_pid))
+        save = tmp_path / "run.json"
+        cli = subprocess.Popen([*PC, "run", "--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2",
+                                "--warmup", "1", "--steps", "40", "--save", str(save)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**env, "PERFCONSOLE_FAULT": "slow:100"})
+        deadline = time.monotonic() + 120
+        while not [c for c in server.children() if _running(c)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [c for c in server.children() if _running(c)], "the command's run was not forked from the console's"
+        owner.kill()  # the console goes, mid-run
+        owner.wait()
+        out, err = cli.communicate(timeout=300)
+        assert cli.returncode == 0, err[-2000:]
+        doc = json.loads(save.read_text())["data"]
+        assert doc["status"] == "ok" and len(doc["steps"]) == 40 and doc["environment"]["start"] == "warm"
+        deadline = time.monotonic() + 20
+        while _running(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(server) and not os.path.exists(folder)
+    finally:
+        owner.kill()
+        owner.wait()

@@ -19,8 +19,15 @@ SPEC = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", devi
 
 
 def _workers() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True)
-            if any("perfconsole.core." in part for part in p.cmdline())]
+    """This process's running workers; a child that has ended (a zombie not yet reaped, another test's) is none."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and any("perfconsole.core." in part for part in p.cmdline()):
+                out.append(p)
+        except psutil.Error:  # gone, or a zombie, between the listing and the read
+            continue
+    return out
 
 
 @pytest.mark.e2e

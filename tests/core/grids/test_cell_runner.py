@@ -19,13 +19,19 @@ SPEC = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", devi
 
 
 def _workers() -> list[psutil.Process]:
-    """This process's running workers; a child that has ended (a zombie not yet reaped, another test's) is none."""
+    """This process's workers: those running, and those that have ended but that their launch has not reaped yet
+    (direct children, whose command line can no longer be read). An ended grandchild (a zombie of another
+    test's warm process, not yet reaped there) is no worker of this test's."""
+    me = psutil.Process()
     out = []
-    for p in psutil.Process().children(recursive=True):
+    for p in me.children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and any("perfconsole.core." in part for part in p.cmdline()):
+            if p.status() == psutil.STATUS_ZOMBIE:
+                if p.ppid() == me.pid:
+                    out.append(p)
+            elif any("perfconsole.core." in part for part in p.cmdline()):
                 out.append(p)
-        except psutil.Error:  # gone, or a zombie, between the listing and the read
+        except psutil.Error:  # gone between the listing and the read
             continue
     return out
 

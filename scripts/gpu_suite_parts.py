@@ -3,11 +3,14 @@ collection and balanced by the durations the last run recorded.
 
     python3 scripts/gpu_suite_parts.py split --dir D [--durations tests/gpu_durations.json] [-- PYTEST_ARGS]
         collects `pytest -m gpu` (PYTEST_ARGS, such as the setup's IGNORES, go with it) and writes
-        D/collected.json and D/part-gpu0.txt, D/part-gpu1.txt, D/part-both.txt, one node id a line: the tests
-        marked `two_gpus` go to `both`, the rest to the two one-GPU parts by longest time first, each to the
-        part with less time so far. Tests that share a fixture wider than a test (module, class, package
-        scope) stay in one part. A test with no recorded time counts as the median of the recorded ones on
-        as many GPUs.
+        D/collected.json and D/part-NAME.txt for each of PARTS, one node id a line: the tests marked
+        `two_gpus` go to `both`; those marked `shares_gpu` (they time nothing and hold little GPU memory) to
+        the four shared parts, two to a GPU (shared0a and shared0b on GPU 0, shared1a and shared1b on GPU 1),
+        run side by side after the exclusive parts; the rest to `gpu0` and `gpu1`, each alone on its GPU.
+        Within each kind, by longest time first, each to the part with less time so far. Tests that share a
+        fixture wider than a test (module, class, package scope) stay in one part (a shared part only where
+        all of them are marked). A test with no recorded time counts as the median of the recorded ones on as
+        many GPUs.
         Fails where a collected test is not in exactly one part, or nothing is collected.
     python3 scripts/gpu_suite_parts.py durations --dir D [--previous FILE] --out FILE
         reads D/junit-*.xml back into a durations file (a test's setup, call and teardown together; a test
@@ -36,7 +39,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-PARTS = ("gpu0", "gpu1", "both")
+EXCLUSIVE = ("gpu0", "gpu1")  # one pytest process alone on each GPU, side by side
+SHARED = ("shared0a", "shared0b", "shared1a", "shared1b")  # then two on each GPU (the digit), side by side
+PARTS = (*EXCLUSIVE, *SHARED, "both")  # then the two-GPU tests on both
 DEFAULT_SECONDS = 30.0  # a test's time where nothing at all is recorded
 WIDE_SCOPES = {"class": 0, "module": 0, "package": 1}  # 0: the group is the file, 1: its folder
 ENV = "GPU_SUITE_PARTS_COLLECTED"
@@ -48,7 +53,8 @@ SUMMARY_LINE = re.compile(r"^(?:PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+::\S+?)(?: 
 class GpuTest:
     id: str
     two_gpus: bool = False
-    group: str | None = None  # tests of one group share a fixture and run in one process
+    group: str | None = None
+    shares_gpu: bool = False  # times nothing, holds little GPU memory: may run beside another such test  # tests of one group share a fixture and run in one process
 
     @property
     def unit(self) -> str:
@@ -65,7 +71,8 @@ def pytest_collection_finish(session) -> None:
     with open(path, "w") as out:
         for item in session.items:
             out.write(json.dumps({"id": item.nodeid, "two_gpus": item.get_closest_marker("two_gpus") is not None,
-                                  "group": _group(item)}) + "\n")
+                                  "group": _group(item),
+                                  "shares_gpu": item.get_closest_marker("shares_gpu") is not None}) + "\n")
 
 
 def _group(item) -> str | None:
@@ -108,20 +115,30 @@ def fill_in(tests: list[GpuTest], seconds: dict[str, float]) -> tuple[dict[str, 
     return {t.id: float(seconds.get(t.id, default)) for t in tests}, unknown
 
 
-def partition(tests: list[GpuTest], seconds: dict[str, float]) -> dict[str, list[str]]:
-    """The two-GPU tests in `both`; the rest in `gpu0` and `gpu1` by longest processing time first over the
-    units (a group, or a test alone); each part keeps the collection's order."""
-    times, _ = fill_in([t for t in tests if not t.two_gpus], seconds)
-    units: dict[str, float] = {}
-    for t in tests:
-        if not t.two_gpus:
-            units[t.unit] = units.get(t.unit, 0.0) + times[t.id]
-    load = {"gpu0": 0.0, "gpu1": 0.0}
+def _longest_first(units: dict[str, float], names: tuple[str, ...]) -> dict[str, str]:
+    load = dict.fromkeys(names, 0.0)
     where: dict[str, str] = {}
     for unit, s in sorted(units.items(), key=lambda kv: (-kv[1], kv[0])):
         part = min(load, key=lambda p: (load[p], p))
         where[unit] = part
         load[part] += s
+    return where
+
+
+def partition(tests: list[GpuTest], seconds: dict[str, float]) -> dict[str, list[str]]:
+    """The two-GPU tests in `both`; the one-GPU units (a group, or a test alone) whose tests all share a GPU
+    in the SHARED parts, the rest in the EXCLUSIVE ones, each kind by longest processing time first; each
+    part keeps the collection's order."""
+    times, _ = fill_in([t for t in tests if not t.two_gpus], seconds)
+    units: dict[str, float] = {}
+    exclusive: set[str] = set()
+    for t in tests:
+        if not t.two_gpus:
+            units[t.unit] = units.get(t.unit, 0.0) + times[t.id]
+            if not t.shares_gpu:
+                exclusive.add(t.unit)
+    where = {**_longest_first({u: s for u, s in units.items() if u in exclusive}, EXCLUSIVE),
+             **_longest_first({u: s for u, s in units.items() if u not in exclusive}, SHARED)}
     parts: dict[str, list[str]] = {p: [] for p in PARTS}
     for t in tests:
         parts["both" if t.two_gpus else where[t.unit]].append(t.id)
@@ -139,6 +156,8 @@ def problems(tests: list[GpuTest], parts: dict[str, list[str]]) -> list[str]:
     out += [f"{i}: in {len(p)} parts ({', '.join(p)})" for i, p in found.items() if len(p) > 1]
     ids = {t.id for t in tests}
     out += [f"{i}: in part {p[0]} but not collected" for i, p in found.items() if i not in ids]
+    out += [f"{t.id}: not marked shares_gpu, in shared part {found[t.id][0]}" for t in tests
+            if not t.shares_gpu and found.get(t.id, [""])[0] in SHARED]
     groups: dict[str, set[str]] = {}
     for t in tests:
         if t.id in found:
@@ -152,6 +171,11 @@ def problems(tests: list[GpuTest], parts: dict[str, list[str]]) -> list[str]:
 
 def part_seconds(parts: dict[str, list[str]], times: dict[str, float]) -> dict[str, float]:
     return {p: round(sum(times[i] for i in parts[p]), 1) for p in PARTS}
+
+
+def suite_seconds(est: dict[str, float]) -> float:
+    """The suite's time by the parts' times: the exclusive parts, then the shared ones, then `both`."""
+    return max(est[p] for p in EXCLUSIVE) + max(est[p] for p in SHARED) + est["both"]
 
 
 # -- durations files -----------------------------------------------------------------------------------------
@@ -240,6 +264,8 @@ def _split(args) -> int:
           f"{args.durations or 'nothing recorded'}")
     for name in PARTS:
         print(f"part {name}: {len(parts[name])} tests, {est[name]:.0f} s by the recorded times")
+    print(f"the suite by the recorded times: {suite_seconds(est):.0f} s (the longer exclusive part, then the "
+          "longest shared one, then both; tests sharing a GPU run slower than recorded alone)")
     if unknown + unknown2:
         print(f"{len(unknown + unknown2)} tests with no recorded time, each counted as the median of those on as "
               "many GPUs:" + "".join(f"\n  {i}" for i in unknown + unknown2))
@@ -285,7 +311,7 @@ def _seed(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("split", help="collect and write the three parts")
+    s = sub.add_parser("split", help="collect and write the parts")
     s.add_argument("--dir", required=True)
     s.add_argument("--durations", default="tests/gpu_durations.json")
     s.add_argument("pytest_args", nargs="*")

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The whole GPU test suite in one device call on a two-GPU machine (nvidia-h100-x2 or nvidia-h200-x2), within
-# CAP seconds: the one-GPU tests in two pytest processes side by side, each pinned to one GPU
-# (CUDA_VISIBLE_DEVICES) and to half the CPU cores (taskset: one part's torch.compile workers must not slow
-# the other's host-paced steps), each with its own data folder, so no timing shares a GPU; then the tests
-# marked `two_gpus` alone on both. scripts/gpu_suite_parts.py makes the three parts from the `-m gpu`
-# collection itself, the one-GPU halves balanced by the times in tests/gpu_durations.json, and checks that
-# every collected test is in exactly one part. Run from the repository root on the GPU machine:
+# CAP seconds, in three phases, each part a pytest process with its own data folder, pinned to its GPU
+# (CUDA_VISIBLE_DEVICES) and to its share of the CPU cores (taskset: one part's torch.compile workers must not
+# slow another's host-paced steps):
+#   1. the tests that time something, in two parts side by side, each alone on its GPU, so no timing shares one;
+#   2. the tests marked `shares_gpu` (they time nothing and hold little GPU memory), four parts side by side,
+#      two on each GPU;
+#   3. the tests marked `two_gpus`, alone on both.
+# scripts/gpu_suite_parts.py makes the parts from the `-m gpu` collection itself, balanced by the times in
+# tests/gpu_durations.json, and checks that every collected test is in exactly one part. Run from the
+# repository root on the GPU machine:
 #   source scripts/device_env.sh && RUN=1 bash scripts/gpu_suite_split.sh
 # SELECT (test files or node ids, words) runs part of the suite the same way, where a call cannot hold the whole.
 # Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz; the times this run recorded
@@ -52,12 +56,18 @@ part() {  # name gpus cpus: one pytest process over the node ids in $D/part-NAME
         "$(tail -1 "$D/pytest-$name.log")" | tee -a "$D/result.txt"
     return $rc
 }
-part gpu0 0 "0-$(( N / 2 - 1 ))" & pa=$!
-part gpu1 1 "$(( N / 2 ))-$(( N - 1 ))" & pb=$!
+Q=$(( N / 4 ))
+part gpu0 0 "0-$(( 2 * Q - 1 ))" & pa=$!
+part gpu1 1 "$(( 2 * Q ))-$(( N - 1 ))" & pb=$!
 wait $pa; ra=$?; wait $pb; rb=$?
+shared=(shared0a shared0b shared1a shared1b) pids=()
+for i in 0 1 2 3; do  # two on GPU 0, two on GPU 1, a quarter of the cores each
+    part "${shared[$i]}" $(( i / 2 )) "$(( i * Q ))-$(( i == 3 ? N - 1 : (i + 1) * Q - 1 ))" & pids+=($!)
+done
+rs=0; for p in "${pids[@]}"; do wait "$p" || rs=1; done
 part both 0,1 "0-$(( N - 1 ))"; rc=$?
 # Every collected test must be in a JUnit file: one that is not did not run (a part cut off by the CAP).
 python3 scripts/gpu_suite_parts.py durations --dir "$D" --previous tests/gpu_durations.json \
     --out "$OUT/gpu_durations.json" 2>&1 | tee -a "$D/result.txt"
 rd=${PIPESTATUS[0]}
-finish $(( ra || rb || rc || rd ))
+finish $(( ra || rb || rs || rc || rd ))

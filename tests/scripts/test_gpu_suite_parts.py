@@ -1,4 +1,4 @@
-"""scripts/gpu_suite_parts.py: the GPU suite's three parts for gpu_suite_split.sh, from the collection and the
+"""scripts/gpu_suite_parts.py: the GPU suite's parts for gpu_suite_split.sh, from the collection and the
 recorded durations. The partition on made-up tables, the durations read back from logs and JUnit files, and
 the real `-m gpu` collection of this checkout (collecting needs no GPU)."""
 from __future__ import annotations
@@ -88,6 +88,27 @@ def test_tests_sharing_a_wide_fixture_stay_in_one_part():
     home = next(p for p in ("gpu0", "gpu1") if group[0].id in parts[p])
     assert [i for i in parts[home] if i.startswith("tests/h.py")] == [t.id for t in group]
     assert sorted(len(parts[p]) for p in ("gpu0", "gpu1")) == [3, 3 + 1]  # 3 x 60 | 200 + 60
+
+
+def test_tests_that_share_a_gpu_go_to_the_shared_parts_and_the_rest_never_do():
+    """A test marked shares_gpu runs in one of the four shared parts, two to a GPU, after the exclusive ones; a
+    group goes there only if all its tests are marked; the check names an unmarked test in a shared part."""
+    shared = [GpuTest(f"tests/s.py::test_{i}", shares_gpu=True) for i in range(6)]
+    mixed = [GpuTest("tests/m.py::test_a", group="tests/m.py", shares_gpu=True), GpuTest("tests/m.py::test_b", group="tests/m.py")]
+    alone = [GpuTest(f"tests/x.py::test_{i}") for i in range(2)]
+    tests = [*shared, *mixed, *alone]
+    seconds = {**{t.id: 40.0 + i for i, t in enumerate(shared)}, **{t.id: 10.0 for t in mixed + alone}}
+    parts = partition(tests, seconds)
+    assert problems(tests, parts) == []
+    assert sorted(sum((parts[p] for p in parts_mod.SHARED), [])) == sorted(t.id for t in shared)
+    assert all(parts[p] for p in parts_mod.SHARED)  # six tests over four parts: none left empty
+    assert sorted(parts["gpu0"] + parts["gpu1"]) == sorted(t.id for t in mixed + alone)
+    est = parts_mod.part_seconds(parts, seconds)
+    assert parts_mod.suite_seconds(est) == max(est["gpu0"], est["gpu1"]) + max(est[p] for p in parts_mod.SHARED)
+    moved = {**parts, "shared1b": [*parts["shared1b"], "tests/x.py::test_0"],
+             "gpu0": [i for i in parts["gpu0"] if i != "tests/x.py::test_0"],
+             "gpu1": [i for i in parts["gpu1"] if i != "tests/x.py::test_0"]}
+    assert problems(tests, moved) == ["tests/x.py::test_0: not marked shares_gpu, in shared part shared1b"]
 
 
 def test_a_test_with_no_recorded_time_counts_as_the_median():
@@ -189,6 +210,10 @@ def test_the_parts_cover_the_real_gpu_collection_exactly(gpu_suite):
     assert len(gpu_suite) > 30 and problems(gpu_suite, parts) == []
     assert sorted(sum(parts.values(), [])) == sorted(t.id for t in gpu_suite)
     assert parts["both"] and all(i.startswith("tests/core/launch/test_data_parallel_gpu.py::") for i in parts["both"])
+    # the chaos test counts every nsys agent on the machine: no other test of the shared parts may start one
+    shared = {i for p in parts_mod.SHARED for i in parts[p]}
+    assert "tests/tui/test_chaos.py::test_a_console_ended_mid_nsys_run_leaves_no_nsys_agent" in shared
+    assert not [i for i in shared if "nsys" in i and "test_chaos" not in i], shared
 
 
 @pytest.mark.e2e

@@ -163,6 +163,7 @@ def _cuda() -> bool:
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu  # times nothing; the only test of its part of the split that runs nsys (it counts agents)
 @needs_tmux
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
 def test_a_console_ended_mid_nsys_run_leaves_no_nsys_agent(peaks):

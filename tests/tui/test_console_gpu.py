@@ -16,7 +16,7 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.tui.messages import GpuSampled
 from perfconsole.tui.widgets.sortable_table import SortableTable
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.shares_gpu]  # what it checks are screens and records, no timing
 
 SMALL = RunSpec(size="small", ctx=256, batch=4, device="cuda", precision="bf16", mode="train", warmup=3,
                 steps=40, profile="torch")

@@ -21,6 +21,7 @@ def rank_figures(parallel: str, hook: str) -> dict:
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu  # one rank, its times only checked to be there
 @pytest.mark.parametrize("hook, dtype, size", [("none", "float32", 4), ("bf16", "bfloat16", 2)])
 def test_ddp_s_collectives_alone_run_on_nccl(hook, dtype, size):
     c = rank_figures("ddp", hook)
@@ -29,6 +30,7 @@ def test_ddp_s_collectives_alone_run_on_nccl(hook, dtype, size):
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu
 @pytest.mark.parametrize("bf16, dtype, size", [("none", "float32", 4), ("bf16", "bfloat16", 2)])
 def test_fsdp_s_collectives_alone_run_on_nccl(bf16, dtype, size):
     c = rank_figures("fsdp", bf16)

@@ -85,6 +85,7 @@ def test_run_markdown_shows_phases_chart_and_allocations():
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu  # the allocator's history is the process's own
 def test_real_capture_over_a_train_step(tmp_path):
     from perfconsole.core.measure import bench
     from perfconsole.core.measure.environment import collect

@@ -194,6 +194,7 @@ def test_gpu_peaks_are_plausible():
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu
 @pytest.mark.parametrize("changes", [{"kernels": "liger"}, {"kernels": "liger", "compile": True},
                                      {"compile": True, "compile_mode": "reduce-overhead"}])
 def test_gpu_fast_paths_keep_the_losses(changes):
@@ -214,6 +215,7 @@ def test_gpu_fast_paths_keep_the_losses(changes):
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu  # its figures are a step's kernels against that step, whatever else the GPU runs
 @pytest.mark.parametrize("weights", ["fp32", "bf16"])
 def test_gpu_profile_counts_each_kernel_once(tmp_path, weights):
     """A compiled bf16 train step with CUDA graphs and fused AdamW under the torch profiler: its kernels,

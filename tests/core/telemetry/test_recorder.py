@@ -310,6 +310,7 @@ def test_on_a_machine_without_a_gpu_the_real_default_recorder_returns_none():
 
 
 @pytest.mark.gpu
+@pytest.mark.shares_gpu
 def test_real_nvml_records_clocks_and_power():
     rec = TelemetryRecorder(index=0, period_s=0.1)
     rec.start()

@@ -3,9 +3,11 @@
 It shares only the model's config with perfconsole (model.sources.hf.make_config: the same published shape,
 random weights); the step is written out here: sdpa attention, bf16 autocast, fp32 weights, fused AdamW,
 CUDA events around each whole step, steps back to back and read at the end. `--bf16-weights`, `--fp8`
-(torchao's convert_to_float8_training on every nn.Linear whose dimensions divide by 16) and `--compile`
-(torch.compile, default mode) add those changes, written out here too, to check a run with
-`--weights bf16 --fp8 --compile --optimizer fused`. Prints one JSON line with the median; give
+(torchao's convert_to_float8_training on every nn.Linear whose dimensions divide by 16), `--compile`
+(torch.compile; `--compile-mode reduce-overhead` for CUDA graphs) and `--liger` (liger-kernel's own patch for
+the architecture, its RoPE and SwiGLU, with its cross-entropy on the logits; its RMSNorm only without
+--compile) add those changes, written out here too, to check a run with
+`--weights bf16 --fp8 --compile --compile-mode M --kernels liger --optimizer fused`. Prints one JSON line with the median; give
 --against a run snapshot to compare medians (the ratio should be within 2 %).
 
     python3 docs/results/probes/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
@@ -34,7 +36,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--bf16-weights", action="store_true", help="parameters, gradients and AdamW state in bf16")
     p.add_argument("--fp8", action="store_true", help="torchao float8 training matmuls")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (default mode)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--compile-mode", default="default", help="torch.compile's mode (reduce-overhead: CUDA graphs)")
+    p.add_argument("--liger", action="store_true", help="liger-kernel's RoPE, SwiGLU and cross-entropy")
     p.add_argument("--against", default=None, help="a perfconsole run snapshot of the same spec")
     a = p.parse_args()
     dev = torch.device("cuda")
@@ -49,17 +53,27 @@ def main() -> None:
 
         convert_to_float8_training(model, module_filter_fn=lambda m, _fqn: isinstance(m, torch.nn.Linear)
                                    and m.in_features % 16 == 0 and m.out_features % 16 == 0)
+    cross_entropy = F.cross_entropy
+    if a.liger:
+        import liger_kernel.transformers as lk
+        from liger_kernel.transformers import LigerCrossEntropyLoss
+
+        getattr(lk, f"apply_liger_kernel_to_{model.config.model_type}")(
+            model=model, rms_norm=not a.compile, cross_entropy=False, fused_linear_cross_entropy=False)
+        cross_entropy = LigerCrossEntropyLoss()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (a.batch, a.ctx + 1), generator=gen).to(dev)
     inputs, targets = ids[:, :-1], ids[:, 1:]
 
-    forward = torch.compile(model) if a.compile else model
+    forward = (torch.compile(model, mode=None if a.compile_mode == "default" else a.compile_mode) if a.compile
+               else model)
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = forward(inputs).logits
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+            flat = logits.reshape(-1, logits.shape[-1])
+            loss = cross_entropy(flat if a.liger else flat.float(), targets.reshape(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -79,7 +93,8 @@ def main() -> None:
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in marks]
     out = {"model": a.model, "size": a.size, "ctx": a.ctx, "batch": a.batch, "steps": a.steps,
-           "bf16_weights": a.bf16_weights, "fp8": a.fp8, "compile": a.compile,
+           "bf16_weights": a.bf16_weights, "fp8": a.fp8, "compile": a.compile, "compile_mode": a.compile_mode,
+           "liger": a.liger,
            "params": sum(p.numel() for p in model.parameters()), "median_ms": statistics.median(times),
            "min_ms": min(times), "max_ms": max(times)}
     if a.against:

@@ -12,9 +12,9 @@ D=${D:-$PWD/out-llama}
 mkdir -p "$D"
 BASE=(--model hf:llama --size 1B --ctx 2048 --batch 4 --precision bf16 --mode train --attention sdpa --compile
       --optimizer fused --weights bf16 --kernels liger)
-VARIANTS=${VARIANTS:-"--compile-mode+reduce-overhead none --compile-mode+max-autotune"}
+VARIANTS=${VARIANTS:-"--compile-mode+reduce-overhead --compile-mode+max-autotune none"}
 LIMIT=${LIMIT:-300}
-pc() { python3 -m perfconsole.core.cli.main "$@"; }
+PC=(python3 -m perfconsole.core.cli.main)  # an array: `timeout` runs programs, not shell functions
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -c .)
 { nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv
   python3 -c "import torch, transformers, liger_kernel; print('torch', torch.__version__, 'transformers', \
@@ -22,28 +22,28 @@ transformers.__version__, 'liger', getattr(liger_kernel, '__version__', '?'))"; 
 
 lane0() {  # the best setting without fp8 so far, under ncu: its headline, its kernels' times and ncu's why
     [ "${NCU:-1}" = 0 ] && return 0
-    PERFCONSOLE_DATA_DIR="$D/data0" timeout -k 20 "$LIMIT" pc run "${BASE[@]}" --warmup 5 --steps 20 --profile ncu \
+    PERFCONSOLE_DATA_DIR="$D/data0" timeout -k 20 "$LIMIT" "${PC[@]}" run "${BASE[@]}" --warmup 5 --steps 20 --profile ncu \
         --json --out-dir "$D/ncu" > "$D/ncu.json" 2> "$D/ncu.err"
     echo "ncu run exit $?" >> "$D/lanes.txt"
-    pc kernels "$D/ncu.json" --why > "$D/why.txt" 2>&1
-    pc kernels "$D/ncu.json" --why --json > "$D/why.json" 2>/dev/null
+    "${PC[@]}" kernels "$D/ncu.json" --why > "$D/why.txt" 2>&1
+    "${PC[@]}" kernels "$D/ncu.json" --why --json > "$D/why.json" 2>/dev/null
 }
-lane1() {  # each setting timed alone (20 steps after 5 warm-up), then the best under the independent script
-    local v name
+independent() {  # the independent script of a setting (INDEPENDENT: its flags), against that run's record
+    timeout -k 20 "$LIMIT" python3 docs/results/probes/independent_model_timing.py ${INDEPENDENT:---bf16-weights \
+        --compile --compile-mode reduce-overhead --liger} --against "$1" > "$D/independent.json" 2> "$D/independent.err"
+    echo "independent exit $?" >> "$D/lanes.txt"
+}
+lane1() {  # each setting timed alone (20 steps after 5 warm-up); the first then under the independent script
+    local v name first=""
     for v in $VARIANTS; do
         name=${v//[^a-z0-9]/}; name=${name:-none}
         local extra=()
         [ "$v" != none ] && read -r -a extra <<< "${v//+/ }"
-        PERFCONSOLE_DATA_DIR="$D/data1" timeout -k 20 "$LIMIT" pc run "${BASE[@]}" "${extra[@]}" --warmup 5 \
+        PERFCONSOLE_DATA_DIR="$D/data1" timeout -k 20 "$LIMIT" "${PC[@]}" run "${BASE[@]}" "${extra[@]}" --warmup 5 \
             --steps 20 --json --out-dir "$D/runs" > "$D/run-$name.json" 2> "$D/run-$name.err"
         echo "run $name (${extra[*]:-compile default}) exit $?" >> "$D/lanes.txt"
+        [ -z "$first" ] && { first=$name; independent "$D/run-$name.json"; }
     done
-    # the independent script of the first setting (INDEPENDENT: its flags), against that run's record
-    local first=${VARIANTS%% *}; first=${first//[^a-z0-9]/}
-    timeout -k 20 "$LIMIT" python3 docs/results/probes/independent_model_timing.py ${INDEPENDENT:---bf16-weights \
-        --compile --compile-mode reduce-overhead --liger} --against "$D/run-${first:-none}.json" \
-        > "$D/independent.json" 2> "$D/independent.err"
-    echo "independent exit $?" >> "$D/lanes.txt"
 }
 if [ "$gpus" -ge 2 ]; then
     CUDA_VISIBLE_DEVICES=0 lane0 & a=$!

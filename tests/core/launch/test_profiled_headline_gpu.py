@@ -22,6 +22,7 @@ import json
 import os
 import statistics
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -48,23 +49,33 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _agents() -> list[str]:
+TAG = "PERFCONSOLE_HEADLINE_TEST"  # in this module's runs' environment, so in what they start
+
+
+def _agents(tag: str) -> list[str]:
+    """The nsys agents this module's runs may have started: those whose environment carries `tag`, and those
+    with no environment left to read. An agent of another test (the split runs two parts side by side, each
+    with nsys tests) has its own environment, without `tag`: on 2x H200 one was met after a torch round here,
+    which starts no nsys."""
     found = []
     for p in psutil.process_iter():
         try:
-            if AGENT in p.cmdline():
-                found.append(" ".join(p.cmdline())[:160])
+            if AGENT not in p.cmdline():
+                continue
+            env = p.environ()
         except psutil.Error:
             continue
+        if env.get(TAG) == tag or not env:
+            found.append(" ".join(p.cmdline())[:160])
     return found
 
 
-def _left_after(before: set[str], grace: float) -> list[str]:
+def _left_after(tag: str, before: set[str], grace: float) -> list[str]:
     """The nsys agents not there before the run that are still there `grace` seconds after it ended (polled: one
     that is on its way out is not left behind; on an H200 one was still listed 1 s after its run)."""
     deadline = time.monotonic() + grace
     while True:
-        left = [a for a in _agents() if a not in before]
+        left = [a for a in _agents(tag) if a not in before]
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.2)
@@ -93,9 +104,11 @@ def rounds(tmp_path_factory) -> list[dict]:
         pytest.skip("nsys not found (PERFCONSOLE_NSYS, PATH, /opt/nvidia, /usr/local/cuda*)")
     root = tmp_path_factory.mktemp("headline")
     runs: list[dict] = []
-    agents_before = set(_agents())
+    tag = uuid.uuid4().hex
+    agents_before = set(_agents(tag))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PERFCONSOLE_DATA_DIR", str(root / "data"))  # one data folder: the peaks are measured once
+        mp.setenv(TAG, tag)
         for r in range(ROUNDS):
             for kind in ("none", "nsys", "torch"):
                 spec = SPEC.with_(profile=kind)
@@ -106,7 +119,7 @@ def rounds(tmp_path_factory) -> list[dict]:
                 for event in launch.events():
                     record.apply(event)
                 seconds = time.monotonic() - started
-                left = _left_after(agents_before, AGENT_GRACE_S if kind == "nsys" else 0.0)
+                left = _left_after(tag, agents_before, AGENT_GRACE_S if kind == "nsys" else 0.0)
                 runs.append(_figures(kind, r, record, seconds, left))
                 print(json.dumps({k: v for k, v in runs[-1].items() if k not in ("steps_ms", "quiet_step_ms")}))
     evidence = os.environ.get("PERFCONSOLE_EVIDENCE_DIR")

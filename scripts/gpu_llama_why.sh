@@ -6,7 +6,8 @@
 # other on one. Each lane has its own data folder; every step has a time limit, so a call ends with what it has.
 #   source scripts/device_env.sh && D=$OUT/llama bash scripts/gpu_llama_why.sh
 # VARIANTS (words joined by '+', one variant a word) overrides the settings lane 1 times, INDEPENDENT the
-# independent script's flags for the first of them; NCU=0 skips lane 0.
+# independent script's flags for the first of them, NCU_EXTRA flags the ncu run adds; NCU=0 skips lane 0.
+# Everything but the data folders and the .ncu-rep is packed into $D.tgz (a call brings back a few files only).
 set -uo pipefail
 D=${D:-$PWD/out-llama}
 mkdir -p "$D"
@@ -22,7 +23,9 @@ transformers.__version__, 'liger', getattr(liger_kernel, '__version__', '?'))"; 
 
 lane0() {  # the best setting without fp8 so far, under ncu: its headline, its kernels' times and ncu's why
     [ "${NCU:-1}" = 0 ] && return 0
-    PERFCONSOLE_DATA_DIR="$D/data0" timeout -k 20 "$LIMIT" "${PC[@]}" run "${BASE[@]}" --warmup 5 --steps 20 --profile ncu \
+    # shellcheck disable=SC2086  # NCU_EXTRA is words on purpose
+    PERFCONSOLE_DATA_DIR="$D/data0" timeout -k 20 "$LIMIT" "${PC[@]}" run "${BASE[@]}" ${NCU_EXTRA:-} --warmup 5 \
+        --steps 20 --profile ncu \
         --json --out-dir "$D/ncu" > "$D/ncu.json" 2> "$D/ncu.err"
     echo "ncu run exit $?" >> "$D/lanes.txt"
     "${PC[@]}" kernels "$D/ncu.json" --why > "$D/why.txt" 2>&1
@@ -75,3 +78,4 @@ except OSError:
     print("independent: none")
 PY
 cat "$D/lanes.txt"
+tar czf "$D.tgz" -C "$D" --exclude data0 --exclude data1 --exclude '*.ncu-rep' .

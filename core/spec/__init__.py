@@ -28,6 +28,7 @@ PROFILERS = ("none", "nsys", "torch", "ncu")
 OPTIMIZERS = ("fused", "foreach", "forloop")                     # AdamW's implementation
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")   # torch.compile modes
 KERNELS = ("torch", "liger")                                     # RMSNorm/SwiGLU/cross-entropy kernels
+SDPA_KERNELS = ("auto", "flash", "cudnn", "efficient", "math")    # scaled_dot_product_attention's kernel
 WEIGHTS = ("fp32", "bf16")                                       # the parameters' (and AdamW state's) dtype
 CHECKPOINTS = ("none", "blocks")                                 # activation checkpointing
 PARALLELS = ("none", "ddp", "fsdp")
@@ -70,6 +71,19 @@ def _needs_fp8(v: bool, s: RunSpec) -> str | None:
     if s.device != "cuda":
         return "fp8 matmuls need device cuda"
     return "fp8 matmuls here follow bf16 or fp16 training; choose precision bf16" if s.precision == "fp32" else None
+
+
+def _needs_sdpa_kernel(v: str, s: RunSpec) -> str | None:
+    if v == "auto":
+        return None
+    if s.attention != "sdpa":
+        return f"sdpa kernel {v} picks scaled_dot_product_attention's kernel; it needs attention sdpa"
+    if v in ("flash", "cudnn"):
+        if s.device != "cuda":
+            return f"sdpa kernel {v} needs device cuda"
+        if s.precision == "fp32":
+            return f"sdpa kernel {v} runs bf16 or fp16 only; choose precision bf16"
+    return None
 
 
 def _needs_memory(v: bool, s: RunSpec) -> str | None:
@@ -134,6 +148,12 @@ class RunSpec:
     steps: int = setting(10, "execution", "measured steps", form="steps", row=12)
     attention: str = setting("naive", "optimizations", "the builtin's attention", choices=ATTENTIONS,
                              form="attention", row=14, same_program=True, tag=_unless("naive"))
+    sdpa_kernel: str = setting(
+        "auto", "optimizations", "the kernel scaled_dot_product_attention runs (torch's SDPBackend): auto lets torch "
+        "choose (cuDNN's for bf16 on an H100/H200), flash is FlashAttention-2; the others are turned off, so a shape "
+        "the kernel cannot take is an error, not a quiet fallback", choices=SDPA_KERNELS, same_program=True,
+        tag=_unless("auto", "sdpa-{}"), needs=_needs_sdpa_kernel,
+        apply="perfconsole.core.measure.attention_kernels:apply")
     compile: bool = setting(False, "optimizations", "torch.compile the model", form="compile", row=15,
                             same_program=True, tag=_on("compile"))
     tf32: bool = setting(False, "numerics", "allow TF32 matmuls in fp32", form="tf32", row=16, same_program=True,

@@ -4,10 +4,10 @@ It shares only the model's config with perfconsole (model.sources.hf.make_config
 random weights); the step is written out here: sdpa attention, bf16 autocast, fp32 weights, fused AdamW,
 CUDA events around each whole step, steps back to back and read at the end. `--bf16-weights`, `--fp8`
 (torchao's convert_to_float8_training on every nn.Linear whose dimensions divide by 16), `--compile`
-(torch.compile; `--compile-mode reduce-overhead` for CUDA graphs) and `--liger` (liger-kernel's own patch for
+(torch.compile; `--compile-mode reduce-overhead` for CUDA graphs), `--liger` (liger-kernel's own patch for
 the architecture, its RoPE and SwiGLU, with its cross-entropy on the logits; its RMSNorm only without
---compile) add those changes, written out here too, to check a run with
-`--weights bf16 --fp8 --compile --compile-mode M --kernels liger --optimizer fused`. Prints one JSON line with the median; give
+--compile) and `--sdpa-kernel` (the only attention kernel left on) add those changes, written out here too, to
+check a run with `--weights bf16 --fp8 --compile --compile-mode M --kernels liger --sdpa-kernel K --optimizer fused`. Prints one JSON line with the median; give
 --against a run snapshot to compare medians (the ratio should be within 2 %).
 
     python3 docs/results/probes/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
@@ -39,9 +39,16 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--compile-mode", default="default", help="torch.compile's mode (reduce-overhead: CUDA graphs)")
     p.add_argument("--liger", action="store_true", help="liger-kernel's RoPE, SwiGLU and cross-entropy")
+    p.add_argument("--sdpa-kernel", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
+                   help="the only scaled_dot_product_attention kernel left on (auto: torch's choice)")
     p.add_argument("--against", default=None, help="a perfconsole run snapshot of the same spec")
     a = p.parse_args()
     dev = torch.device("cuda")
+    if a.sdpa_kernel != "auto":  # written out here, as perfconsole's --sdpa-kernel does it
+        torch.backends.cuda.enable_flash_sdp(a.sdpa_kernel == "flash")
+        torch.backends.cuda.enable_cudnn_sdp(a.sdpa_kernel == "cudnn")
+        torch.backends.cuda.enable_mem_efficient_sdp(a.sdpa_kernel == "efficient")
+        torch.backends.cuda.enable_math_sdp(a.sdpa_kernel == "math")
     spec = RunSpec(model=a.model, size=a.size, ctx=a.ctx, batch=a.batch, attention="sdpa", device="cuda").validate()
     torch.manual_seed(0)
     model = from_config(make_config(request(spec)), "sdpa", dev)
@@ -94,7 +101,7 @@ def main() -> None:
     times = [s.elapsed_time(e) for s, e in marks]
     out = {"model": a.model, "size": a.size, "ctx": a.ctx, "batch": a.batch, "steps": a.steps,
            "bf16_weights": a.bf16_weights, "fp8": a.fp8, "compile": a.compile, "compile_mode": a.compile_mode,
-           "liger": a.liger,
+           "liger": a.liger, "sdpa_kernel": a.sdpa_kernel,
            "params": sum(p.numel() for p in model.parameters()), "median_ms": statistics.median(times),
            "min_ms": min(times), "max_ms": max(times)}
     if a.against:

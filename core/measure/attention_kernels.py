@@ -1,0 +1,31 @@
+"""`--sdpa-kernel`: which kernel torch's scaled_dot_product_attention runs in this process.
+
+torch picks among FlashAttention-2 (flash), cuDNN's fused attention (cudnn), the memory-efficient kernel
+(efficient) and the math fallback by its own priority and what each supports. On a Hopper GPU it picks cuDNN's
+for bf16 causal attention; for Llama-3.2-1B's heads (64 wide) that kernel's backward ran at 35 % of the bf16 peak
+on an H200 (docs/results/llama1B_why_h200.md), so the choice is worth a setting. A chosen kernel is the only one
+left on: where it cannot take the shape, the first attention call raises torch's own reason instead of falling
+back quietly. torch.compile reads the same switches when it traces, so compiled models follow them too.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+SWITCHES = {"flash": torch.backends.cuda.enable_flash_sdp, "cudnn": torch.backends.cuda.enable_cudnn_sdp,
+            "efficient": torch.backends.cuda.enable_mem_efficient_sdp, "math": torch.backends.cuda.enable_math_sdp}
+
+
+def apply(value: str, model: nn.Module) -> str:
+    """Leave `value`'s kernel the only one on (auto: torch's own choice, nothing changed); returns it."""
+    if value != "auto":
+        for name, switch in SWITCHES.items():
+            switch(name == value)
+    return value
+
+
+def enabled() -> dict[str, bool]:
+    """Which kernels are on now."""
+    return {"flash": torch.backends.cuda.flash_sdp_enabled(), "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
+            "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+            "math": torch.backends.cuda.math_sdp_enabled()}

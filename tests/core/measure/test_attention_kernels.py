@@ -1,0 +1,69 @@
+"""`--sdpa-kernel`: the one kernel left on for scaled_dot_product_attention, the rules that refuse a spec before
+any process starts, and a CPU run that says which it ran. The kernels themselves differ only on a GPU: the
+figures are in docs/results/llama1B_why_h200.md, and tests/core/measure/test_peaks_fast_paths.py runs flash on
+the GPU machine."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from perfconsole.core.measure import attention_kernels
+from perfconsole.core.spec import RunSpec, SpecError
+
+
+@pytest.fixture
+def switches():
+    before = attention_kernels.enabled()
+    yield
+    for name, on in before.items():
+        attention_kernels.SWITCHES[name](on)
+
+
+@pytest.mark.parametrize("kernel", ["flash", "cudnn", "efficient", "math"])
+def test_a_chosen_kernel_is_the_only_one_on(switches, kernel):
+    assert attention_kernels.apply(kernel, torch.nn.Identity()) == kernel
+    assert attention_kernels.enabled() == {k: k == kernel for k in attention_kernels.SWITCHES}
+
+
+def test_auto_changes_nothing(switches):
+    attention_kernels.apply("math", torch.nn.Identity())
+    attention_kernels.apply("auto", torch.nn.Identity())
+    assert attention_kernels.enabled() == {k: k == "math" for k in attention_kernels.SWITCHES}
+
+
+def test_math_alone_computes_what_the_default_does(switches):
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    default = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    attention_kernels.apply("math", torch.nn.Identity())
+    torch.testing.assert_close(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), default)
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"attention": "naive", "sdpa_kernel": "math"}, "sdpa kernel math picks scaled_dot_product_attention's kernel; "
+                                                    "it needs attention sdpa"),
+    ({"attention": "sdpa", "sdpa_kernel": "flash", "device": "cpu"}, "sdpa kernel flash needs device cuda"),
+    ({"attention": "sdpa", "sdpa_kernel": "cudnn", "device": "cuda", "precision": "fp32"},
+     "sdpa kernel cudnn runs bf16 or fp16 only; choose precision bf16"),
+])
+def test_what_a_kernel_cannot_run_is_refused_before_any_process(changes, reason):
+    with pytest.raises(SpecError, match=reason):
+        RunSpec(size="tiny", **changes).validate()
+    RunSpec(size="tiny", attention="sdpa", sdpa_kernel="flash", device="cuda", precision="bf16").validate()
+
+
+def test_a_cpu_run_with_the_math_kernel_says_so_and_matches_the_default():
+    def run(*flags: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "perfconsole.core.cli.main", "run", "--size", "tiny", "--device",
+                              "cpu", "--ctx", "16", "--batch", "2", "--mode", "train", "--attention", "sdpa",
+                              "--warmup", "1", "--steps", "2", "--json", *flags], capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["data"]
+
+    plain, math = run(), run("--sdpa-kernel", "math")
+    assert math["spec"]["sdpa_kernel"] == "math" and math["name"].endswith("sdpa sdpa-math")
+    assert [s["loss"] for s in math["steps"]] == pytest.approx([s["loss"] for s in plain["steps"]], rel=1e-5)

@@ -1,4 +1,5 @@
-"""`--sdpa-kernel`: which kernel torch's scaled_dot_product_attention runs in this process.
+"""`--sdpa-kernel`: which kernel torch's scaled_dot_product_attention runs in this process; `--sdpa-causal`: an hf:
+model's attention as SDPA's causal flag, with no mask tensor, under torch.compile too.
 
 torch picks among FlashAttention-2 (flash), cuDNN's fused attention (cudnn), the memory-efficient kernel
 (efficient) and the math fallback by its own priority and what each supports. On a Hopper GPU it picks cuDNN's
@@ -6,6 +7,13 @@ for bf16 causal attention; for Llama-3.2-1B's heads (64 wide) that kernel's back
 on an H200 (docs/results/llama1B_why_h200.md), so the choice is worth a setting. A chosen kernel is the only one
 left on: where it cannot take the shape, the first attention call raises torch's own reason instead of falling
 back quietly. torch.compile reads the same switches when it traces, so compiled models follow them too.
+
+transformers gives SDPA `is_causal=True` and no mask where a batch has no padding, unless it may be exporting
+(`torch.compiler.is_exporting()`, read through transformers.masking_utils.is_torchdynamo_exporting). Before torch
+2.14 (pytorch#176499) dynamo answers True there whenever it compiles, so a compiled hf: model attends through a dense
+(batch, 1, ctx, ctx) boolean mask: every kernel then computes the masked half too, and FlashAttention cannot run at
+all. perfconsole never exports and its batches have no padding, so `--sdpa-causal` answers False for this process:
+the same attention, on the causal kernels. The builtin model passes is_causal itself.
 """
 from __future__ import annotations
 
@@ -29,3 +37,16 @@ def enabled() -> dict[str, bool]:
     return {"flash": torch.backends.cuda.flash_sdp_enabled(), "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
             "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
             "math": torch.backends.cuda.math_sdp_enabled()}
+
+
+def _never_exporting() -> bool:
+    return False
+
+
+def causal(value: bool, model: nn.Module) -> bool:
+    """With `value`, transformers' mask builders in this process take it that nothing is exported (see above)."""
+    if value:
+        import transformers.masking_utils as masking
+
+        masking.is_torchdynamo_exporting = _never_exporting
+    return value

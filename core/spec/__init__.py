@@ -154,6 +154,13 @@ class RunSpec:
         "the kernel cannot take is an error, not a quiet fallback", choices=SDPA_KERNELS, same_program=True,
         tag=_unless("auto", "sdpa-{}"), needs=_needs_sdpa_kernel,
         apply="perfconsole.core.measure.attention_kernels:apply")
+    sdpa_causal: bool = setting(
+        False, "optimizations", "an hf: model's attention as SDPA's is_causal with no mask tensor under torch.compile "
+        "too (before torch 2.14 transformers builds a dense ctx x ctx mask while compiling, which keeps SDPA off its "
+        "causal kernels); the batches have no padding, so the attention is the same", same_program=True,
+        tag=_on("sdpa-causal"), needs=lambda v, s: None if not v or (s.model_kind == "hf" and s.attention == "sdpa")
+        else "sdpa causal is for hf: models with attention sdpa (the builtin passes is_causal itself)",
+        apply="perfconsole.core.measure.attention_kernels:causal")
     compile: bool = setting(False, "optimizations", "torch.compile the model", form="compile", row=15,
                             same_program=True, tag=_on("compile"))
     tf32: bool = setting(False, "numerics", "allow TF32 matmuls in fp32", form="tf32", row=16, same_program=True,

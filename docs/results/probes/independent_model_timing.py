@@ -6,8 +6,9 @@ CUDA events around each whole step, steps back to back and read at the end. `--b
 (torchao's convert_to_float8_training on every nn.Linear whose dimensions divide by 16), `--compile`
 (torch.compile; `--compile-mode reduce-overhead` for CUDA graphs), `--liger` (liger-kernel's own patch for
 the architecture, its RoPE and SwiGLU, with its cross-entropy on the logits; its RMSNorm only without
---compile) and `--sdpa-kernel` (the only attention kernel left on) add those changes, written out here too, to
-check a run with `--weights bf16 --fp8 --compile --compile-mode M --kernels liger --sdpa-kernel K --optimizer fused`. Prints one JSON line with the median; give
+--compile), `--sdpa-kernel` (the only attention kernel left on) and `--sdpa-causal` (no dense mask under
+torch.compile) add those changes, written out here too, to
+check a run with `--weights bf16 --fp8 --compile --compile-mode M --kernels liger --sdpa-kernel K --sdpa-causal --optimizer fused`. Prints one JSON line with the median; give
 --against a run snapshot to compare medians (the ratio should be within 2 %).
 
     python3 docs/results/probes/independent_model_timing.py --model hf:llama --size 1B --ctx 2048 --batch 4 --against run.json
@@ -41,9 +42,15 @@ def main() -> None:
     p.add_argument("--liger", action="store_true", help="liger-kernel's RoPE, SwiGLU and cross-entropy")
     p.add_argument("--sdpa-kernel", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
                    help="the only scaled_dot_product_attention kernel left on (auto: torch's choice)")
+    p.add_argument("--sdpa-causal", action="store_true",
+                   help="transformers takes it that nothing is exported: no dense mask under torch.compile")
     p.add_argument("--against", default=None, help="a perfconsole run snapshot of the same spec")
     a = p.parse_args()
     dev = torch.device("cuda")
+    if a.sdpa_causal:  # written out here, as perfconsole's --sdpa-causal does it
+        import transformers.masking_utils as masking
+
+        masking.is_torchdynamo_exporting = lambda: False
     if a.sdpa_kernel != "auto":  # written out here, as perfconsole's --sdpa-kernel does it
         torch.backends.cuda.enable_flash_sdp(a.sdpa_kernel == "flash")
         torch.backends.cuda.enable_cudnn_sdp(a.sdpa_kernel == "cudnn")
@@ -101,7 +108,7 @@ def main() -> None:
     times = [s.elapsed_time(e) for s, e in marks]
     out = {"model": a.model, "size": a.size, "ctx": a.ctx, "batch": a.batch, "steps": a.steps,
            "bf16_weights": a.bf16_weights, "fp8": a.fp8, "compile": a.compile, "compile_mode": a.compile_mode,
-           "liger": a.liger, "sdpa_kernel": a.sdpa_kernel,
+           "liger": a.liger, "sdpa_kernel": a.sdpa_kernel, "sdpa_causal": a.sdpa_causal,
            "params": sum(p.numel() for p in model.parameters()), "median_ms": statistics.median(times),
            "min_ms": min(times), "max_ms": max(times)}
     if a.against:

@@ -67,3 +67,47 @@ def test_a_cpu_run_with_the_math_kernel_says_so_and_matches_the_default():
     plain, math = run(), run("--sdpa-kernel", "math")
     assert math["spec"]["sdpa_kernel"] == "math" and math["name"].endswith("sdpa sdpa-math")
     assert [s["loss"] for s in math["steps"]] == pytest.approx([s["loss"] for s in plain["steps"]], rel=1e-5)
+
+
+@pytest.fixture
+def exporting():
+    masking = pytest.importorskip("transformers.masking_utils")
+    before = masking.is_torchdynamo_exporting
+    yield masking
+    masking.is_torchdynamo_exporting = before
+
+
+def _skips_the_mask(masking) -> bool:
+    """transformers' own decision, made inside torch.compile: may SDPA take is_causal instead of a mask?"""
+    decided = torch.compile(lambda x: x + 1 if masking._ignore_causal_mask_sdpa(None, 16, 16, 0, 0) else x - 1,
+                            backend="eager", fullgraph=True)
+    return bool(decided(torch.zeros(1)).item() == 1)
+
+
+def test_sdpa_causal_lets_a_compiled_hf_model_skip_its_dense_mask(exporting):
+    """torch 2.11's dynamo answered `is_exporting()` True while compiling, and transformers then built the mask (on
+    the GPU machine); torch 2.13's here answers False. Either way, with the setting transformers' own decision,
+    made inside torch.compile, is to skip the mask, through the name its mask builders read."""
+    assert "is_torchdynamo_exporting" in exporting._ignore_causal_mask_sdpa.__code__.co_names
+    assert attention_kernels.causal(True, torch.nn.Identity()) is True
+    assert exporting.is_torchdynamo_exporting is attention_kernels._never_exporting
+    assert _skips_the_mask(exporting)
+
+
+def test_a_compiled_hf_model_computes_the_same_logits_with_sdpa_causal(exporting):
+    from perfconsole.core.measure import model_build
+
+    spec = RunSpec(model="hf:llama", size="tiny", ctx=16, batch=2, attention="sdpa", device="cpu")
+    torch.manual_seed(0)
+    built = model_build.build(spec, torch.device("cpu"))
+    inputs, _ = model_build.make_batch(built, spec, "cpu")
+
+    def logits() -> torch.Tensor:
+        torch._dynamo.reset()
+        compiled = torch.compile(built.module, backend="eager")
+        with torch.no_grad():
+            return model_build.logits_of(model_build.call(compiled, inputs))
+
+    masked = logits()
+    attention_kernels.causal(True, built.module)
+    torch.testing.assert_close(logits(), masked, rtol=1e-4, atol=1e-5)

@@ -8,12 +8,14 @@ on an H200 (docs/results/llama1B_why_h200.md), so the choice is worth a setting.
 left on: where it cannot take the shape, the first attention call raises torch's own reason instead of falling
 back quietly. torch.compile reads the same switches when it traces, so compiled models follow them too.
 
-transformers gives SDPA `is_causal=True` and no mask where a batch has no padding, unless it may be exporting
-(`torch.compiler.is_exporting()`, read through transformers.masking_utils.is_torchdynamo_exporting). Before torch
-2.14 (pytorch#176499) dynamo answers True there whenever it compiles, so a compiled hf: model attends through a dense
-(batch, 1, ctx, ctx) boolean mask: every kernel then computes the masked half too, and FlashAttention cannot run at
-all. perfconsole never exports and its batches have no padding, so `--sdpa-causal` answers False for this process:
-the same attention, on the causal kernels. The builtin model passes is_causal itself.
+transformers gives SDPA `is_causal=True` and no mask where it can tell that a batch is neither padded nor packed
+(several sequences in one row). Under torch.compile it cannot: whether the position ids hold packed sequences is a
+value it may not read while tracing (transformers.masking_utils.find_packed_sequence_indices), and before torch
+2.14 (pytorch#176499) dynamo also answers `is_exporting()` True while compiling. So a compiled hf: model attends
+through a dense (batch, 1, ctx, ctx) boolean mask: every kernel computes the masked half too, and FlashAttention
+cannot run at all. perfconsole's batches are one unpadded sequence a row and it never exports, so `--sdpa-causal`
+tells transformers both, for this process: the same attention, on the causal kernels. The builtin model passes
+is_causal itself.
 """
 from __future__ import annotations
 
@@ -43,10 +45,16 @@ def _never_exporting() -> bool:
     return False
 
 
+def _one_sequence_a_row(position_ids: torch.Tensor) -> None:
+    return None
+
+
 def causal(value: bool, model: nn.Module) -> bool:
-    """With `value`, transformers' mask builders in this process take it that nothing is exported (see above)."""
+    """With `value`, transformers' mask builders in this process take it that no batch is packed and nothing is
+    exported (see above)."""
     if value:
         import transformers.masking_utils as masking
 
         masking.is_torchdynamo_exporting = _never_exporting
+        masking.find_packed_sequence_indices = _one_sequence_a_row
     return value

@@ -43,7 +43,8 @@ def main() -> None:
     p.add_argument("--sdpa-kernel", default="auto", choices=("auto", "flash", "cudnn", "efficient", "math"),
                    help="the only scaled_dot_product_attention kernel left on (auto: torch's choice)")
     p.add_argument("--sdpa-causal", action="store_true",
-                   help="transformers takes it that nothing is exported: no dense mask under torch.compile")
+                   help="transformers takes it that no batch is packed and nothing is exported: no dense mask under "
+                   "torch.compile")
     p.add_argument("--against", default=None, help="a perfconsole run snapshot of the same spec")
     a = p.parse_args()
     dev = torch.device("cuda")
@@ -51,6 +52,7 @@ def main() -> None:
         import transformers.masking_utils as masking
 
         masking.is_torchdynamo_exporting = lambda: False
+        masking.find_packed_sequence_indices = lambda position_ids: None
     if a.sdpa_kernel != "auto":  # written out here, as perfconsole's --sdpa-kernel does it
         torch.backends.cuda.enable_flash_sdp(a.sdpa_kernel == "flash")
         torch.backends.cuda.enable_cudnn_sdp(a.sdpa_kernel == "cudnn")

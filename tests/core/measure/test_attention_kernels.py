@@ -72,9 +72,9 @@ def test_a_cpu_run_with_the_math_kernel_says_so_and_matches_the_default():
 @pytest.fixture
 def exporting():
     masking = pytest.importorskip("transformers.masking_utils")
-    before = masking.is_torchdynamo_exporting
+    before = masking.is_torchdynamo_exporting, masking.find_packed_sequence_indices
     yield masking
-    masking.is_torchdynamo_exporting = before
+    masking.is_torchdynamo_exporting, masking.find_packed_sequence_indices = before
 
 
 def _skips_the_mask(masking) -> bool:
@@ -94,7 +94,10 @@ def test_sdpa_causal_lets_a_compiled_hf_model_skip_its_dense_mask(exporting):
     assert _skips_the_mask(exporting)
 
 
-def test_a_compiled_hf_model_computes_the_same_logits_with_sdpa_causal(exporting):
+def test_a_compiled_hf_model_attends_without_a_mask_and_computes_the_same_logits(exporting):
+    """The graph torch.compile captures of hf:llama: without the setting its SDPA calls take a dense boolean mask
+    (transformers cannot read, while tracing, that the positions hold one sequence a row); with it, is_causal and
+    no mask, and the same logits."""
     from perfconsole.core.measure import model_build
 
     spec = RunSpec(model="hf:llama", size="tiny", ctx=16, batch=2, attention="sdpa", device="cpu")
@@ -102,12 +105,24 @@ def test_a_compiled_hf_model_computes_the_same_logits_with_sdpa_causal(exporting
     built = model_build.build(spec, torch.device("cpu"))
     inputs, _ = model_build.make_batch(built, spec, "cpu")
 
-    def logits() -> torch.Tensor:
-        torch._dynamo.reset()
-        compiled = torch.compile(built.module, backend="eager")
-        with torch.no_grad():
-            return model_build.logits_of(model_build.call(compiled, inputs))
+    def compiled() -> tuple[torch.Tensor, list[tuple[bool, object]]]:
+        calls: list[tuple[bool, object]] = []
 
-    masked = logits()
+        def backend(gm, example_inputs):
+            for node in gm.graph.nodes:
+                if node.target is torch._C._nn.scaled_dot_product_attention:
+                    mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
+                    calls.append((mask is not None, node.kwargs.get("is_causal")))
+            return gm.forward
+
+        torch._dynamo.reset()
+        with torch.no_grad():
+            logits = model_build.logits_of(model_build.call(torch.compile(built.module, backend=backend), inputs))
+        return logits, calls
+
+    masked, calls = compiled()
+    assert calls and all(has_mask for has_mask, _ in calls), calls
     attention_kernels.causal(True, built.module)
-    torch.testing.assert_close(logits(), masked, rtol=1e-4, atol=1e-5)
+    logits, calls = compiled()
+    assert calls and all(not has_mask and causal for has_mask, causal in calls), calls
+    torch.testing.assert_close(logits, masked, rtol=1e-4, atol=1e-5)

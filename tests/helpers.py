@@ -2,9 +2,11 @@
 and the tiny CPU model's spec (each file states what it changes of it)."""
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from perfconsole.core.spec import RunSpec
 
@@ -14,6 +16,16 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PC = [sys.executable, "-m", "perfconsole.tui.main"]
 # A tiny CPU run takes seconds; a loaded 2-core CI machine running four test workers has taken minutes.
 CLI_TIMEOUT = 300
+
+
+def script_module(name: str) -> ModuleType:
+    """scripts/NAME.py loaded as the module NAME (the scripts folder is no package), once a process."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def pc(*args: str, timeout: float = CLI_TIMEOUT, **kw) -> subprocess.CompletedProcess:

@@ -11,7 +11,6 @@ command that replays it. Skips where tmux is missing (CI installs it in .ci/run)
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import shutil
@@ -23,20 +22,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import ROOT
+from helpers import script_module
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
 
 
-def _harness():
-    spec = importlib.util.spec_from_file_location("chaos_console", ROOT / "scripts" / "chaos_console.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["chaos_console"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-chaos = _harness()
+chaos = script_module("chaos_console")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,81 @@
+"""The kernel detail (why a kernel takes its time) and its roofline picture in the real console, driven in tmux at
+80x24 and 120x40 as a person would: open the snapshot of a real `--profile ncu` run (Llama-3.2-1B on an H200,
+docs/results/llama1B_why_h200/after/ncu_run.json), make it the current run, filter the Kernels pane down to the
+attention backward, press Enter, and page through the detail. PERFCONSOLE_EVIDENCE_DIR, where set, receives each
+size's pages as text (docs/results/llama1B_why_h200/console_*.txt were made so)."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, script_module
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")]
+
+SNAPSHOT = ROOT / "docs" / "results" / "llama1B_why_h200" / "after" / "ncu_run.json"
+BIN = Path(sys.executable).with_name("perfconsole")
+WAIT_S = 60.0  # a loaded 2-core machine running other test files beside this one
+
+
+def _pages(tmux, limit: int = 30) -> list[str]:
+    """The detail's screens, from its top down, PageDown after PageDown until the screen stops changing."""
+    pages = [tmux.screen()]
+    for _ in range(limit):
+        tmux.keys("PageDown")
+        time.sleep(0.3)
+        screen = tmux.screen()
+        if screen == pages[-1]:
+            break
+        pages.append(screen)
+    return pages
+
+
+@pytest.mark.parametrize("width, height", [(80, 24), (120, 40)])
+def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, height):
+    chaos = script_module("chaos_console")
+    tmux = chaos.Tmux(tmp_path)
+    env = {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_WARM": "off", "TERM": "xterm-256color",
+           "LANG": "C.UTF-8"}
+    env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+    tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height), *env_args, str(BIN))
+    try:
+        assert tmux.wait_for("1 Launch", WAIT_S), tmux.screen()
+        tmux.keys("5")
+        assert tmux.wait_for("0 marked", WAIT_S), tmux.screen()
+        tmux.keys("o")
+        assert tmux.wait_for("Open a snapshot", WAIT_S), tmux.screen()
+        tmux("send-keys", "-t", tmux.session, "-l", str(SNAPSHOT))
+        tmux.keys("Enter")
+        assert tmux.wait_for("hf:llama 1B", WAIT_S), tmux.screen()
+        tmux.keys("Enter")  # the opened run becomes the current one
+        assert tmux.wait_for("20/20", WAIT_S), tmux.screen()
+        tmux.keys("3")
+        assert tmux.wait_for("nvjet_sm90", WAIT_S), tmux.screen()
+        tmux.keys("/")
+        tmux("send-keys", "-t", tmux.session, "-l", "bprop")
+        tmux.keys("Enter", "Down", "Enter")
+        assert tmux.wait_for("could save", WAIT_S), tmux.screen()
+        pages = _pages(tmux)
+    finally:
+        tmux("kill-server")
+    text = "\n".join(pages)
+    top = pages[0]
+    # the kernel, what it could save, and why, on the first screen
+    assert "flash_bprop" in top and "9.078 ms/step" in top and "could save 4.411 ms/step" in top, top
+    for words in ("39.6 % of the SMs' peak", "51.4 % of peak", "latency", "384.4 TFLOP/s bf16"):
+        assert words in text, (words, text)
+    assert "TheoreticalOccupancy" in text
+    # the roofline: axes, the measured roofs, the marks, and the kernel shown among the listed points
+    assert "FLOP/byte" in text and "roofs, the run's measured peaks" in text and "@" in text, text
+    assert "#2 • 694.33 FLOP/byte, 384.41 TFLOP/s bf16" in " ".join(text.split()), text
+    assert all(len(line) <= width for page in pages for line in page.splitlines())
+    evidence = os.environ.get("PERFCONSOLE_EVIDENCE_DIR")
+    if evidence:
+        out = Path(evidence) / f"console_{width}x{height}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(f"--- page {i + 1} of {len(pages)} ---\n{p}\n" for i, p in enumerate(pages)))

@@ -1,7 +1,7 @@
 """`--sdpa-kernel`: the one kernel left on for scaled_dot_product_attention, the rules that refuse a spec before
-any process starts, and a CPU run that says which it ran. The kernels themselves differ only on a GPU: the
-figures are in docs/results/llama1B_why_h200.md, and tests/core/measure/test_peaks_fast_paths.py runs flash on
-the GPU machine."""
+any process starts, and a CPU run that says which it ran; `--sdpa-causal`: a compiled hf: model's SDPA calls
+without their dense mask. The kernels themselves differ only on a GPU: the figures are in
+docs/results/llama1B_why_h200.md, and the last test here runs FlashAttention on the GPU machine."""
 from __future__ import annotations
 
 import json
@@ -126,3 +126,33 @@ def test_a_compiled_hf_model_attends_without_a_mask_and_computes_the_same_logits
     logits, calls = compiled()
     assert calls and all(not has_mask and causal for has_mask, causal in calls), calls
     torch.testing.assert_close(logits, masked, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.shares_gpu  # nothing timed: which kernels may run
+def test_on_cuda_flash_runs_a_compiled_hf_model_only_with_sdpa_causal(switches, exporting):
+    """FlashAttention takes no mask: a compiled hf:llama's dense mask left it no kernel (Llama-1B on an H200:
+    `Invalid backend`); with --sdpa-causal the same model trains a step on it."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from perfconsole.core.measure import model_build
+
+    spec = RunSpec(model="hf:llama", size="tiny", ctx=128, batch=2, attention="sdpa", device="cuda",
+                   precision="bf16")
+    cuda = torch.device("cuda")
+    torch.manual_seed(0)
+    built = model_build.build(spec, cuda)
+    inputs, _ = model_build.make_batch(built, spec, cuda)
+    attention_kernels.apply("flash", built.module)
+
+    def step() -> None:
+        torch._dynamo.reset()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model_build.logits_of(model_build.call(torch.compile(built.module, backend="aot_eager"), inputs))
+        logits.float().sum().backward()
+        torch.cuda.synchronize()
+
+    with pytest.raises(Exception, match="Invalid backend|No available kernel"):
+        step()
+    attention_kernels.causal(True, built.module)
+    step()

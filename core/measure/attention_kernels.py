@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from perfconsole.core.measure.fast_paths import Unsupported
+
 SWITCHES = {"flash": torch.backends.cuda.enable_flash_sdp, "cudnn": torch.backends.cuda.enable_cudnn_sdp,
             "efficient": torch.backends.cuda.enable_mem_efficient_sdp, "math": torch.backends.cuda.enable_math_sdp}
 
@@ -49,12 +51,21 @@ def _one_sequence_a_row(position_ids: torch.Tensor) -> None:
     return None
 
 
+PATCHED = {"is_torchdynamo_exporting": _never_exporting, "find_packed_sequence_indices": _one_sequence_a_row}
+
+
 def causal(value: bool, model: nn.Module) -> bool:
     """With `value`, transformers' mask builders in this process take it that no batch is packed and nothing is
-    exported (see above)."""
+    exported (see above). Unsupported where this transformers has other mask builders: nothing is changed then,
+    rather than a setting that quietly does nothing."""
     if value:
+        import transformers
         import transformers.masking_utils as masking
 
-        masking.is_torchdynamo_exporting = _never_exporting
-        masking.find_packed_sequence_indices = _one_sequence_a_row
+        missing = [name for name in PATCHED if not callable(getattr(masking, name, None))]
+        if missing:
+            raise Unsupported(f"sdpa causal: transformers {transformers.__version__} has no "
+                              f"masking_utils.{' or '.join(missing)}, the mask builders it tells (transformers 5)")
+        for name, stand_in in PATCHED.items():
+            setattr(masking, name, stand_in)
     return value

@@ -156,3 +156,14 @@ def test_on_cuda_flash_runs_a_compiled_hf_model_only_with_sdpa_causal(switches, 
         step()
     attention_kernels.causal(True, built.module)
     step()
+
+
+def test_sdpa_causal_on_a_transformers_without_those_mask_builders_changes_nothing_and_says_so(exporting, monkeypatch):
+    from perfconsole.core.measure.fast_paths import Unsupported
+
+    monkeypatch.delattr(exporting, "find_packed_sequence_indices")
+    before = exporting.is_torchdynamo_exporting
+    with pytest.raises(Unsupported, match=r"sdpa causal: transformers \S+ has no masking_utils\."
+                                          r"find_packed_sequence_indices"):
+        attention_kernels.causal(True, torch.nn.Identity())
+    assert exporting.is_torchdynamo_exporting is before

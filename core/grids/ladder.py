@@ -19,7 +19,8 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
-from perfconsole.core.grids.rungs import DP_RUNGS, RUNGS, Rung, default_rungs, not_applicable, rung_set
+from perfconsole.core.grids.rungs import (DP_RUNGS, RUNGS, Rung, default_rungs, for_other_models, not_applicable,
+                                          rung_set)
 from perfconsole.core.spec import RunSpec, SpecError
 from perfconsole.core.spec.rules import unmet
 from perfconsole.core.spec.settings import Command
@@ -83,6 +84,9 @@ class LadderSpec:
 
     def validate(self) -> LadderSpec:
         unknown = [n for n in self.rungs if n not in self.names]
+        other = [why for n in unknown if (why := for_other_models(n, self.base))]
+        if other:
+            raise SpecError("rungs", "; ".join(other))
         if unknown:
             which = "a data-parallel ladder (nproc 2 or more)" if self.base.nproc > 1 else "a one-process ladder"
             raise SpecError("rungs", f"must be names from {', '.join(self.names)} for {which}, not {', '.join(unknown)}")

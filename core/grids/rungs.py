@@ -1,6 +1,6 @@
 """The ladder's rungs: two sequences, each rung the one before it plus one change.
 
-`RUNGS` climbs one process from eager to fp8 (core.grids.ladder). `DP_RUNGS` climbs a data-parallel job
+`RUNGS` climbs one process from eager to fp8 (core.grids.ladder); `sdpa-causal` is climbed by hf: models alone. `DP_RUNGS` climbs a data-parallel job
 (`ladder --nproc N`): from DDP's defaults through the settings that decide how much the gradients' collectives
 carry and how much of them the backward hides (bucket size, gradients as bucket views, the bf16 hook, bf16
 weights, torch.compile with DDP's graph splitting), then FSDP2 with and without resharding and with bf16 gathers.
@@ -26,6 +26,7 @@ class Rung:
     needs: str = ""             # what it needs beyond torch, in words
     same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
     opt_in: bool = False        # run only when --rungs names it (a trade of time for memory, not a speed-up)
+    models: tuple[str, ...] = ()  # the model kinds it applies to (model.sources: builtin, hf, factory); () all
 
     def ruled_out(self, spec: RunSpec) -> str | None:
         """Why the spec (this rung's, its change made) rules the change out: the changed settings' own
@@ -41,10 +42,13 @@ class Rung:
 # The first rung sets every knob the later ones turn, so the ladder starts from the same program
 # whatever the base spec says.
 RUNGS: tuple[Rung, ...] = (
-    Rung("eager", {"attention": "naive", "compile": False, "compile_mode": "default", "optimizer": "forloop",
-                   "kernels": "torch", "fp8": False, "weights": "fp32"}, "eager, naive attention, for-loop AdamW"),
+    Rung("eager", {"attention": "naive", "sdpa_kernel": "auto", "sdpa_causal": False, "compile": False,
+                   "compile_mode": "default", "optimizer": "forloop", "kernels": "torch", "fp8": False,
+                   "weights": "fp32"}, "eager, naive attention, for-loop AdamW"),
     Rung("sdpa", {"attention": "sdpa"}, "scaled_dot_product_attention (flash / memory-efficient kernels)"),
     Rung("compile", {"compile": True}, "torch.compile of the model"),
+    Rung("sdpa-causal", {"sdpa_causal": True}, "an hf: model's attention on SDPA's causal kernels under "
+         "torch.compile, not through a dense ctx x ctx mask (docs/models.md)", models=("hf",)),
     Rung("fused-adamw", {"optimizer": "fused"}, "fused AdamW: one kernel for all parameters"),
     Rung("cuda-graphs", {"compile_mode": "reduce-overhead"}, "CUDA graphs (compile mode reduce-overhead)",
          "device cuda"),
@@ -88,12 +92,22 @@ DP_RUNGS: tuple[Rung, ...] = (
 
 
 def rung_set(base: RunSpec) -> tuple[Rung, ...]:
-    """The rungs a ladder of this base climbs: the data-parallel ones for a job of several processes."""
-    return DP_RUNGS if base.nproc > 1 else RUNGS
+    """The rungs a ladder of this base climbs: the data-parallel ones for a job of several processes; a rung
+    for other kinds of model (`models`) is not one of them."""
+    return tuple(r for r in (DP_RUNGS if base.nproc > 1 else RUNGS) if not r.models or base.model_kind in r.models)
 
 
 def default_rungs(base: RunSpec) -> tuple[str, ...]:
     return tuple(r.name for r in rung_set(base) if not r.opt_in)
+
+
+def for_other_models(name: str, base: RunSpec) -> str | None:
+    """Why a rung of the other sequences' names is not on this base's ladder: it is for other kinds of model."""
+    models = next((r.models for r in (*RUNGS, *DP_RUNGS) if r.name == name), ())
+    if not models or base.model_kind in models:
+        return None
+    kinds = " and ".join(f"{m}:" if m == "hf" else m for m in models)
+    return f"{name} is a rung for {kinds} models, not for a {base.model_kind} model"
 
 
 def not_applicable(name: str, base: RunSpec) -> str | None:

@@ -30,7 +30,7 @@ def test_each_rung_is_the_last_plus_its_change():
     assert [r.name for r in RUNGS if not r.same_numerics] == ["bf16-weights", "fp8"]
     picked = LadderSpec(BASE, ("eager", "fused-adamw")).cells()
     assert len(picked) == 2 and picked[1].compile and picked[1].attention == "sdpa"  # skipped rungs pass their change up
-    assert len(RUNGS) == 9 and RUNGS[-1].name == "checkpoint" and RUNGS[-1].opt_in   # named in --rungs to run
+    assert len(RUNGS) == 10 and RUNGS[-1].name == "checkpoint" and RUNGS[-1].opt_in   # named in --rungs to run
     every = LadderSpec(BASE.with_(precision="bf16", device="cuda"), RUNG_NAMES).cells()
     assert every[-1].checkpoint == "blocks" and every[-1].fp8 and every[-2].checkpoint == "none"
 
@@ -41,7 +41,7 @@ def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_
     from perfconsole.core.measure import fast_paths
 
     spec = LadderSpec(BASE.with_(precision="bf16"))
-    cells = dict(zip(RUNG_NAMES, spec.cells()))
+    cells = dict(zip(spec.names, spec.cells()))
     assert spec.not_carried() == [("cuda-graphs", "CUDA graphs (compile mode reduce-overhead) need device cuda"),
                                   ("liger", "liger-kernel's Triton kernels need device cuda"),
                                   ("fp8", "fp8 matmuls need device cuda")]
@@ -49,7 +49,7 @@ def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_
     assert cells["bf16-weights"].compile_mode == "default" and cells["bf16-weights"].weights == "bf16"
     fast_paths.check(cells["bf16-weights"].validate(), torch.device("cpu"))  # rung 6 runs its own change on the CPU
     record = LadderRecord.new(spec)   # the rest end before any process, each with its own change's reason
-    reasons = {name: r.error.message for name, r in zip(RUNG_NAMES, record.runs) if r.error}
+    reasons = {name: r.error.message for name, r in zip(spec.names, record.runs) if r.error}
     assert reasons == {"cuda-graphs": "unsupported: CUDA graphs (compile mode reduce-overhead) need device cuda",
                        "liger": "unsupported: liger-kernel's Triton kernels need device cuda",
                        "fp8": "unsupported: fp8 matmuls need device cuda"}
@@ -187,7 +187,8 @@ def test_cli_ladder_json_and_bad_rungs(tmp_path):
     bar = out.stderr.splitlines()[-2]      # the bar's last state, before "saved ...": only the label gives way
     assert re.search(r"\d/2 \d+:\d\d:\d\d · left (estimating|\d+m\d\ds)$", bar.rstrip()), out.stderr
     bad = subprocess.run(cmd[:-6] + ["--rungs", "eager,warp"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "rungs: must be names from " + ", ".join(RUNG_NAMES) in bad.stderr
+    assert bad.returncode == 2 and "rungs: must be names from " + ", ".join(
+        n for n in RUNG_NAMES if n != "sdpa-causal") in bad.stderr   # the builtin's ladder: no hf-only rung
 
 
 def test_resume_runs_the_rungs_that_did_not_finish_and_keeps_the_rest(ladder, tmp_path):
@@ -250,3 +251,20 @@ def test_a_rung_above_one_that_rounds_on_purpose_differs_by_design_too(ladder):
     # A ladder saved before the bf16-weights rung: its liger rung carried fp32 weights, and says so.
     del doc["runs"][3]["spec"]["weights"]
     assert rows(LadderRecord.from_dict(doc))[3].numerics == "same"
+
+
+def test_an_hf_ladder_climbs_sdpa_causal_after_compile_and_other_models_do_not():
+    """Llama-1B's compiled attention went through a dense mask until --sdpa-causal (docs/results/llama1B_why_h200.md):
+    an hf: model's ladder has that rung after compile, carried up; the builtin's and a factory's ladders have no
+    such rung, and naming it says why."""
+    hf = RunSpec(model="hf:llama", size="tiny", device="cpu", mode="train", ctx=16, batch=2)
+    spec = LadderSpec(hf)
+    assert spec.rungs[spec.rungs.index("compile") + 1] == "sdpa-causal"
+    cells = dict(zip(spec.names, spec.cells()))
+    assert not cells["compile"].sdpa_causal and cells["sdpa-causal"].sdpa_causal and cells["fp8"].sdpa_causal
+    assert "sdpa sdpa-causal compile" in cells["sdpa-causal"].label()
+    assert "sdpa-causal" not in LadderSpec(BASE).names and "sdpa-causal" not in DEFAULT_RUNGS
+    with pytest.raises(SpecError, match="rungs: sdpa-causal is a rung for hf: models, not for a builtin model"):
+        LadderSpec(BASE, ("compile", "sdpa-causal")).validate()
+    factory = RunSpec(model="docs/examples/student_model.py:build", device="cpu", mode="train")
+    assert "sdpa-causal" not in LadderSpec(factory).rungs

@@ -156,8 +156,9 @@ class RunSpec:
         apply="perfconsole.core.measure.attention_kernels:apply")
     sdpa_causal: bool = setting(
         False, "optimizations", "an hf: model's attention as SDPA's is_causal with no mask tensor under torch.compile "
-        "too (before torch 2.14 transformers builds a dense ctx x ctx mask while compiling, which keeps SDPA off its "
-        "causal kernels); the batches have no padding, so the attention is the same", same_program=True,
+        "too (while torch.compile traces, transformers cannot rule out packed sequences and builds a dense ctx x ctx "
+        "mask, which keeps SDPA off its causal kernels); the batches are one unpadded sequence a row, so the "
+        "attention is the same", same_program=True,
         tag=_on("sdpa-causal"), needs=lambda v, s: None if not v or (s.model_kind == "hf" and s.attention == "sdpa")
         else "sdpa causal is for hf: models with attention sdpa (the builtin passes is_causal itself)",
         apply="perfconsole.core.measure.attention_kernels:causal")

@@ -2,8 +2,9 @@
 
 `RUNGS` climbs one process from eager to fp8 (core.grids.ladder); its `sdpa-causal` rung is for hf: models
 alone (`Rung.models`). `DP_RUNGS` climbs a data-parallel job (`ladder --nproc N`): from DDP's defaults through
-the settings that decide how much the gradients' collectives carry and how much of them the backward hides (bucket size, gradients as bucket views, the bf16 hook, bf16
-weights, torch.compile with DDP's graph splitting), then FSDP2 with and without resharding and with bf16 gathers.
+the settings that decide how much the gradients' collectives carry and how much of them the backward hides
+(bucket size, gradients as bucket views, the bf16 hook, bf16 weights, torch.compile with DDP's graph splitting),
+then FSDP2 with and without resharding and with bf16 gathers.
 Each data-parallel rung runs with its one-process program first (`scaling`), so its weak scaling is against
 the same model, batch and settings on one GPU (bf16 weights and compile change that program too).
 """

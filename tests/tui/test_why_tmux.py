@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")]
 
 SNAPSHOT = ROOT / "docs" / "results" / "llama1B_why_h200" / "after" / "ncu_run.json"
-BIN = Path(sys.executable).with_name("perfconsole")
 WAIT_S = 60.0  # a loaded 2-core machine running other test files beside this one
 
 
@@ -42,7 +40,7 @@ def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, 
     env = {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_WARM": "off", "TERM": "xterm-256color",
            "LANG": "C.UTF-8"}
     env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
-    tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height), *env_args, str(BIN))
+    tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height), *env_args, str(chaos.BIN))
     try:
         assert tmux.wait_for("1 Launch", WAIT_S), tmux.screen()
         tmux.keys("5")

@@ -24,8 +24,13 @@ from torch import nn
 
 from perfconsole.core.measure.fast_paths import Unsupported
 
-SWITCHES = {"flash": torch.backends.cuda.enable_flash_sdp, "cudnn": torch.backends.cuda.enable_cudnn_sdp,
-            "efficient": torch.backends.cuda.enable_mem_efficient_sdp, "math": torch.backends.cuda.enable_math_sdp}
+_CUDA = torch.backends.cuda
+# each kernel: (the switch that turns it on or off, the question whether it is on)
+KERNELS = {"flash": (_CUDA.enable_flash_sdp, _CUDA.flash_sdp_enabled),
+           "cudnn": (_CUDA.enable_cudnn_sdp, _CUDA.cudnn_sdp_enabled),
+           "efficient": (_CUDA.enable_mem_efficient_sdp, _CUDA.mem_efficient_sdp_enabled),
+           "math": (_CUDA.enable_math_sdp, _CUDA.math_sdp_enabled)}
+SWITCHES = {name: switch for name, (switch, _) in KERNELS.items()}
 
 
 def apply(value: str, model: nn.Module) -> str:
@@ -38,9 +43,7 @@ def apply(value: str, model: nn.Module) -> str:
 
 def enabled() -> dict[str, bool]:
     """Which kernels are on now."""
-    return {"flash": torch.backends.cuda.flash_sdp_enabled(), "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
-            "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
-            "math": torch.backends.cuda.math_sdp_enabled()}
+    return {name: on() for name, (_, on) in KERNELS.items()}
 
 
 def _never_exporting() -> bool:

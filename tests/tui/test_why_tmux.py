@@ -33,12 +33,23 @@ def _pages(tmux, limit: int = 30) -> list[str]:
     return pages
 
 
+def _wait_until(check, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @pytest.mark.parametrize("width, height", [(80, 24), (120, 40)])
 def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, height):
     chaos = script_module("chaos_console")
     tmux = chaos.Tmux(tmp_path)
+    # COLUMNS and LINES, where the test's environment has them, would reach the console through tmux and fix its
+    # size at theirs: 0 lets it follow the terminal.
     env = {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_WARM": "off", "TERM": "xterm-256color",
-           "LANG": "C.UTF-8"}
+           "LANG": "C.UTF-8", "COLUMNS": "0", "LINES": "0"}
     env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
     tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height), *env_args, str(chaos.BIN))
     try:
@@ -56,6 +67,8 @@ def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, 
         assert tmux.wait_for("nvjet_sm90", WAIT_S), tmux.screen()
         tmux.keys("/")
         tmux("send-keys", "-t", tmux.session, "-l", "bprop")
+        # the filter applies as it is typed: on a loaded machine, keys sent before it has would open another kernel
+        assert _wait_until(lambda: "nvjet_sm90" not in tmux.screen(), WAIT_S), tmux.screen()
         tmux.keys("Enter", "Down", "Enter")
         assert tmux.wait_for("could save", WAIT_S), tmux.screen()
         pages = _pages(tmux)
@@ -63,6 +76,8 @@ def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, 
         tmux("kill-server")
     text = "\n".join(pages)
     top = pages[0]
+    # the console drew at the terminal's size, not at a size fixed elsewhere
+    assert max(len(line) for line in top.splitlines()) == width and len(top.splitlines()) == height, top
     # the kernel, what it could save, and why, on the first screen
     assert "flash_bprop" in top and "9.078 ms/step" in top and "could save 4.411 ms/step" in top, top
     for words in ("39.6 % of the SMs' peak", "51.4 % of peak", "latency", "384.4 TFLOP/s bf16"):

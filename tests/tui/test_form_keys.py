@@ -12,7 +12,7 @@ from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
 async def _burst(app, pilot, keys) -> None:
     """Keys as a terminal delivers a burst: all queued before the first is handled (pilot.press waits)."""
     for key in keys:
-        app.post_message(events.Key(key, key if len(key) == 1 else None))
+        app.post_message(events.Key(key, key if len(key) == 1 else {"slash": "/"}.get(key)))
     for _ in range(6):
         await pilot.pause()
 
@@ -119,3 +119,25 @@ async def test_help_lists_the_keys_of_fields_tables_and_dialogs_too():
         for row in ("Esc Leave field", "Home First row", "End Last row", "F1 Markdown", "F2 CSV", "F3 JSON",
                     "y Yes", "n, Esc No", "PgUp, PgDn Page up, down", "Home, End Top, bottom"):
             assert row in rows, row
+
+
+async def test_a_filter_typed_in_a_burst_right_after_slash_goes_to_the_filter():
+    """`/` then a name in one burst (tmux send-keys, a fast typist over SSH): every key after `/` is the filter's,
+    none reaches the table behind it (where `b` would hide the bars); a `/` typed inside the filter is text."""
+    from console_helpers import fixture_profile_record
+
+    app = make_app()
+    async with app.run_test(size=(120, 34)) as pilot:
+        record = fixture_profile_record()
+        app.runs.append(record)
+        app.current = record
+        app.show_current()
+        await pilot.pause()
+        await _burst(app, pilot, ["3", "slash", *"bprop"])   # the tab's own focus, once it is shown, came later
+        assert app.query_one("#kernel-filter", Input).value == "bprop"
+        assert app.query_one("#kernel-bars").display
+        await _burst(app, pilot, ["slash", "x"])
+        assert app.query_one("#kernel-filter", Input).value == "bprop/x"
+        await pilot.press("escape")
+        await _burst(app, pilot, ["4", "slash", *"fwd"])
+        assert app.query_one("#nvtx-filter", Input).value == "fwd"

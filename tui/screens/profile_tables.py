@@ -84,7 +84,10 @@ def _no_profile(record: RunRecord | None, table: str) -> str:
 
 class KernelsPane(Vertical):
     BINDINGS = [
-        Binding("slash", "focus_filter", "Filter", id="kernels.filter"),
+        # A priority binding, and the focus moved at once: the keys typed in a burst right after `/` (tmux
+        # send-keys, typing over SSH) are the filter's, not the table's (`b` hid the bars). `/` typed inside the
+        # filter is text (check_action).
+        Binding("slash", "focus_filter", "Filter", id="kernels.filter", priority=True),
         Binding("g", "next_category", "Category", id="kernels.category"),
         Binding("b", "toggle_bars", "Bars", id="kernels.bars"),
     ]
@@ -167,8 +170,11 @@ class KernelsPane(Vertical):
     def _done_filtering(self) -> None:
         self.query_one("#kernel-table", SortableTable).focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return action != "focus_filter" or self.screen.focused is not self.query_one("#kernel-filter")
+
     def action_focus_filter(self) -> None:
-        self.query_one("#kernel-filter", Input).focus()
+        self.screen.set_focus(self.query_one("#kernel-filter", Input))
 
     def action_next_category(self) -> None:
         sel = self.query_one("#kernel-category", Select)
@@ -181,7 +187,7 @@ class KernelsPane(Vertical):
 
 
 class NvtxPane(Vertical):
-    BINDINGS = [Binding("slash", "focus_filter", "Filter", id="nvtx.filter")]
+    BINDINGS = [Binding("slash", "focus_filter", "Filter", id="nvtx.filter", priority=True)]  # as KernelsPane's
 
     def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
         super().__init__(**kw)
@@ -243,5 +249,8 @@ class NvtxPane(Vertical):
     def _done_filtering(self) -> None:
         self.query_one("#nvtx-table", SortableTable).focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return action != "focus_filter" or self.screen.focused is not self.query_one("#nvtx-filter")
+
     def action_focus_filter(self) -> None:
-        self.query_one("#nvtx-filter", Input).focus()
+        self.screen.set_focus(self.query_one("#nvtx-filter", Input))

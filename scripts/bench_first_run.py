@@ -8,7 +8,10 @@ own time is the sum of `total_ms` over the warm-up and measured steps of the run
 all alike; `import torch` in a process of its own is timed in each round too, since every cold worker pays
 it before its first step. With `--tree NAME=DIR` the runs use the perfconsole of another source tree (a
 `git archive` of an earlier commit, say), put first on PYTHONPATH through a folder of links; the console
-script is this interpreter's.
+script is this interpreter's. With `--beside-console` each round also runs both folders with a console's warm
+process up (started as a console starts it, from this process, its pointer in the run's data folder, and ready
+before the run is timed): the path a command takes while a console or server is open, which forks the worker
+from a process that has imported torch (the record's `environment.start` says which start each run had).
 
     .venv/bin/python scripts/bench_first_run.py --rounds 5 --tree before=/tmp/before --tree after=.
 """
@@ -66,7 +69,32 @@ def one_run(env: dict[str, str], data: Path) -> dict[str, float]:
     steps_s = sum(s["total_ms"] for s in [*doc["warmup_steps"], *doc["steps"]]) / 1e3
     peaks = doc.get("peaks") or {}
     return {"wall_s": wall, "steps_s": steps_s, "overhead_s": wall - steps_s, "cpu_s": cpu, "before_first_step_s": first_step,
-            "peaks": peaks.get("source", "none"), "flops_cached": (doc.get("model") or {}).get("cached")}
+            "peaks": peaks.get("source", "none"), "flops_cached": (doc.get("model") or {}).get("cached"),
+            "start": (doc.get("environment") or {}).get("start") or "cold"}
+
+
+def beside_console(env: dict[str, str], data: Path) -> dict[str, float]:
+    """One run while a console's warm process is up for `data` (started here as a console starts it, ready
+    before the run's clock starts, stopped after)."""
+    from perfconsole.core.launch.warm import WarmProcess
+
+    before = os.environ.get("PERFCONSOLE_DATA_DIR")
+    os.environ["PERFCONSOLE_DATA_DIR"] = str(data)  # the pointer file goes under the run's data folder
+    try:
+        warm = WarmProcess()
+        warm.start()
+    finally:
+        os.environ.pop("PERFCONSOLE_DATA_DIR") if before is None else os.environ.update(PERFCONSOLE_DATA_DIR=before)
+    try:
+        why = warm.wait_ready()
+        if why is not None:
+            raise SystemExit(f"the warm process did not start: {why}")
+        result = one_run(env, data)
+    finally:
+        warm.stop()
+    if result["start"] != "warm":
+        raise SystemExit(f"a run beside a console started {result['start']!r}, not warm")
+    return result
 
 
 def torch_import_s() -> float:
@@ -81,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
                    help="a source tree to run (default: this checkout, as installed)")
     p.add_argument("--json", default=None, metavar="FILE", help="every run's figures, as JSON")
+    p.add_argument("--beside-console", action="store_true",
+                   help="also run each folder with a console's warm process up (this checkout only)")
     args = p.parse_args(argv)
+    if args.beside_console and args.tree:
+        p.error("--beside-console measures this checkout's warm process: leave out --tree")
+    starts = ("cold", "beside a console") if args.beside_console else ("cold",)
     work = Path(tempfile.mkdtemp(prefix="bench-first-run-"))
     trees: dict[str, dict[str, str]] = {}
     for item in args.tree or ["this=."]:
@@ -95,23 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         imports.append(torch_import_s())
         for name, env in trees.items():
-            for folder in ("empty", "warm"):
+            for folder, how in ((f, h) for f in ("empty", "warm") for h in starts):
                 data = Path(tempfile.mkdtemp(dir=work)) if folder == "empty" else warm[name]
-                runs.append({"tree": name, "folder": folder, "round": r, **one_run(env, data)})
-                print(f"round {r + 1}: {name} {folder}: wall {runs[-1]['wall_s']:.2f} s, steps "
+                timed = one_run(env, data) if how == "cold" else beside_console(env, data)
+                runs.append({"tree": name, "folder": folder, "how": how, "round": r, **timed})
+                print(f"round {r + 1}: {name} {folder} {how}: wall {runs[-1]['wall_s']:.2f} s, steps "
                       f"{runs[-1]['steps_s']:.2f} s, beyond them {runs[-1]['overhead_s']:.2f} s, before the first "
                       f"{runs[-1]['before_first_step_s']:.2f} s "
                       f"(peaks {runs[-1]['peaks']})", file=sys.stderr)
     print(f"\n`import torch` alone: median {statistics.median(imports):.2f} s over {len(imports)} processes\n")
-    print("| tree | data folder | runs | wall − steps, median (min–max) | before the first step, median (min–max) "
+    print("| tree | data folder | start | runs | wall − steps, median (min–max) | before the first step, median (min–max) "
           "| wall, median | steps, median | CPU time of its processes, median | peaks |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in trees:
-        for folder in ("empty", "warm"):
-            rs = [x for x in runs if x["tree"] == name and x["folder"] == folder]
+        for folder, how in ((f, h) for f in ("empty", "warm") for h in starts):
+            rs = [x for x in runs if x["tree"] == name and x["folder"] == folder and x["how"] == how]
             over = [x["overhead_s"] for x in rs]
             first = [x["before_first_step_s"] for x in rs]
-            print(f"| {name} | {folder} | {len(rs)} | {statistics.median(over):.2f} s ({min(over):.2f}–{max(over):.2f}) "
+            print(f"| {name} | {folder} | {how} | {len(rs)} | {statistics.median(over):.2f} s ({min(over):.2f}–{max(over):.2f}) "
                   f"| {statistics.median(first):.2f} s ({min(first):.2f}–{max(first):.2f}) "
                   f"| {statistics.median(x['wall_s'] for x in rs):.2f} s | {statistics.median(x['steps_s'] for x in rs):.2f} s "
                   f"| {statistics.median(x['cpu_s'] for x in rs):.2f} s "

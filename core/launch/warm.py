@@ -201,11 +201,11 @@ def _connect(path: Path) -> tuple[socket.socket, dict[str, Any]]:
 
 
 def _mismatch(hello: dict[str, Any]) -> str | None:
-    from perfconsole.core.launch.warm_server import _package
+    from perfconsole.core.launch.warm_server import _package, interpreter
 
     if hello.get("why_not"):
         return str(hello["why_not"])
-    if hello.get("executable") != sys.executable:
+    if hello.get("interpreter") != interpreter():
         return f"the warm process runs another interpreter ({hello.get('executable')})"
     if hello.get("package") != _package():
         return f"the warm process runs another copy of perfconsole ({hello.get('package')})"

@@ -161,7 +161,8 @@ class Server:
         if int.from_bytes(creds[4:8], sys.byteorder) != os.getuid():  # pid, uid, gid
             conn.close()
             return
-        hello = {"pid": os.getpid(), "executable": sys.executable, "package": _package(), "why_not": untrusted()}
+        hello = {"pid": os.getpid(), "executable": sys.executable, "interpreter": interpreter(), "package": _package(),
+                 "why_not": untrusted()}
         try:
             conn.sendall(json.dumps(hello).encode())
         except OSError:
@@ -313,6 +314,12 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def interpreter() -> list[str]:
+    """This interpreter as a run would be: its binary, links followed (a venv's `python` and `python3` are one), and
+    its environment (`sys.prefix`: one venv's packages, not another's beside the same binary)."""
+    return [os.path.realpath(sys.executable), sys.prefix]
 
 
 def _package() -> str:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -134,6 +135,12 @@ def test_the_cli_uses_a_consoles_warm_process(warm_process):
             "--steps", "2", "--warmup", "1", "--json"]
     data = warm_process.pointer.parent.parent  # the data folder the console's warm process is named in
     out = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["data"]["environment"]["start"] == "warm"
+    # The console script (its `#!` names the venv's `python3`, the warm process this `python`: one interpreter)
+    script = Path(sys.executable).with_name("perfconsole")
+    out = subprocess.run([str(script), *argv[3:]], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data"]["environment"]["start"] == "warm"

@@ -123,7 +123,7 @@ class Peaks:
 
 
 # Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
-PEAKS_METHOD = 4
+PEAKS_METHOD = 5
 
 
 def cache_key(device_name: str, driver: str | None, torch_version: str) -> str:

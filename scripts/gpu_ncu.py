@@ -5,8 +5,10 @@ root on the GPU machine:
 
     source scripts/device_env.sh && python3 scripts/gpu_ncu.py [--no-fixtures]
 
-(--no-fixtures: the test and the table only.)
-Everything lands in $OUT/ncu_bundle.tgz (and the short table on stdout); no .ncu-rep leaves the machine.
+(--no-fixtures: the test and the table only. --small-report: only a small report for tests/fixtures/ncu, one
+elementwise launch of capture.py with the SpeedOfLight section, `small.ncu-rep`, and its details page as ncu reads
+it back, `small_details.csv`; the one .ncu-rep that leaves the machine, kept under SMALL_REP_MAX bytes.)
+Everything lands in $OUT/ncu_bundle.tgz (and the short table on stdout).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ OUT = Path(os.environ.get("OUT") or "out-ncu")
 WORK = Path("/tmp/ncu-evidence")  # bundled into $OUT at the end; log.txt and pytest.log are written to $OUT as they grow
 REP = Path("/tmp/ncu-fixture/fixture")
 PYTEST_TIMEOUT_S = 170
+SMALL_REP_MAX = 1 << 20  # a fixture committed to the repository
 
 
 class Log(list):
@@ -83,6 +86,26 @@ def fixtures(ncu: str, log: list[str]) -> None:
                                     WORK / name)[-300:])
 
 
+def small_report(ncu: str, log: list[str]) -> None:
+    """tests/fixtures/ncu/small.ncu-rep: one launch of capture.py's elementwise add, SpeedOfLight only, and its
+    details page read back by ncu (what `perfconsole import` of the report gives where ncu is found)."""
+    rep = WORK / "small"
+    cmd = [ncu, "--profile-from-start", "off", "--target-processes", "application-only", "--kernel-name",
+           "regex:elementwise", "--launch-count", "1", "--clock-control", "none", "--section", "SpeedOfLight",
+           "--export", str(rep), "--force-overwrite", sys.executable, "tests/fixtures/ncu/capture.py"]
+    log.append("small report command: " + " ".join(cmd))
+    log.append(sh(cmd, timeout=100)[-1500:])
+    made = rep.with_suffix(".ncu-rep")
+    size = made.stat().st_size if made.exists() else 0
+    log.append(f"small report: {size} bytes")
+    if size > SMALL_REP_MAX:
+        made.rename(made.with_suffix(".too-large"))  # not bundled: a fixture that size does not belong in git
+        log.append(f"small report over {SMALL_REP_MAX} bytes: not kept")
+        return
+    log.append("small_details.csv: " + sh([ncu, "--import", str(made), "--csv", "--page", "details",
+                                           "--print-kernel-base", "demangled"], WORK / "small_details.csv")[-300:])
+
+
 def summary(log: list[str]) -> None:
     from perfconsole.core.profiling.ncu_csv import read_pages
     from perfconsole.core.profiling.ncu_kernels import launch_frame
@@ -106,6 +129,17 @@ def main() -> int:
     log.append(sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"]))
     ncu = tool.find_ncu()
     log.append(f"ncu: {ncu} {sh([ncu, '--version']) if ncu else ''}")
+    if "--small-report" in sys.argv:
+        if not ncu:
+            print("\n".join(log) + "\nno ncu found: no report")
+            return 1
+        small_report(ncu, log)
+        with tarfile.open(OUT / "ncu_bundle.tgz", "w:gz") as tar:
+            for p in sorted(WORK.glob("small*")):
+                if p.suffix in (".ncu-rep", ".csv"):
+                    tar.add(p, arcname=p.name)
+        print("\n".join(log)[-11000:])
+        return 0
     if ncu and "--no-fixtures" not in sys.argv:
         fixtures(ncu, log)
         summary(log)

@@ -247,7 +247,8 @@ def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_p
 def test_at_80_columns_every_run_in_runs_shows_its_precision_and_a_resize_refits_the_names(tmux, tmp_path):
     from perfconsole.core import store
 
-    # COLUMNS and LINES (pytest's, inherited by tmux) fix a console's size: 0 lets it follow the terminal.
+    # COLUMNS and LINES, where the test's environment has them, reach the console through tmux and fix its size: 0
+    # lets it follow the terminal.
     env = _env(tmp_path, COLUMNS="0", LINES="0")
     shipped = Path(__file__).resolve().parents[2] / "snapshots" / "tiny-cpu-train-fp32.json"
     saved = Path(env["PERFCONSOLE_DATA_DIR"]) / "snapshots"

@@ -141,3 +141,20 @@ async def test_a_filter_typed_in_a_burst_right_after_slash_goes_to_the_filter():
         await pilot.press("escape")
         await _burst(app, pilot, ["4", "slash", *"fwd"])
         assert app.query_one("#nvtx-filter", Input).value == "fwd"
+
+
+async def test_a_digit_typed_in_an_open_choice_list_searches_it_and_keeps_the_pane():
+    from textual.widgets import Select, TabbedContent
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        size = app.query_one("#f-size", Select)
+        size.focus()
+        await pilot.press("enter")          # the list opens
+        await pilot.pause()
+        assert size.expanded
+        await _burst(app, pilot, ["2"])      # "2.7B": the list's own type-to-search, not pane 2
+        assert app.query_one(TabbedContent).active == "launch"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert size.value == "2.7B"

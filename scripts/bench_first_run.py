@@ -13,6 +13,12 @@ process up (started as a console starts it, from this process, its pointer in th
 before the run is timed): the path a command takes while a console or server is open, which forks the worker
 from a process that has imported torch (the record's `environment.start` says which start each run had).
 
+Python's bytecode: every process of the benchmark may write and read compiled modules (under a folder of the
+benchmark's own, PYTHONPYCACHEPREFIX, filled by the untimed first run), as on a machine where perfconsole was
+installed by pip, which compiles them; `--no-bytecode` keeps PYTHONDONTWRITEBYTECODE as the environment has it,
+so where it is set each process compiles perfconsole's modules from source again (the earlier sections of
+docs/results/first_run.md ran so).
+
     .venv/bin/python scripts/bench_first_run.py --rounds 5 --tree before=/tmp/before --tree after=.
 """
 from __future__ import annotations
@@ -109,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
                    help="a source tree to run (default: this checkout, as installed)")
     p.add_argument("--json", default=None, metavar="FILE", help="every run's figures, as JSON")
+    p.add_argument("--no-bytecode", action="store_true",
+                   help="leave PYTHONDONTWRITEBYTECODE as it is (where set, every process compiles from source)")
     p.add_argument("--beside-console", action="store_true",
                    help="also run each folder with a console's warm process up (this checkout only)")
     args = p.parse_args(argv)
@@ -116,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--beside-console measures this checkout's warm process: leave out --tree")
     starts = ("cold", "beside a console") if args.beside_console else ("cold",)
     work = Path(tempfile.mkdtemp(prefix="bench-first-run-"))
+    if not args.no_bytecode:  # inherited by every process below: the CLI, its workers, the warm process
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    print(f"bytecode: {'as the environment has it' if args.no_bytecode else 'written and read (PYTHONPYCACHEPREFIX)'}; "
+          f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
     trees: dict[str, dict[str, str]] = {}
     for item in args.tree or ["this=."]:
         name, _, folder = item.partition("=")

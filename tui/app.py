@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
-from textual.widgets import Footer, Input, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane
 
 from perfconsole.core.launch import launcher, warm
 from perfconsole.core.launch.interleave import InterleavedRuns
@@ -64,10 +64,10 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [
         # The tab titles show these keys ("1 Launch"), so the footer keeps its room for the pane's keys.
-        # Priority bindings (but not in a text field or a dialog: check_action), with the focus moved at once:
-        # in a burst ("3/bprop": tmux send-keys, typing over SSH) the keys after the digit are the new pane's.
-        *(Binding(str(i + 1), f"show_tab('{tab}')", label.split(" ", 1)[1], show=False, id=f"tab.{tab}",
-                  priority=True) for i, (tab, label) in enumerate(TABS)),
+        # Not priority bindings: a digit typed after a key the focused widget still holds (Enter on a run, which
+        # shows Live) must act after it, as typed.
+        *(Binding(str(i + 1), f"show_tab('{tab}')", label.split(" ", 1)[1], show=False, id=f"tab.{tab}")
+          for i, (tab, label) in enumerate(TABS)),
         Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("q", "quit_console", "Quit", id="app.quit"),
         Binding("ctrl+q", "quit_console", "Quit", show=False, priority=True, id="app.quit_now"),
@@ -200,13 +200,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
     def _focus_tab(self, tab: str, again: bool = False) -> None:
         main = self.screen_stack[0]
         if again and main.focused is not None and self.main(TabbedContent).get_pane(tab) in main.focused.ancestors:
-            return  # a key typed since (`3` and `/` in one burst) has moved the focus within the tab: keep it there
+            return  # a key typed since (`/` right after `3`) has moved the focus within the tab: keep it there
         main.set_focus(self.main(self.FOCUS[tab]))
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "show_tab" and (self.screen is not self.screen_stack[0] or isinstance(self.focused, Input)):
-            return False  # a digit typed in a field is the field's; a dialog keeps its keys
-        return super().check_action(action, parameters)
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:

@@ -82,12 +82,23 @@ def _no_profile(record: RunRecord | None, table: str) -> str:
     return f"{record.name}: the profile has no {table} table"
 
 
-class KernelsPane(Vertical):
+class FilterKey:
+    """`/` moves to the pane's text filter (FILTER, a selector): a priority binding, and the focus moved at once, so
+    the keys typed in a burst right after `/` (tmux send-keys, typing over SSH) are the filter's, not the table's
+    (`b` hid the bars); inside the filter `/` is text."""
+    FILTER = ""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return action != "focus_filter" or self.screen.focused is not self.query_one(self.FILTER)  # type: ignore[attr-defined]
+
+    def action_focus_filter(self) -> None:
+        self.screen.set_focus(self.query_one(self.FILTER, Input))  # type: ignore[attr-defined]
+
+
+class KernelsPane(FilterKey, Vertical):
+    FILTER = "#kernel-filter"
     BINDINGS = [
-        # A priority binding, and the focus moved at once: the keys typed in a burst right after `/` (tmux
-        # send-keys, typing over SSH) are the filter's, not the table's (`b` hid the bars). `/` typed inside the
-        # filter is text (check_action).
-        Binding("slash", "focus_filter", "Filter", id="kernels.filter", priority=True),
+        Binding("slash", "focus_filter", "Filter", id="kernels.filter", priority=True),  # FilterKey
         Binding("g", "next_category", "Category", id="kernels.category"),
         Binding("b", "toggle_bars", "Bars", id="kernels.bars"),
     ]
@@ -170,11 +181,6 @@ class KernelsPane(Vertical):
     def _done_filtering(self) -> None:
         self.query_one("#kernel-table", SortableTable).focus()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return action != "focus_filter" or self.screen.focused is not self.query_one("#kernel-filter")
-
-    def action_focus_filter(self) -> None:
-        self.screen.set_focus(self.query_one("#kernel-filter", Input))
 
     def action_next_category(self) -> None:
         sel = self.query_one("#kernel-category", Select)
@@ -186,8 +192,9 @@ class KernelsPane(Vertical):
         bars.display = not bars.display
 
 
-class NvtxPane(Vertical):
-    BINDINGS = [Binding("slash", "focus_filter", "Filter", id="nvtx.filter", priority=True)]  # as KernelsPane's
+class NvtxPane(FilterKey, Vertical):
+    FILTER = "#nvtx-filter"
+    BINDINGS = [Binding("slash", "focus_filter", "Filter", id="nvtx.filter", priority=True)]  # FilterKey
 
     def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
         super().__init__(**kw)
@@ -249,8 +256,3 @@ class NvtxPane(Vertical):
     def _done_filtering(self) -> None:
         self.query_one("#nvtx-table", SortableTable).focus()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return action != "focus_filter" or self.screen.focused is not self.query_one("#nvtx-filter")
-
-    def action_focus_filter(self) -> None:
-        self.screen.set_focus(self.query_one("#nvtx-filter", Input))

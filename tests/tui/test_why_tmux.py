@@ -62,7 +62,7 @@ def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, 
         tmux.keys("Enter")
         assert tmux.wait_for("hf:llama 1B", WAIT_S), tmux.screen()
         tmux.keys("Enter")  # the opened run becomes the current one
-        assert tmux.wait_for("20/20", WAIT_S), tmux.screen()
+        assert tmux.wait_for("20/20 measured steps", WAIT_S), tmux.screen()  # Live's, not the Runs row's "20/20"
         tmux.keys("3")
         assert tmux.wait_for("nvjet_sm90", WAIT_S), tmux.screen()
         tmux.keys("/")

@@ -90,7 +90,10 @@ def beside_console(env: dict[str, str], data: Path) -> dict[str, float]:
         warm = WarmProcess()
         warm.start()
     finally:
-        os.environ.pop("PERFCONSOLE_DATA_DIR") if before is None else os.environ.update(PERFCONSOLE_DATA_DIR=before)
+        if before is None:
+            del os.environ["PERFCONSOLE_DATA_DIR"]
+        else:
+            os.environ["PERFCONSOLE_DATA_DIR"] = before
     try:
         why = warm.wait_ready()
         if why is not None:
@@ -158,10 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             rs = [x for x in runs if x["tree"] == name and x["folder"] == folder and x["how"] == how]
             over = [x["overhead_s"] for x in rs]
             first = [x["before_first_step_s"] for x in rs]
+            # a worker forked from the warm process is no child of the command: getrusage cannot count it
+            cpu = f"{statistics.median(x['cpu_s'] for x in rs):.2f} s" if how == "cold" else "not counted"
             print(f"| {name} | {folder} | {how} | {len(rs)} | {statistics.median(over):.2f} s ({min(over):.2f}–{max(over):.2f}) "
                   f"| {statistics.median(first):.2f} s ({min(first):.2f}–{max(first):.2f}) "
                   f"| {statistics.median(x['wall_s'] for x in rs):.2f} s | {statistics.median(x['steps_s'] for x in rs):.2f} s "
-                  f"| {statistics.median(x['cpu_s'] for x in rs):.2f} s "
+                  f"| {cpu} "
                   f"| {', '.join(sorted({x['peaks'] for x in rs}))} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"torch_import_s": imports, "runs": runs}, indent=1) + "\n")

@@ -6,8 +6,10 @@ root on the GPU machine:
     source scripts/device_env.sh && python3 scripts/gpu_ncu.py [--no-fixtures]
 
 (--no-fixtures: the test and the table only. --small-report: only a small report for tests/fixtures/ncu, one
-elementwise launch of capture.py with the SpeedOfLight section, `small.ncu-rep`, and its details page as ncu reads
-it back, `small_details.csv`; the one .ncu-rep that leaves the machine, kept under SMALL_REP_MAX bytes.)
+launch of capture.py's compiled SiLU-and-add (a Triton kernel: its module is small, where an eager elementwise
+kernel's report carries torch's whole module, 5.8 MB) with the SpeedOfLight section, `small.ncu-rep`, and its
+details page as ncu reads it back, `small_details.csv`; the one .ncu-rep that leaves the machine, kept under
+SMALL_REP_MAX bytes.)
 Everything lands in $OUT/ncu_bundle.tgz (and the short table on stdout).
 """
 from __future__ import annotations
@@ -87,11 +89,11 @@ def fixtures(ncu: str, log: list[str]) -> None:
 
 
 def small_report(ncu: str, log: list[str]) -> None:
-    """tests/fixtures/ncu/small.ncu-rep: one launch of capture.py's elementwise add, SpeedOfLight only, and its
+    """tests/fixtures/ncu/small.ncu-rep: one launch of capture.py's Triton kernel, SpeedOfLight only, and its
     details page read back by ncu (what `perfconsole import` of the report gives where ncu is found)."""
     rep = WORK / "small"
     cmd = [ncu, "--profile-from-start", "off", "--target-processes", "application-only", "--kernel-name",
-           "regex:elementwise", "--launch-count", "1", "--clock-control", "none", "--section", "SpeedOfLight",
+           "regex:triton_poi", "--launch-count", "1", "--clock-control", "none", "--section", "SpeedOfLight",
            "--export", str(rep), "--force-overwrite", sys.executable, "tests/fixtures/ncu/capture.py"]
     log.append("small report command: " + " ".join(cmd))
     log.append(sh(cmd, timeout=100)[-1500:])

@@ -9,6 +9,7 @@ arguments aside), so the why view has the capture's time for it.
 """
 from __future__ import annotations
 
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -50,9 +51,10 @@ def load_report(path: Path, ncu_explicit: str | None = None) -> tuple[Tables, li
     """An `.ncu-rep`, through `ncu --import`; without ncu, one line saying how to hand over its pages instead."""
     ncu = ncu_explicit or find_ncu()
     if ncu is None:
+        rep = shlex.quote(str(path))
         return {}, [f"{path}: reading an .ncu-rep needs Nsight Compute's ncu, and none was found (${NCU_ENV}, PATH, "
-                    "/opt/nvidia/nsight-compute/*/ncu); on a machine with ncu, `ncu --import REPORT --csv --page "
-                    "details > details.csv` (and --page raw > raw.csv) gives pages this machine can import"]
+                    f"/opt/nvidia/nsight-compute/*/ncu); on a machine with ncu, `ncu --import {rep} --csv --page "
+                    f"details > details.csv` (and --page raw > raw.csv) gives pages this machine can import"]
     with tempfile.TemporaryDirectory(prefix="perfconsole-ncu-") as tmp:
         try:
             details, raw = export_pages(ncu, path, Path(tmp), _run)

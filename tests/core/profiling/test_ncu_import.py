@@ -4,6 +4,7 @@ both, in a folder or alone, read into the tables `run --profile ncu` makes, so `
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -42,11 +43,32 @@ def test_a_second_page_of_one_kind_is_named_and_ignored(tmp_path):
 
 
 def test_an_ncu_report_without_ncu_says_how_to_hand_over_its_pages(tmp_path, monkeypatch):
-    rep = tmp_path / "capture.ncu-rep"
-    rep.write_bytes(b"\x00not a report here")
+    rep = tmp_path / "my report.ncu-rep"  # the real report of an H200 (README.md), under a name that needs quoting
+    shutil.copy(NCU / "small.ncu-rep", rep)
     monkeypatch.setenv("PERFCONSOLE_NCU", str(tmp_path / "no-ncu"))
     tables, warnings = load_report(rep)
-    assert tables == {} and "needs Nsight Compute's ncu" in warnings[0] and "--page details" in warnings[0]
+    assert tables == {} and "needs Nsight Compute's ncu" in warnings[0]
+    assert f"`ncu --import '{rep}' --csv --page details > details.csv`" in warnings[0]
+
+
+@pytest.mark.e2e
+def test_import_of_an_ncu_report_without_ncu_is_one_error_and_no_snapshot(tmp_path):
+    save = tmp_path / "import.json"
+    done = pc("import", str(NCU / "small.ncu-rep"), "--save", str(save),
+              env={**os.environ, "PERFCONSOLE_NCU": str(tmp_path / "no-ncu")})
+    assert done.returncode == 2 and not save.exists()
+    assert done.stderr.count("\n") == 1 and "needs Nsight Compute's ncu" in done.stderr, done.stderr
+
+
+def test_the_small_reports_details_page_is_one_triton_kernel_and_its_rule():
+    """small_details.csv is what ncu read back from small.ncu-rep on the machine that made it (README.md): the GPU
+    test test_ncu_import_gpu.py checks that ncu still reads the committed report so."""
+    tables, warnings = load_profile(NCU / "small_details.csv")
+    assert not warnings and [len(tables["ncu_kernels"]), len(tables["ncu_rules"])] == [1, 1]
+    k = tables["ncu_kernels"][0]
+    assert k["kernel"] == "triton_poi_fused_add_mul_sigmoid_0" and k["cc"] == "9.0"
+    assert (k["compute_pct"], k["memory_pct"], k["duration_s"]) == (54.51, 73.78, pytest.approx(31.36e-6))
+    assert tables["ncu_rules"][0]["rule"] == "SOLBottleneck" and k["bottleneck"].startswith("Memory is more heavily")
 
 
 def test_kernels_why_reads_an_import_and_says_it_has_no_steps(tmp_path):

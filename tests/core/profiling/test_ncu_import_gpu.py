@@ -61,3 +61,21 @@ def test_an_ncu_report_beside_an_nsys_capture_joins_by_kernel_name(tmp_path):
     for w in joined:
         assert w["ms_per_step"] == pytest.approx(nsys_ns[w["key"]] / 1e6, rel=1e-6)
     assert any("an import has no steps" in n for n in why.notes)
+
+
+def test_ncu_reads_the_committed_report_as_its_committed_details_page():
+    """tests/fixtures/ncu/small.ncu-rep through this machine's ncu (`perfconsole import`'s path for a report) gives
+    the kernels and rules of small_details.csv, the page ncu printed for it where it was made."""
+    if find_ncu() is None:
+        pytest.skip("needs ncu")
+    from perfconsole.core.profiling.ncu_import import load_report
+
+    from_rep, warnings = load_report(FIXTURES / "ncu" / "small.ncu-rep")
+    from_page, _ = load_profile(FIXTURES / "ncu" / "small_details.csv")
+    assert not warnings and "ncu_kernels" in from_rep, warnings
+    assert [r["kernel"] for r in from_rep["ncu_kernels"]] == ["triton_poi_fused_add_mul_sigmoid_0"]
+    rep, page = from_rep["ncu_kernels"][0], from_page["ncu_kernels"][0]
+    for key in ("compute_pct", "memory_pct", "dram_pct", "duration_s"):  # the raw page's figures are unrounded
+        assert rep[key] == pytest.approx(page[key], rel=1e-3), key
+    assert rep["bottleneck"] == page["bottleneck"]
+    assert [r["rule"] for r in from_rep["ncu_rules"]] == [r["rule"] for r in from_page["ncu_rules"]]

@@ -154,9 +154,22 @@ def test_400_digit_time_is_a_located_warning_not_an_overflow() -> None:
     assert len(tables["nvtx_kern_sum"]) == 37  # the NVTX section is another section: it still loads
 
 
+def _cuts_in_every_line(start: int) -> list[int]:
+    """Where a log cut short can end inside each line from `start` on: at its start, after its first character,
+    at its middle, before its last character and before its newline."""
+    cuts, at = set(), start
+    for line in TEXT[start:].splitlines(keepends=True):
+        n = len(line)
+        cuts.update(at + k for k in (0, 1, n // 2, max(0, n - 2), max(0, n - 1)))
+        at += n
+    return sorted(cuts)
+
+
 def test_every_cut_inside_the_nvtx_section_is_survivable() -> None:
     start = TEXT.index("==31337== NVTX result:")
-    for cut in range(start, len(TEXT), 7):
+    cuts = _cuts_in_every_line(start)
+    assert len(cuts) > 3 * TEXT[start:].count("\n")
+    for cut in cuts:
         tables, warnings = parse_nvprof(TEXT[:cut], "c.log")
         assert all(w.startswith("c.log:") for w in warnings)
         assert len(tables["cuda_gpu_kern_sum"]) == 16 and len(tables["cuda_api_sum"]) == 9

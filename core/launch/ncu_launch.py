@@ -89,7 +89,7 @@ class NcuCapture(Launch):
 
     def _tables(self) -> Iterator[ev.Event]:
         from perfconsole.core.profiling.ncu_csv import read_pages
-        from perfconsole.core.profiling.ncu_kernels import launch_rows, rule_rows
+        from perfconsole.core.profiling.ncu_kernels import launch_rows, not_profiled, rule_rows
 
         assert self.out_dir is not None
         rep, log = self.out_dir / "ncu.ncu-rep", self.out_dir / "ncu.log"
@@ -109,7 +109,7 @@ class NcuCapture(Launch):
             return
         rows = launch_rows(pages)
         run = {"ncu": tool.version(self.ncu, run_to_end), "kernels_asked": list(self.kernels),
-               "launches_profiled": len(rows), "metrics": list(self.metrics), "sections": list(tool.SECTIONS),
+               "kernels_not_profiled": not_profiled(list(self.kernels), rows), "launches_profiled": len(rows), "metrics": list(self.metrics), "sections": list(tool.SECTIONS),
                "quiet_ms": statistics.median(self.quiet) if self.quiet else None, "quiet_steps": len(self.quiet),
                "note": REPLAY_NOTE}
         files = [str(p) for p in (rep, details, raw, log)]

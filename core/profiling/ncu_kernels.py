@@ -111,6 +111,15 @@ def kernel_key(name: str) -> str:
     return _WORDS.sub("", key.replace("#", "()")).replace("lambda()", "lambda#")
 
 
+def not_profiled(asked: list[str], launches: list[dict]) -> list[str]:
+    """The kernels asked of ncu (as the torch profiler names them) of which no launch is in its report (`launches`:
+    ncu_kernels rows), in the order asked: the filter names functions, so another instantiation of the same
+    template, a launch ncu counted as the same configuration, or a kernel the ncu step did not run can stand in
+    the place of one asked for."""
+    got = {kernel_key(r["kernel"]) for r in launches}
+    return [name for name in asked if kernel_key(name) not in got]
+
+
 def sass_metrics() -> list[str]:
     """The SASS counters of ncu's roofline, as counts (`.sum`): add, mul and fma of fp32, fp16 and fp64."""
     return [_SASS_METRIC.format(p, op) for p in SASS.values() for op in ("add", "mul", "fma")]

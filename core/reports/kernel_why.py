@@ -70,6 +70,10 @@ def kernel_why(record: RunRecord) -> KernelWhy:
         notes.append("no measured peaks in the record: no % of peak, no ridge point")
     run = ((p.tables.get("ncu_run") if p else None) or [{}])[0]
     notes.append(run.get("note") or "ncu replays each kernel: its durations are not the timed steps'")
+    missed = run.get("kernels_not_profiled") or []
+    if missed:
+        notes.append(f"{len(missed)} of the {len(run.get('kernels_asked') or [])} kernels asked of ncu are not in "
+                     f"its report, so not in this view: {'; '.join(m[:90] for m in missed)}")
     if run.get("quiet_ms") and step_ms:
         notes.append(f"the ncu process's own quiet steps: median {run['quiet_ms']:.3f} ms against the headline's "
                      f"{step_ms:.3f} ms (not the headline)")

@@ -96,3 +96,25 @@ def test_why_of_the_fixture_kernels_against_measured_peaks():
     assert frame["gain_ms"].isna().all()  # no times: nothing to gain said, rows by ncu's duration
     assert list(frame["duration_us"]) == sorted(frame["duration_us"], reverse=True)
     assert why_rows(frame)[0]["peak_tflops"] == 783.5
+
+
+def test_a_kernel_asked_of_ncu_but_not_in_its_report_is_named(small):
+    """On 2x H100 (docs/results/gpu_suite_2xh100_3c16fcf) one of the five kernels asked, a float multiply's
+    `vectorized_elementwise_kernel<4, ...MulFunctor<float>...>`, had no launch in ncu's report while other
+    instantiations of the same function did: the record names it and the view says so."""
+    from perfconsole.core.profiling.ncu_kernels import not_profiled
+
+    run = small.profile.tables["ncu_run"][0]
+    launches = small.profile.tables["ncu_kernels"]
+    assert not_profiled(run["kernels_asked"], launches) == []  # here every kernel asked was profiled
+    adam = next(a for a in run["kernels_asked"] if "FusedAdamMathFunctor" in a)
+    without = [r for r in launches if kernel_key(r["kernel"]) != kernel_key(adam)]
+    assert not_profiled(run["kernels_asked"], without) == [adam]
+    small.profile.tables["ncu_run"] = [{**run, "kernels_not_profiled": [adam]}]
+    try:
+        notes = kernel_why(small).notes
+    finally:
+        small.profile.tables["ncu_run"] = [run]
+    missing = [n for n in notes if "not in its report" in n]
+    assert len(missing) == 1 and missing[0].startswith(f"1 of the {len(run['kernels_asked'])} kernels asked")
+    assert adam[:90] in missing[0]

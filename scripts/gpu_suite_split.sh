@@ -8,13 +8,14 @@
 #      two on each GPU;
 #   3. the tests marked `two_gpus`, alone on both.
 # scripts/gpu_suite_parts.py makes the parts from the `-m gpu` collection itself, balanced by the times in
-# tests/gpu_durations.json, and checks that every collected test is in exactly one part. Run from the
+# tests/gpu_durations_<GPU model>.json where there is one for this machine's GPUs, else tests/gpu_durations.json,
+# and checks that every collected test is in exactly one part. Run from the
 # repository root on the GPU machine:
 #   source scripts/device_env.sh && RUN=1 bash scripts/gpu_suite_split.sh
 # SELECT (test files or node ids, words) runs part of the suite the same way, where a call cannot hold the whole.
 # Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz; the times this run recorded
 # (its JUnit files; a test that did not run keeps its old time) go to $OUT/gpu_durations.json, to be
-# committed as tests/gpu_durations.json so that the next run's parts are balanced by them.
+# committed as the file the run read (or as its model's) so that the next run's parts are balanced by them.
 CAP=${CAP:-575}  # a 600 s call: scripts/device_env.sh before, the durations and the tarball after
 T0=$(date +%s)
 source scripts/gpu_suite_setup.sh
@@ -31,9 +32,15 @@ if [ "$gpus" -lt 2 ]; then
         | tee "$D/result.txt"
     finish 1
 fi
+# The times recorded on this GPU model where there are some (an H100 part runs longer than an H200's), else the
+# default file: tests/gpu_durations_<model>.json, the model as nvidia-smi names it, lower case, `_` for the rest.
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '_')
+DUR="tests/gpu_durations_${model%_}.json"
+[ -f "$DUR" ] || DUR=tests/gpu_durations.json
+echo "times from $DUR (GPU model: ${model%_})" | tee "$D/result.txt"
 # shellcheck disable=SC2086  # IGNORES is words on purpose
-python3 scripts/gpu_suite_parts.py split --dir "$D" --durations tests/gpu_durations.json -- $IGNORES ${SELECT:-} 2>&1 \
-    | tee "$D/result.txt"
+python3 scripts/gpu_suite_parts.py split --dir "$D" --durations "$DUR" -- $IGNORES ${SELECT:-} 2>&1 \
+    | tee -a "$D/result.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || finish 1
 N=$(nproc)
 left() { echo $(( CAP - ($(date +%s) - T0) )); }
@@ -67,7 +74,8 @@ done
 rs=0; for p in "${pids[@]}"; do wait "$p" || rs=1; done
 part both 0,1 "0-$(( N - 1 ))"; rc=$?
 # Every collected test must be in a JUnit file: one that is not did not run (a part cut off by the CAP).
-python3 scripts/gpu_suite_parts.py durations --dir "$D" --previous tests/gpu_durations.json \
+python3 scripts/gpu_suite_parts.py durations --dir "$D" --previous "$DUR" \
     --out "$OUT/gpu_durations.json" 2>&1 | tee -a "$D/result.txt"
+echo "commit $OUT/gpu_durations.json as tests/gpu_durations_${model%_}.json (or $DUR)" | tee -a "$D/result.txt"
 rd=${PIPESTATUS[0]}
 finish $(( ra || rb || rs || rc || rd ))

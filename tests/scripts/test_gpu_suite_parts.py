@@ -187,14 +187,17 @@ def test_the_durations_command_keeps_old_times_and_fails_on_a_test_that_did_not_
     assert parts_mod.read_durations(out) == {"a.py::t1": 4.5, "a.py::t2": 7.0, "a.py::t3": 8.0}
 
 
-def test_the_committed_durations_are_what_their_source_says():
-    data = json.loads((ROOT / "tests" / "gpu_durations.json").read_text())
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "tests").glob("gpu_durations*.json")))
+def test_the_committed_durations_are_what_their_source_says(name):
+    data = json.loads((ROOT / "tests" / name).read_text())
     assert data["seconds"] and all(v >= 0 for v in data["seconds"].values())
     logs = data["from"].removeprefix("the --durations sections of ")
     if logs != data["from"]:
         assert parts_mod.from_logs([ROOT / p for p in logs.split(", ")]) == data["seconds"]
     else:
         assert re.match(r"the JUnit files of suite-\S+ \(", data["from"]), data["from"]
+    # a model's file is named as gpu_suite_split.sh names the model: nvidia-smi's name, lower case, `_` between
+    assert re.fullmatch(r"gpu_durations(_[a-z0-9]+(_[a-z0-9]+)*)?\.json", name), name
 
 
 @pytest.fixture(scope="module")

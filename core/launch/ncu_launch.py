@@ -109,7 +109,8 @@ class NcuCapture(Launch):
             return
         rows = launch_rows(pages)
         run = {"ncu": tool.version(self.ncu, run_to_end), "kernels_asked": list(self.kernels),
-               "kernels_not_profiled": not_profiled(list(self.kernels), rows), "launches_profiled": len(rows), "metrics": list(self.metrics), "sections": list(tool.SECTIONS),
+               "kernels_not_profiled": not_profiled(list(self.kernels), rows), "launches_profiled": len(rows),
+               "metrics": list(self.metrics), "sections": list(tool.SECTIONS),
                "quiet_ms": statistics.median(self.quiet) if self.quiet else None, "quiet_steps": len(self.quiet),
                "note": REPLAY_NOTE}
         files = [str(p) for p in (rep, details, raw, log)]

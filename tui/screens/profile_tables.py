@@ -181,7 +181,6 @@ class KernelsPane(FilterKey, Vertical):
     def _done_filtering(self) -> None:
         self.query_one("#kernel-table", SortableTable).focus()
 
-
     def action_next_category(self) -> None:
         sel = self.query_one("#kernel-category", Select)
         options = (ALL, *CATEGORIES)
@@ -255,4 +254,3 @@ class NvtxPane(FilterKey, Vertical):
     @on(Input.Submitted, "#nvtx-filter")
     def _done_filtering(self) -> None:
         self.query_one("#nvtx-table", SortableTable).focus()
-

@@ -3,12 +3,14 @@ read its report back as CSV pages, and turn what its log says into one line a us
 
 The command profiles only what runs between cudaProfilerStart and cudaProfilerStop (`--profile-from-start
 off`: the worker opens that range around one step after its quiet ones, so neither the warm-up nor the quiet
-steps are measured), only the kernels named (`--kernel-name regex:`, on function names), and each launch
-configuration of them once (`--filter-mode per-launch-config --launch-count 1`; named by function, so a
-template's every instantiation). Clocks are left as the
-program runs them (`--clock-control none`), so achieved rates compare with the measured peaks; ncu still
-replays each kernel many times with its caches flushed between passes, so its durations are not the timed
-step's.
+steps are measured), only the kernels named (`--kernel-name regex:` on the demangled names, matching the
+functions named: a template's every instantiation), and each launch configuration of them once (`--filter-mode
+per-launch-config --launch-count 1`). ncu tells configurations apart by the name of `--kernel-name-base`: under
+`function` two instantiations launched with one grid and block are one configuration and the second is never
+profiled (a float multiply beside a float fill of the same size: docs/results/ncu_launch_config.md), so the
+base is `demangled`. Clocks are left as the program runs them (`--clock-control none`), so achieved rates
+compare with the measured peaks; ncu still replays each kernel many times with its caches flushed between
+passes, so its durations are not the timed step's.
 """
 from __future__ import annotations
 
@@ -63,8 +65,8 @@ def metrics_to_ask(names: Sequence[str]) -> list[str]:
 
 
 def kernel_regex(names: Sequence[str]) -> str:
-    """One regex for the kernels' function names (ncu's `--kernel-name-base function`): each function whole,
-    whether or not ncu puts its namespace before it. A template's every instantiation shares its function's
+    """One regex that finds the kernels' functions in ncu's demangled names (`void at::native::f<4, …>(int, …)`,
+    `nvjet_…`): each function whole, after its namespace or at the start. A template's every instantiation shares its function's
     name, so all of them are profiled (each launch configuration once) and the join by name keeps them apart."""
     parts = [re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", f) for f in dict.fromkeys(map(function_name, names)) if f]
     return "(^|[: ])(" + "|".join(parts) + ")($|[<(])"
@@ -73,7 +75,7 @@ def kernel_regex(names: Sequence[str]) -> str:
 def profile_command(ncu: str, kernels: Sequence[str], metrics: Sequence[str], rep_base: Path, log: Path,
                     argv: list[str]) -> list[str]:
     cmd = [ncu, "--profile-from-start", "off", "--target-processes", "application-only",
-           "--kernel-name-base", "function", "--kernel-name", "regex:" + kernel_regex(kernels),
+           "--kernel-name-base", "demangled", "--kernel-name", "regex:" + kernel_regex(kernels),
            "--filter-mode", "per-launch-config", "--launch-skip", "0", "--launch-count", "1",
            "--clock-control", "none"]
     for section in SECTIONS:

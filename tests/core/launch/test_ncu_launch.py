@@ -81,7 +81,7 @@ def test_profile_command(tmp_path):
                                argv)
     assert cmd[0] == "/opt/ncu" and cmd[-len(argv):] == argv
     flags = " ".join(cmd[1:-len(argv)])
-    for part in ("--profile-from-start off", "--target-processes application-only", "--kernel-name-base function",
+    for part in ("--profile-from-start off", "--target-processes application-only", "--kernel-name-base demangled",
                  "--filter-mode per-launch-config", "--launch-skip 0", "--launch-count 1", "--clock-control none",
                  "--section SpeedOfLight", "--section SpeedOfLight_RooflineChart", "--section Occupancy",
                  "--section LaunchStats", "--metrics gpu__time_duration.sum", f"--export {tmp_path / 'ncu'}"):

@@ -51,6 +51,10 @@ def test_filter_from_torch_names_matches_what_ncu_profiled(small):
                         "nvjet_sm90_tst_96x64_64x8_1x2_h_bz_NNN", "multi_tensor_apply_kernel"}
     assert {function_name(a) for a in asked} == profiled
     assert all(regex.search(p) for p in profiled)
+    # The filter reads demangled names (`--kernel-name-base demangled`): every kernel of the report is found by it.
+    demangled = {r["kernel"] for r in small.profile.tables["ncu_kernels"]}
+    assert any(n.startswith("void at::") for n in demangled)
+    assert all(regex.search(n) for n in demangled)
     for other in ("reduce_kernel", "nvjet_sm90_tst_96x64_64x10_1x2_h_bz_TNN", "softmax_warp_forward",
                   "vectorized_gather_kernel"):
         assert not regex.search(other), other

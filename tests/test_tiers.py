@@ -64,6 +64,18 @@ def test_test_code_that_reaches_a_process_starter_is_e2e(fn, e2e):
     assert tiers.reaches_e2e(fn.__code__, fn.__globals__, fn.__module__, set()) is e2e
 
 
+def test_the_helpers_imported_as_tests_helpers_count_too():
+    """A test file may import the helpers as `tests.helpers` (another module object than `helpers`)."""
+    import importlib
+
+    spelled = importlib.import_module("tests.helpers")
+    assert spelled is not sys.modules["helpers"]
+    for code in ("def f():\n    return pc('--help')\n", "def f():\n    return [*PC, 'run']\n"):
+        namespace = {name: vars(spelled)[name] for name in ("pc", "PC")}  # no `pc` in this test's own code
+        exec(compile(code, "<test file>", "exec"), namespace)
+        assert tiers.reaches_e2e(namespace["f"].__code__, namespace, "tests.core.x", set()), code
+
+
 def _worker_argv() -> list[str]:
     # Built at run time: as a constant the collection rule would mark this test e2e, and the guard would let it by.
     return [PY, "-m", ".".join(["perfconsole", "core", "measure", "worker"]), "--help"]

@@ -59,6 +59,12 @@ def e2e_process(argv) -> str | None:
     return None
 
 
+def _home(obj) -> str | None:
+    """The module an object was defined in, the tests' own by their last name (`tests.helpers` is `helpers`)."""
+    module = getattr(obj, "__module__", None)
+    return module.rsplit(".", 1)[-1] if isinstance(module, str) and module.startswith("tests.") else module
+
+
 def reaches_e2e(code, namespace: dict, module: str, seen: set) -> bool:
     """Whether `code` (or code it defines, or a function of `module` it names) starts an e2e process."""
     if code in seen:
@@ -76,7 +82,7 @@ def reaches_e2e(code, namespace: dict, module: str, seen: set) -> bool:
         obj = namespace.get(name)
         if obj is None:
             continue
-        if obj is helpers.PC or (getattr(obj, "__module__", None), getattr(obj, "__name__", None)) in E2E_HELPERS:
+        if (isinstance(obj, list) and obj == helpers.PC) or (_home(obj), getattr(obj, "__name__", None)) in E2E_HELPERS:
             return True
         if isinstance(obj, types.FunctionType) and obj.__module__ == module and \
                 reaches_e2e(obj.__code__, obj.__globals__, module, seen):

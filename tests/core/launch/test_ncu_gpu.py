@@ -36,8 +36,8 @@ from perfconsole.core.spec import RunSpec
 
 pytestmark = pytest.mark.gpu
 
-# Paced by the GPU: about 70 TFLOP a step (150-200 ms on an H100 or H200) against a host that issues a `medium`
-# step in 35-120 ms there. `medium` ctx 512 batch 8 was host-bound on an H200 (plain processes 74 and 94 ms).
+# Paced by the GPU: 312-314 ms a step on an H200, the GPU busy 97.6 % of it (docs/results/ncu_launch_config.md),
+# where `medium` ctx 512 batch 8 was paced by the host (plain processes 74 and 94 ms).
 SPEC = RunSpec(size="medium", ctx=1024, batch=32, precision="bf16", mode="train", attention="sdpa", device="cuda",
                warmup=3, steps=10)
 TOP = 5

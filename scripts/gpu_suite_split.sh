@@ -76,6 +76,6 @@ part both 0,1 "0-$(( N - 1 ))"; rc=$?
 # Every collected test must be in a JUnit file: one that is not did not run (a part cut off by the CAP).
 python3 scripts/gpu_suite_parts.py durations --dir "$D" --previous "$DUR" \
     --out "$OUT/gpu_durations.json" 2>&1 | tee -a "$D/result.txt"
+rd=${PIPESTATUS[0]}  # the durations' own status: read before the next pipeline replaces it
 echo "commit $OUT/gpu_durations.json as tests/gpu_durations_${model%_}.json (or $DUR)" | tee -a "$D/result.txt"
-rd=${PIPESTATUS[0]}
 finish $(( ra || rb || rs || rc || rd ))

@@ -66,8 +66,8 @@ def metrics_to_ask(names: Sequence[str]) -> list[str]:
 
 def kernel_regex(names: Sequence[str]) -> str:
     """One regex that finds the kernels' functions in ncu's demangled names (`void at::native::f<4, …>(int, …)`,
-    `nvjet_…`): each function whole, after its namespace or at the start. A template's every instantiation shares its function's
-    name, so all of them are profiled (each launch configuration once) and the join by name keeps them apart."""
+    `nvjet_…`): each function whole, after its namespace or at the start. Every instantiation of a template
+    matches, so all of them are profiled (each launch configuration once) and the join by name keeps them apart."""
     parts = [re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", f) for f in dict.fromkeys(map(function_name, names)) if f]
     return "(^|[: ])(" + "|".join(parts) + ")($|[<(])"
 

@@ -113,9 +113,9 @@ def kernel_key(name: str) -> str:
 
 def not_profiled(asked: list[str], launches: list[dict]) -> list[str]:
     """The kernels asked of ncu (as the torch profiler names them) of which no launch is in its report (`launches`:
-    ncu_kernels rows), in the order asked: the filter names functions, so another instantiation of the same
-    template, a launch ncu counted as the same configuration, or a kernel the ncu step did not run can stand in
-    the place of one asked for."""
+    ncu_kernels rows), in the order asked. The filter matches every instantiation of a function asked, each launch
+    configuration once (core.launch.ncu), so what is left here is a kernel the ncu step did not run, or one whose
+    two spellings (the torch profiler's, ncu's) `kernel_key` does not join."""
     got = {kernel_key(r["kernel"]) for r in launches}
     return [name for name in asked if kernel_key(name) not in got]
 

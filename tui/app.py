@@ -40,6 +40,7 @@ from perfconsole.tui.ladder_driver import LadderDriver
 from perfconsole.tui.messages import RunFeed
 from perfconsole.tui.run_driver import RunDriver
 from perfconsole.tui.screens.compare import ComparePane
+from perfconsole.tui.screens.console_screen import ConsoleScreen
 from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
 from perfconsole.tui.screens.grids import GridsPane
 from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
@@ -124,6 +125,9 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.kept: list[Path] = []               # the files leaving wrote (tui/main.py names them on exit)
 
     # --- layout --------------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        return ConsoleScreen()
+
     def compose(self) -> ComposeResult:
         g = self.glyphs
         with TabbedContent(initial="launch", id="tabs"):

@@ -6,16 +6,17 @@ from pathlib import Path
 
 import pytest
 from console_helpers import TINY, make_app, plain, wait_for
-from textual.widgets import Select, Static
+from textual.widgets import Static
 
 from perfconsole.tui.screens.launch import LaunchPane, pick_size, spec_from_form, split_args
+from perfconsole.tui.widgets.choice_field import ChoiceField
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "student_model.py"
 LLAMA_SIZES = ("tiny", "1B", "3B", "8B", "default", "custom")
 
 
 def _sizes(app) -> tuple[str, ...]:
-    return tuple(v for _, v in app.query_one("#f-size", Select)._options)
+    return app.query_one("#f-size", ChoiceField).options
 
 
 def _err(app, name: str) -> str:
@@ -29,7 +30,7 @@ async def test_a_prefilled_hf_model_keeps_its_size_and_offers_its_own():
         pane = app.query_one(LaunchPane)
         assert app.query_one("#f-model").value == "hf:llama"
         assert app.query_one("#f-model_args").value == "num_key_value_heads=4"
-        assert _sizes(app) == LLAMA_SIZES and app.query_one("#f-size", Select).value == "1B"
+        assert _sizes(app) == LLAMA_SIZES and app.query_one("#f-size", ChoiceField).value == "1B"
         assert pane.spec is not None and (pane.spec.model, pane.spec.size) == ("hf:llama", "1B")
         assert pane.spec.model_args == ("num_key_value_heads=4",)
 
@@ -147,7 +148,7 @@ async def test_the_form_offers_only_the_choices_the_rest_of_it_allows():
     """No nsys or ncu on the CPU (the CLI refuses them), no checkpointing of a forward; a value the form no
     longer allows stays shown, with its reason beside it."""
     def offered(name: str) -> tuple[str, ...]:
-        return tuple(v for _, v in app.query_one(f"#f-{name}", Select)._options)
+        return app.query_one(f"#f-{name}", ChoiceField).options
 
     app = make_app(TINY.with_(device="cpu"))
     async with app.run_test(size=(120, 40)) as pilot:

@@ -68,7 +68,7 @@ async def test_the_focused_field_stands_out_and_an_open_dropdown_is_framed():
         size.focus()
         await pilot.press("enter")
         await pilot.pause()
-        overlay = app.query_one("SelectOverlay")
+        overlay = app.query_one("ChoiceList")
         assert overlay.display and overlay.styles.border_top[0] == "round"
 
 
@@ -145,11 +145,13 @@ async def test_a_filter_typed_in_a_burst_right_after_slash_goes_to_the_filter():
 
 
 async def test_a_digit_typed_in_an_open_choice_list_searches_it_and_keeps_the_pane():
-    from textual.widgets import Select, TabbedContent
+    from textual.widgets import TabbedContent
+
+    from perfconsole.tui.widgets.choice_field import ChoiceField
 
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        size = app.query_one("#f-size", Select)
+        size = app.query_one("#f-size", ChoiceField)
         size.focus()
         await pilot.press("enter")          # the list opens
         await pilot.pause()

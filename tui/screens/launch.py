@@ -14,11 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from perfconsole.core.launch import model_choice
 from perfconsole.core.spec.settings import declared, kind_of
 from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.tui.widgets.choice_field import ChoiceField
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
 
@@ -126,14 +127,11 @@ class LaunchPane(VerticalScroll):
                 value = getattr(p, name)
                 if name == "size":
                     opts = self.size_options = model_choice.sizes(p.model) or (p.size,)  # a factory: the kept size
-                    yield Select([(c, c) for c in opts], value=value if value in opts else opts[0],
-                                 allow_blank=False, compact=True, id="f-size")
+                    yield ChoiceField(opts, value, id="f-size")
                 elif name == "model_args":
                     yield FormInput(",".join(value), compact=True, id="f-model_args", placeholder="KEY=VALUE,...")
                 elif name in CHOICES:
-                    opts = [(c, c) for c in CHOICES[name]]
-                    yield Select(opts, value=value if value in CHOICES[name] else CHOICES[name][0],
-                                 allow_blank=False, compact=True, id=f"f-{name}")
+                    yield ChoiceField(CHOICES[name], value, id=f"f-{name}")
                 elif name in FLAGS:
                     yield FormCheckbox("", value=bool(value), compact=True, id=f"f-{name}")
                 else:
@@ -165,25 +163,25 @@ class LaunchPane(VerticalScroll):
             self._offer_sizes(str(values["model"]), str(values["device"]))
 
     @on(Input.Changed)
-    @on(Select.Changed)
+    @on(ChoiceField.Changed)
     @on(Checkbox.Changed)
-    def _changed(self, event: Input.Changed | Select.Changed | Checkbox.Changed) -> None:
-        if isinstance(event, Select.Changed) and event.select.id == "f-size":
+    def _changed(self, event: Input.Changed | ChoiceField.Changed | Checkbox.Changed) -> None:
+        if isinstance(event, ChoiceField.Changed) and event.control.id == "f-size":
             self.size_choice = str(event.value)  # a person's (or set_value's) choice: the form's own are silent
         self.revalidate()
 
     def _offer_sizes(self, model: str, device: str) -> bool:
         """Give the size selector the model's sizes; True for a factory (no size row). Silent: the change
         is the form's, not a choice to remember."""
-        select = self.query_one("#f-size", Select)
+        select = self.query_one("#f-size", ChoiceField)
         opts = model_choice.sizes(model.strip())
         if not opts:  # a factory keeps whatever size it has (unused); an unfinished model keeps the list
             return opts == ()
         if self.size_options != opts:
             self.size_options = opts
-            with self.prevent(Select.Changed):
+            with self.prevent(ChoiceField.Changed):
                 current = select.value
-                select.set_options([(c, c) for c in opts])
+                select.set_options(opts)
                 select.value = pick_size(opts, self.size_choice, str(current), device)
         return False
 
@@ -197,20 +195,18 @@ class LaunchPane(VerticalScroll):
             needs = SETTINGS[name].needs
             if needs is None:
                 continue
-            select = self.query_one(f"#f-{name}", Select)
+            select = self.query_one(f"#f-{name}", ChoiceField)
             offered = tuple(c for c in choices if c == select.value or needs(c, probe.with_(**{name: c})) is None)
             if self.offered[name] != offered:
                 self.offered[name] = offered
-                with self.prevent(Select.Changed):
-                    current = select.value
-                    select.set_options([(c, c) for c in offered])
-                    select.value = current
+                with self.prevent(ChoiceField.Changed):
+                    select.set_options(offered)  # the value shown is among them
 
     def revalidate(self) -> None:
         values = self.values()
         self._offer_choices(values)
         factory = self._offer_sizes(str(values["model"]), str(values["device"]))
-        values["size"] = self.query_one("#f-size", Select).value
+        values["size"] = self.query_one("#f-size", ChoiceField).value
         for wid in ("#f-size", "#lbl-size", "#err-size"):
             self.query_one(wid).display = not factory
         custom = values["size"] == "custom" and not factory

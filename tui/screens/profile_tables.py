@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Input, Select, Static
+from textual.widgets import DataTable, Input, Static
 
 from perfconsole.core.profiling.categories import CATEGORIES, category_shares, row_units, top_kernels
 from perfconsole.core.profiling.category_frames import categorize_column
@@ -19,6 +19,7 @@ from perfconsole.core.profiling.table import frame_of
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
 from perfconsole.tui.format import shorten
+from perfconsole.tui.widgets.choice_field import ChoiceField
 from perfconsole.tui.widgets.form_input import FormInput
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.category_bars import CategoryBars
@@ -114,8 +115,7 @@ class KernelsPane(FilterKey, Vertical):
         yield Static("", id="kernels-title", classes="title")
         with Horizontal(classes="filters"):
             yield FormInput(placeholder="filter kernels by text (/)", compact=True, id="kernel-filter")
-            yield Select([(c, c) for c in (ALL, *CATEGORIES)], value=ALL, allow_blank=False, compact=True,
-                         id="kernel-category")
+            yield ChoiceField((ALL, *CATEGORIES), ALL, id="kernel-category")
         yield SortableTable(KERNEL_COLUMNS, self.glyphs, id="kernel-table")
         yield CategoryBars(self.glyphs, id="kernel-bars")
 
@@ -145,10 +145,10 @@ class KernelsPane(FilterKey, Vertical):
         self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}, cats) if rows else [])
 
     @on(Input.Changed, "#kernel-filter")
-    @on(Select.Changed, "#kernel-category")
+    @on(ChoiceField.Changed, "#kernel-category")
     def _filter(self) -> None:
         text = self.query_one("#kernel-filter", Input).value.strip().lower()
-        cat = self.query_one("#kernel-category", Select).value
+        cat = self.query_one("#kernel-category", ChoiceField).value
 
         def keep(frame: Any) -> Any:
             mask = np.ones(len(frame), dtype=bool)
@@ -182,7 +182,7 @@ class KernelsPane(FilterKey, Vertical):
         self.query_one("#kernel-table", SortableTable).focus()
 
     def action_next_category(self) -> None:
-        sel = self.query_one("#kernel-category", Select)
+        sel = self.query_one("#kernel-category", ChoiceField)
         options = (ALL, *CATEGORIES)
         sel.value = options[(options.index(sel.value) + 1) % len(options)]
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from rich.table import Table
+from rich.text import Text
 from textual import events, on
 from textual.binding import Binding
-from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive, var
 from textual.widget import AwaitMount, Widget
@@ -125,12 +126,15 @@ class ChoiceField(Widget, can_focus=True):
     def watch_value(self, value: str) -> None:
         self.post_message(self.Changed(self, value))
 
-    def render(self) -> Content:
-        """The value, then a dim arrow and a space at the right edge, where Select draws them."""
+    def render(self) -> Table:
+        """The value, then a dim arrow and a space at the right edge, where Select draws them. A grid of two
+        columns takes the width at drawing time: asking the widget its size here makes Textual lay the screen out."""
         glyphs: Glyphs = getattr(self.app, "glyphs", UNICODE)
-        width = max(self.size.width - 3, 0)
-        return Content.assemble(f"{self.value[:width]:<{width}}",
-                                Content.styled(f" {glyphs.down} ", self.get_visual_style("choice-field--arrow")))
+        row = Table.grid(expand=True)
+        row.add_column(ratio=1, no_wrap=True, overflow="crop")
+        row.add_column(width=3)
+        row.add_row(self.value, Text(f" {glyphs.down} ", style=self.get_visual_style("choice-field--arrow").rich_style))
+        return row
 
     async def action_open(self) -> None:
         if self.expanded:

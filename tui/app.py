@@ -92,6 +92,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.start_at_once = start
         self.glyphs = gl.choose(ascii_only)
         self.ascii_only = self.glyphs is gl.ASCII
+        if self.ascii_only:
+            self.add_class("-ascii")  # here, before any widget is styled: at mount it restyled every one
         self.sampler = sampler
         self.launch_env = launch_env
         self.initial_snapshots = list(snapshots)
@@ -154,7 +156,6 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         if self.warm_start:  # here, on the main thread: the warm process's parent-death signal follows it
             warm.start_own()
         if self.ascii_only:
-            self.add_class("-ascii")
             # Textual draws scrollbar ends with block characters; ASCII mode draws them as spaces in
             # the thumb's colour (Textual's documented hook; put back on unmount for the next app).
             self._scrollbar_renderer, ScrollBar.renderer = ScrollBar.renderer, AsciiScrollBarRender

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,13 @@ import pytest
 # Only under xdist: the GPU suite runs in one process and keeps torch's own threads, as a user's run does.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# The suite starts hundreds of Python processes (pytest-xdist's workers, each run's worker, the CLI, torchrun's ranks).
+# Where the environment says PYTHONDONTWRITEBYTECODE, each of them compiled the project's modules, and each xdist
+# worker rewrote every test module's asserts, from source again (about 4 of a collection's 10 CPU-s). Here the suite
+# writes bytecode, into the __pycache__ folders git ignores, for this process and the ones it starts.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
 
 import tiers  # noqa: E402
 from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)

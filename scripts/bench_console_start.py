@@ -31,10 +31,12 @@ from perfconsole.tui.screens.launch import LaunchPane
 from perfconsole.tui.screens.live import LivePane
 from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
 from perfconsole.tui.screens.runs import RunsPane
+from perfconsole.tui.widgets.choice_field import ChoiceField
 
 PANES = {"launch": lambda: LaunchPane(RunSpec()), "live": LivePane, "kernels": KernelsPane, "nvtx": NvtxPane,
          "runs": RunsPane, "compare": ComparePane, "grids": GridsPane}
 WIDGETS = {"Select": lambda: Select([(str(c), str(c)) for c in range(5)], value="1", allow_blank=False, compact=True),
+           "ChoiceField": lambda: ChoiceField([str(c) for c in range(5)], "1"),
            "Input": lambda: Input("x", compact=True), "Checkbox": lambda: Checkbox("", compact=True),
            "Label": lambda: Label("label"), "Static": lambda: Static("")}
 
@@ -82,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     rows["bare app"] = measure(lambda: Bare(lambda: Static(""), 0), args.rounds)
     for name, make in WIDGETS.items():
         rows[f"30 x {name}"] = measure(lambda make=make: Bare(make, 30), args.rounds)
-    print(f"{'what':<16}{'widgets':>8}  {'CPU s (median)':>15}  rounds")
+    print(f"{'what':<20}{'widgets':>8}  {'CPU s (median)':>15}  rounds")
     for name, r in rows.items():
-        print(f"{name:<16}{r['widgets']:>8}  {r['cpu_s_median']:>15.3f}  {' '.join(f'{c:.3f}' for c in r['cpu_s'])}")
+        print(f"{name:<20}{r['widgets']:>8}  {r['cpu_s_median']:>15.3f}  {' '.join(f'{c:.3f}' for c in r['cpu_s'])}")
     if args.json:
         args.json.write_text(json.dumps({"rounds_after_the_first": args.rounds - 1, "rows": rows}, indent=1))
     return 0

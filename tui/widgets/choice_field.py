@@ -72,6 +72,7 @@ class ChoiceField(Widget, can_focus=True):
     DEFAULT_CSS = """
     ChoiceField { height: 1; width: 1fr; background: $surface; color: $foreground; pointer: pointer; }
     ChoiceField > .choice-field--arrow { color: $foreground 50%; }
+    ChoiceField:focus { background-tint: $foreground 5%; }
     ChoiceField > ChoiceList {
         display: none; overlay: screen; constrain: none inside; offset-y: 1;
         width: 1fr; height: auto; max-height: 12; background: $surface; border: tall $border-blurred;

@@ -44,6 +44,8 @@ async def test_keys_open_move_pick_and_close_as_select_does():
         assert field.value == "bf16" and not field.expanded and app.focused is field
         await pilot.press("up", "enter")                    # Enter on the value it has: no change to tell
         assert app.changes == ["bf16"]
+        await pilot.press("enter", "end", "enter")          # the open list's own keys: End goes to the last
+        assert field.value == "fp16" and app.changes == ["bf16", "fp16"]
 
 
 async def test_a_name_typed_in_a_burst_before_the_list_has_the_focus_picks_it():

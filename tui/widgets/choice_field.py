@@ -35,11 +35,13 @@ class ChoiceList(OptionList):
     def __init__(self, choices: Iterable[str]) -> None:
         super().__init__(*choices)
         self._query, self._typed_at = "", 0.0
+        self.last_key: events.Key | None = None
 
     def check_consume_key(self, key: str, character: str | None = None) -> bool:
         return character is not None and character.isprintable()  # typed names are the list's, not the app's
 
     async def _on_key(self, event: events.Key) -> None:
+        self.last_key = event  # the field above tells a key of the list's, bubbling up, from one typed ahead to it
         if event.character is None or not event.is_printable:
             return
         event.stop()
@@ -160,8 +162,8 @@ class ChoiceField(Widget, can_focus=True):
                 event.prevent_default()
                 await self.action_open()
             return
-        if self._list is None:
-            return
+        if self._list is None or event is self._list.last_key:
+            return  # a key the list had (bubbled up from it) stays its bindings': arrows, Home, End, pages, Esc
         event.stop()
         event.prevent_default()
         if self._mounting is not None:

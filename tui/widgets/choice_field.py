@@ -27,6 +27,13 @@ OPEN_KEYS = ("enter", "down", "space", "up")
 SEARCH_RESET_S = 0.7  # a pause this long between typed characters starts a new search (Select's figure)
 
 
+def _some(choices: Iterable[str]) -> tuple[str, ...]:
+    offered = tuple(choices)
+    if not offered:
+        raise ValueError("a choice field needs at least one choice")
+    return offered
+
+
 class ChoiceList(OptionList):
     """The open list: a typed name moves to the first choice holding it nearest its start, Select's rule."""
 
@@ -84,7 +91,7 @@ class ChoiceField(Widget, can_focus=True):
     """
 
     value: reactive[str] = reactive("", layout=False, init=False)
-    expanded: var[bool] = var(False, init=False)
+    expanded: var[bool] = var(False, init=False, toggle_class="-expanded")  # the class shows the list
 
     class Changed(Message):
         """The field's value changed: a person's choice, or one set by code."""
@@ -99,9 +106,7 @@ class ChoiceField(Widget, can_focus=True):
 
     def __init__(self, choices: Iterable[str], value: str | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._choices = tuple(choices)
-        if not self._choices:
-            raise ValueError("a choice field needs at least one choice")
+        self._choices = _some(choices)
         self.set_reactive(ChoiceField.value, value if value in self._choices else self._choices[0])
         self._list: ChoiceList | None = None  # mounted when first opened
         self._mounting: AwaitMount | None = None
@@ -112,9 +117,7 @@ class ChoiceField(Widget, can_focus=True):
 
     def set_options(self, choices: Iterable[str]) -> None:
         """Offer these choices; the value stays if offered, else becomes the first (posting Changed)."""
-        self._choices = tuple(choices)
-        if not self._choices:
-            raise ValueError("a choice field needs at least one choice")
+        self._choices = _some(choices)
         if self._list is not None:
             self._list.set_options(self._choices)
         if self.value not in self._choices:
@@ -147,7 +150,6 @@ class ChoiceField(Widget, can_focus=True):
             self._list = ChoiceList(self._choices)
             self._mounting = self.mount(self._list)
             await self._mounting
-        self.set_class(True, "-expanded")
         self._list.highlighted = self._choices.index(self.value)
         self._list.focus(scroll_visible=False)
         self._list.scroll_to_highlight()
@@ -179,7 +181,6 @@ class ChoiceField(Widget, can_focus=True):
 
     def close(self, refocus: bool) -> None:
         self.expanded = False
-        self.set_class(False, "-expanded")
         if refocus:
             self.focus()
 

@@ -83,6 +83,25 @@ def _profiled(spec: RunSpec) -> RunRecord:
     return record
 
 
+# What a CPU train step runs outside its phase ranges: zero_grad, and reading the loss out as a number.
+OUTSIDE_THE_STEP = {"Optimizer.zero_grad#AdamW.zero_grad", "detach", "aten::detach", "aten::item",
+                    "aten::_local_scalar_dense"}
+
+
+def _outside_phases(tables: dict) -> dict[str, int]:
+    """Each op's time (ns) in no phase range: its total less its time inside forward, backward and
+    optimizer_step."""
+    from perfconsole.core.profiling.attribution import PHASE_NAMES
+
+    outside: dict[str, int] = {}
+    for row in tables["cuda_gpu_kern_sum"]:
+        outside[row["name"]] = outside.get(row["name"], 0) + int(row["total_time_ns"])
+    for row in tables["nvtx_kern_sum"]:
+        if row["range"] in PHASE_NAMES:
+            outside[row["name"]] -= int(row["total_time_ns"])
+    return outside
+
+
 @pytest.mark.e2e
 def test_a_profiled_run_keeps_quiet_steps_and_records_the_profiling_cost(tmp_path):
     spec = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", profile="torch")
@@ -99,9 +118,13 @@ def test_a_profiled_run_keeps_quiet_steps_and_records_the_profiling_cost(tmp_pat
     # the kernels are held against the quiet program's phases.
     assert o["profiled_phase_ms"].keys() == {"forward", "backward", "optimizer"}
     assert a.phases[0].timed_ms == record.summary.forward_ms.median
-    # On the CPU the table holds ops by self time, and zero_grad (outside the timed step, by design)
-    # keeps a little host time of its own; on CUDA it launches no kernel (the gpu test holds 2 %).
-    assert a.unattributed_share < 0.05
+    # On the CPU the table holds ops by self time. Outside every phase are only zero_grad (before the timed
+    # step, by design) and the reading of the loss after it; on CUDA neither launches a kernel (the gpu test
+    # holds 2 %). Their share is not bounded here: one preemption of a loaded machine inside zero_grad's
+    # host time gave it 6 % of a CPU run's op time.
+    outside = _outside_phases(record.profile.tables)
+    assert {name for name, ns in outside.items() if ns > 0} <= OUTSIDE_THE_STEP, outside
+    assert sum(outside.values()) / 1e6 == pytest.approx(a.unattributed_ms, abs=1e-6)
     again = RunRecord.from_dict(record.to_dict())
     assert again.profile.overhead == o
 

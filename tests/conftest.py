@@ -77,6 +77,10 @@ def cpu_peaks_file(tmp_path_factory) -> Iterator[Path]:
         mp.setenv("PERFCONSOLE_DATA_DIR", str(folder))
         peaks_for(torch.device("cpu"))
         fcntl.flock(lock, fcntl.LOCK_UN)
+        # The module and session fixtures then get a folder of this worker's own: a warm process one starts
+        # leaves its pointer there, and a command another worker's fixture starts must not find it and fork
+        # its run from it (a test_warm.py check saw such a stranger among its warm process's children).
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(seed_peaks(tmp_path_factory.mktemp("worker-data"), folder / PEAKS_FILE)))
         yield folder / PEAKS_FILE
 
 

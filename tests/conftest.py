@@ -80,8 +80,12 @@ def cpu_peaks_file(tmp_path_factory) -> Iterator[Path]:
         # The module and session fixtures then get a folder of this worker's own: a warm process one starts
         # leaves its pointer there, and a command another worker's fixture starts must not find it and fork
         # its run from it (a test_warm.py check saw such a stranger among its warm process's children).
-        mp.setenv("PERFCONSOLE_DATA_DIR", str(seed_peaks(tmp_path_factory.mktemp("worker-data"), folder / PEAKS_FILE)))
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(seed_peaks(_worker_data(tmp_path_factory), folder / PEAKS_FILE)))
         yield folder / PEAKS_FILE
+
+
+def _worker_data(tmp_path_factory) -> Path:
+    return tmp_path_factory.getbasetemp() / "worker-data"
 
 
 def seed_peaks(data_dir: Path, peaks_file: Path) -> Path:
@@ -98,6 +102,31 @@ def _data_dir(request, cpu_peaks_file, tmp_path_factory, monkeypatch):
     if request.node.get_closest_marker("fresh_data_dir") is None:
         seed_peaks(folder, cpu_peaks_file)
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(folder))
+
+
+@pytest.fixture(scope="session")
+def _warm_session() -> Iterator[None]:
+    yield
+    from perfconsole.core.launch import warm
+
+    warm.stop_own()
+
+
+@pytest.fixture(autouse=True)
+def _warm_launches(request, tmp_path_factory):
+    """An end-to-end test's in-process launches fork their workers from a warm process of this xdist worker's,
+    as a console's launches do from its own (core.launch.warm): about 0.5 CPU-s a run against about 4 for a cold
+    worker's imports, some hundred runs in the suite. Started at the first such test (a console test's stop ends it;
+    the next test starts another), ended with the session. The CLI's runs, torchrun's ranks and tests run with
+    PERFCONSOLE_WARM=off stay cold, as a user's do without a console: both paths stay tested."""
+    if request.node.get_closest_marker("e2e") is None:
+        return
+    from perfconsole.core.launch import warm
+
+    request.getfixturevalue("_warm_session")
+    with pytest.MonkeyPatch.context() as mp:  # its pointer goes to the worker's folder, not this test's: a CLI
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(_worker_data(tmp_path_factory)))  # a test starts stays cold
+        warm.start_own()
 
 
 # The two tiers: which tests are e2e, and the guard on the others (tests/tiers.py).

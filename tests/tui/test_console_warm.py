@@ -49,6 +49,7 @@ async def test_the_consoles_runs_fork_from_its_warm_process_which_ends_with_it()
 
 async def test_a_console_of_tests_starts_no_warm_process():
     """Only the real console (tui/main.py) keeps one: an app under test starts none unless asked."""
+    warm.stop_own()  # the one this xdist worker's e2e tests launch from (tests/conftest.py)
     app = make_app(TINY)
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()

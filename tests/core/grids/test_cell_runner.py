@@ -18,18 +18,30 @@ from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 SPEC = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", device="cpu")
 
 
+WARM_SERVER = "perfconsole.core.launch.warm_server"
+
+
 def _workers() -> list[psutil.Process]:
-    """This process's workers: those running, and those that have ended but that their launch has not reaped yet
-    (direct children, whose command line can no longer be read). An ended grandchild (a zombie of another
-    test's warm process, not yet reaped there) is no worker of this test's."""
+    """This process's workers: those running, and those ending or ended that their launch has not released yet,
+    whose command line can no longer be read: children of this process (cold workers) or of its warm process
+    (forked ones, which the warm process keeps as zombies until their launch lets go). The warm process itself,
+    which serves on, is none; a child it has just forked still has its command line, and is one."""
     me = psutil.Process()
-    out = []
-    for p in me.children(recursive=True):
+    kids = me.children(recursive=True)
+    servers = set()
+    for p in kids:
         try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                if p.ppid() == me.pid:
-                    out.append(p)
-            elif any("perfconsole.core." in part for part in p.cmdline()):
+            if p.ppid() == me.pid and WARM_SERVER in p.cmdline():
+                servers.add(p.pid)
+        except psutil.Error:
+            continue
+    out = []
+    for p in kids:
+        if p.pid in servers:
+            continue
+        try:
+            line = [] if p.status() == psutil.STATUS_ZOMBIE else p.cmdline()
+            if (not line and p.ppid() in servers | {me.pid}) or any("perfconsole.core." in part for part in line):
                 out.append(p)
         except psutil.Error:  # gone between the listing and the read
             continue

@@ -138,14 +138,17 @@ async def test_quit_mid_run_asks_once_then_ends_the_worker():
 
 @pytest.mark.e2e
 @pytest.mark.slow
-async def test_queue_runs_fp32_bf16_fp16_one_after_another():
+async def test_queue_runs_fp32_bf16_fp16_one_after_another(monkeypatch):
+    # 300 ms a step: a run forked from a warm process has no imports to wait for, and fp32 could be over before
+    # the queue is read.
+    monkeypatch.setenv("PERFCONSOLE_FAULT", "slow:300")
     app = make_app(TINY.with_(steps=2, mode="fwd"))
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+t")
-        await pilot.pause()
         # fp32 runs; Live and Runs say what waits behind it.
         waiting = "2 queued: tiny ctx32 b2 bf16 fwd, tiny ctx32 b2 fp16 fwd"
+        await wait_for(pilot, lambda: app.active is not None and app.active.spec.precision == "fp32")
         assert waiting in _text(app, "#live-queue") and app.query_one("#live-queue").display
         assert waiting in _text(app, "#runs-queue")
         await wait_for(pilot, lambda: len(app.runs) == 3 and all(r.finished for r in app.runs), timeout=180)

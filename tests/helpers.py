@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import psutil
+
 from perfconsole.core.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,3 +47,44 @@ def stream(launch, record, seen: list | None = None):
         if seen is not None:
             seen.append(event)
     return record
+
+
+WARM_SERVER = "perfconsole.core.launch.warm_server"
+
+
+def run_workers() -> list[psutil.Process]:
+    """This process's workers: those running, and those ending or ended that their launch has not released yet,
+    whose command line can no longer be read: children of this process (cold workers) or of its warm process
+    (forked ones, which the warm process keeps as zombies until their launch lets go). The warm process itself,
+    which serves on, is none; a child it has just forked still has its command line, and is one."""
+    me = psutil.Process()
+    kids = me.children(recursive=True)
+    servers = set()
+    for p in kids:
+        try:
+            if p.ppid() == me.pid and WARM_SERVER in p.cmdline():
+                servers.add(p.pid)
+        except psutil.Error:
+            continue
+    out = []
+    for p in kids:
+        if p.pid in servers:
+            continue
+        try:
+            line = [] if p.status() == psutil.STATUS_ZOMBIE else p.cmdline()
+            if (not line and p.ppid() in servers | {me.pid}) or any("perfconsole.core." in part for part in line):
+                out.append(p)
+        except psutil.Error:  # gone between the listing and the read
+            continue
+    return out
+
+
+def workers_left(timeout: float = 10.0) -> list[psutil.Process]:
+    """The run workers still there once `timeout` seconds have passed, or none as soon as none is: a launch that has
+    ended lets go of its worker, and the warm process reaps a forked one a moment later."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (left := run_workers()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left

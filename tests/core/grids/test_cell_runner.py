@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import select
-import time
 
 import psutil
 import pytest
+from helpers import run_workers, workers_left
 
 from perfconsole.core import events as ev
 from perfconsole.core.grids.attention import AttentionLaunch, AttentionCell
@@ -16,36 +16,6 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 
 SPEC = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", device="cpu")
-
-
-WARM_SERVER = "perfconsole.core.launch.warm_server"
-
-
-def _workers() -> list[psutil.Process]:
-    """This process's workers: those running, and those ending or ended that their launch has not released yet,
-    whose command line can no longer be read: children of this process (cold workers) or of its warm process
-    (forked ones, which the warm process keeps as zombies until their launch lets go). The warm process itself,
-    which serves on, is none; a child it has just forked still has its command line, and is one."""
-    me = psutil.Process()
-    kids = me.children(recursive=True)
-    servers = set()
-    for p in kids:
-        try:
-            if p.ppid() == me.pid and WARM_SERVER in p.cmdline():
-                servers.add(p.pid)
-        except psutil.Error:
-            continue
-    out = []
-    for p in kids:
-        if p.pid in servers:
-            continue
-        try:
-            line = [] if p.status() == psutil.STATUS_ZOMBIE else p.cmdline()
-            if (not line and p.ppid() in servers | {me.pid}) or any("perfconsole.core." in part for part in line):
-                out.append(p)
-        except psutil.Error:  # gone between the listing and the read
-            continue
-    return out
 
 
 @pytest.mark.e2e
@@ -121,7 +91,7 @@ def test_a_batch_is_started_together_and_each_cell_still_has_its_own_process():
 
     def on_update(u) -> None:
         if not u.cell_finished and u.run.status == "running":
-            seen.append((u.index, len(_workers())))
+            seen.append((u.index, len(run_workers())))
 
     SweepRunner(rec, start_ahead=3).run(on_update)
     assert [r.status for r in rec.runs] == ["ok"] * 4
@@ -129,7 +99,7 @@ def test_a_batch_is_started_together_and_each_cell_still_has_its_own_process():
     assert max(n for i, n in seen if i == 0) == 3  # cells 0-2: one batch
     assert alive[2] == 1 and max(n for i, n in seen if i == 3) == 1  # cell 3: a batch of its own
     assert all(s is not None and s > 0 for s in rec.cell_seconds)
-    assert not _workers()
+    assert not workers_left()
 
 
 @pytest.mark.e2e
@@ -144,10 +114,7 @@ def test_cancel_kills_the_held_cells_and_keeps_the_finished_one():
     runner.run(on_update)
     assert [r.status for r in rec.runs] == ["ok", "cancelled", "pending", "pending"]
     assert rec.status == "cancelled"
-    deadline = time.monotonic() + 10
-    while _workers() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _workers()
+    assert not workers_left()
 
 
 def test_start_ahead_is_at_least_one():
@@ -177,4 +144,4 @@ def test_a_cancel_that_lands_while_a_cell_starts_stops_that_cell():
     CancelledMidStart(rec, start_ahead=1).run()
     assert [r.status for r in rec.runs] == ["cancelled", "pending"]
     assert rec.status == "cancelled" and not rec.runs[0].steps
-    assert not _workers()
+    assert not workers_left()

@@ -7,6 +7,7 @@ import time
 
 import psutil
 import pytest
+from helpers import workers_left
 
 from perfconsole.core.cli.cells import gpus_from_args
 from perfconsole.core.grids.gpu_pool import run_on_gpus
@@ -83,9 +84,7 @@ def test_cancel_stops_every_running_cell_and_starts_no_more(monkeypatch):
     assert record.status == "cancelled"
     assert [r.status for r in record.runs[2:]] == ["pending", "pending"]
     assert any(r.steps for r in record.runs[:2])
-    assert not [p for p in psutil.Process().children(recursive=True)  # workers; the warm process serves on
-                if any("perfconsole.core." in part for part in p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
-                and "perfconsole.core.launch.warm_server" not in p.cmdline()]
+    assert not workers_left()
 
 
 def test_the_pool_never_gives_one_gpu_two_cells_at_once():

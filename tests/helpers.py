@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
 import psutil
 
+from perfconsole.core.launch.warm import SERVER as WARM_SERVER
 from perfconsole.core.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +51,6 @@ def stream(launch, record, seen: list | None = None):
     return record
 
 
-WARM_SERVER = "perfconsole.core.launch.warm_server"
-
-
 def run_workers() -> list[psutil.Process]:
     """This process's workers: those running, and those ending or ended that their launch has not released yet,
     whose command line can no longer be read: children of this process (cold workers) or of its warm process
@@ -82,8 +81,6 @@ def run_workers() -> list[psutil.Process]:
 def workers_left(timeout: float = 10.0) -> list[psutil.Process]:
     """The run workers still there once `timeout` seconds have passed, or none as soon as none is: a launch that has
     ended lets go of its worker, and the warm process reaps a forked one a moment later."""
-    import time
-
     deadline = time.monotonic() + timeout
     while (left := run_workers()) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -30,10 +30,11 @@ from perfconsole.core.launch.processes import ChildProcess
 from perfconsole.core.launch.warm_child import ROOM, START_VAR
 from perfconsole.core.launch.warm_server import MAX_FDS, WORKERS
 
-__all__ = ["START_VAR", "WORKERS", "WarmProc", "WarmProcess", "find", "spawn", "start_own", "stop_own"]
+__all__ = ["SERVER", "START_VAR", "WORKERS", "WarmProc", "WarmProcess", "find", "spawn", "start_own", "stop_own"]
 
 READY_TIMEOUT_S = 120.0   # a launch waits this long for its own console's warm process to finish importing
 OFF_VAR = "PERFCONSOLE_WARM"   # "off": every run starts cold
+SERVER = "perfconsole.core.launch.warm_server"   # the warm process's module, in its command line
 
 
 def pointer_dir() -> Path:
@@ -68,7 +69,7 @@ class WarmProcess(ChildProcess):
     def start(self) -> None:
         pointer_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
         pointer: Path | None = self.pointer if _private_dir(pointer_dir()) is None else None
-        argv = [sys.executable, "-m", "perfconsole.core.launch.warm_server", "--socket", str(self.socket),
+        argv = [sys.executable, "-m", SERVER, "--socket", str(self.socket),
                 "--parent", str(os.getpid()), "--room", " " * ROOM]
         self.spawn(argv + (["--pointer", str(pointer)] if pointer else []))
         threading.Thread(target=self._await_ready, daemon=True, name="warm-ready").start()

@@ -215,19 +215,27 @@ class Server:
         # A stop signal to the child before it has put back the default handlers would run ours there: held
         # back over the fork, and let through in the child once they are back (a cancel at once is not lost).
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        # The pid goes out only once the child leads its own group: a cancel sent to the group at once (the
+        # launch cancelled before it started) would otherwise find no group and be lost.
+        in_group, grouped = os.pipe()
         pid = os.fork()
         if pid == 0:
-            self.become_worker(fds, request)  # never returns
+            os.close(in_group)
+            self.become_worker(fds, request, grouped)  # never returns
+        os.close(grouped)
+        os.read(in_group, 1)  # EOF: the child has closed its end after setsid(), or has died
+        os.close(in_group)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         run.pid = pid
         run.pidfd = os.pidfd_open(pid)
         self.sel.register(run.pidfd, selectors.EVENT_READ, ("child", run.conn.fileno()))
         self.reply(run, {"pid": pid})
 
-    def become_worker(self, fds: list[int], request: dict) -> None:
+    def become_worker(self, fds: list[int], request: dict, grouped: int) -> None:
         code = 1
         try:
             os.setsid()
+            os.close(grouped)  # the warm process may now name this group to its launch
             pdeathsig(signal.SIGKILL)
             if os.getppid() != self.server_pid:  # the warm process died as we forked
                 os._exit(137)

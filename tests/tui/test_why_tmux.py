@@ -20,17 +20,34 @@ SNAPSHOT = ROOT / "docs" / "results" / "llama1B_why_h200" / "after" / "ncu_run.j
 WAIT_S = 60.0  # a loaded 2-core machine running other test files beside this one
 
 
-def _pages(tmux, limit: int = 30) -> list[str]:
-    """The detail's screens, from its top down, PageDown after PageDown until the screen stops changing."""
+def _pages(tmux, limit: int = 30, settle_s: float = 5.0) -> list[str]:
+    """The detail's screens, from its top down, PageDown after PageDown until the detail stops moving. A loaded
+    machine may take longer than a fixed pause to redraw, and the tab bar's underline animates on its own: so each
+    PageDown waits up to settle_s for the rows below the tabs to change, and the detail's end is the first PageDown
+    that changes nothing there in that time."""
+    def below_tabs(screen: str) -> list[str]:
+        return screen.splitlines()[2:]
+
     pages = [tmux.screen()]
     for _ in range(limit):
         tmux.keys("PageDown")
-        time.sleep(0.3)
-        screen = tmux.screen()
-        if screen == pages[-1]:
+        if not _wait_until(lambda: below_tabs(tmux.screen()) != below_tabs(pages[-1]), settle_s):
             break
-        pages.append(screen)
+        pages.append(_settled(tmux, below_tabs, settle_s))
     return pages
+
+
+def _settled(tmux, part, timeout: float) -> str:
+    """The screen once its part has stayed the same over two reads 0.2 s apart (a redraw finished), or at timeout."""
+    end = time.monotonic() + timeout
+    screen = tmux.screen()
+    while time.monotonic() < end:
+        time.sleep(0.2)
+        again = tmux.screen()
+        if part(again) == part(screen):
+            return again
+        screen = again
+    return screen
 
 
 def _wait_until(check, timeout: float) -> bool:

@@ -125,9 +125,16 @@ def _warm_launches(request, tmp_path_factory):
     from perfconsole.core.launch import warm
 
     request.getfixturevalue("_warm_session")
-    with pytest.MonkeyPatch.context() as mp:  # its pointer goes to the worker's folder, not this test's: a CLI
-        mp.setenv("PERFCONSOLE_DATA_DIR", str(_worker_data(tmp_path_factory)))  # a test starts stays cold
-        warm.start_own()
+    with pytest.MonkeyPatch.context() as mp:  # its own pointer goes to the worker's folder, not this test's
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(_worker_data(tmp_path_factory)))
+        own = warm.start_own()
+    if own is not None and request.node.get_closest_marker("fresh_data_dir") is None:
+        # The test's data folder names it too, as a console up beside the test's commands would: a CLI the test
+        # starts on this folder forks its runs from it. A test that sets another folder, turns the warm path off,
+        # or starts on a fresh one (a new user's first run) starts its CLI's runs cold.
+        pointer = warm.pointer_dir()
+        pointer.mkdir(mode=0o700, exist_ok=True)
+        (pointer / str(os.getpid())).write_text(str(own.socket))
 
 
 # The two tiers: which tests are e2e, and the guard on the others (tests/tiers.py).

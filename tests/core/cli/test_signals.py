@@ -18,8 +18,13 @@ from helpers import PC
 
 
 
+# The workers are found by the mark in their environment, which a worker forked from a warm process does not show
+# (its /proc environ is the warm process's): these commands start their workers cold, as without a console up.
+COLD = {"PERFCONSOLE_WARM": "off"}
+
+
 def start(args: list[str], mark: str, slow_ms: int) -> subprocess.Popen:
-    env = {**os.environ, "PERFCONSOLE_FAULT": f"slow:{slow_ms}", "PERFCONSOLE_TEST_MARK": mark}
+    env = {**os.environ, **COLD, "PERFCONSOLE_FAULT": f"slow:{slow_ms}", "PERFCONSOLE_TEST_MARK": mark}
     return subprocess.Popen([*PC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -156,7 +161,7 @@ def test_a_dropped_terminal_then_sighup_still_saves_and_exits_129(tmp_path, kind
     args = (["run", "--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1",
              "--steps", "400"] if kind == "run" else [*GRIDS["sweep"][:-2], "--start-ahead", "1"])
     master, slave = pty.openpty()
-    env = {**os.environ, "PERFCONSOLE_FAULT": "slow:100", "PERFCONSOLE_TEST_MARK": mark}
+    env = {**os.environ, **COLD, "PERFCONSOLE_FAULT": "slow:100", "PERFCONSOLE_TEST_MARK": mark}
     p = subprocess.Popen([*PC, *args, "--save", str(save)], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
                          env=env)
     os.close(slave)

@@ -122,7 +122,8 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_no_process(tmp_path):
     # --start-ahead 3: the third cell's process is alive (held) then too, and must go with the rest.
     p = _cli("sweep", "--sizes", "tiny", "--ctx", "16,24,32", "--mode", "fwd", "--warmup", "1", "--steps", "5",
              "--batch", "2", "--device", "cpu", "--save", str(save), "--start-ahead", "3",
-             env={"PERFCONSOLE_FAULT": "slow:300", "PERFCONSOLE_TEST_MARK": mark})
+             # cold: a forked worker's /proc environ, where the mark is looked for, is its warm process's
+             env={"PERFCONSOLE_FAULT": "slow:300", "PERFCONSOLE_TEST_MARK": mark, "PERFCONSOLE_WARM": "off"})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if save.exists() and sum(r["status"] == "ok" for r in json.loads(save.read_text())["data"]["runs"]) >= 1:

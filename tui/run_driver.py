@@ -70,7 +70,7 @@ class RunDriver:
         self.queue.clear()
         if self.launch is not None:
             self.launch.cancel()
-        processes.kill_all()
+        processes.kill_all(runs_only=True)  # the warm process, where this console has one, is stopped after
 
     def _start_next(self) -> None:
         group = self.queue.pop()

@@ -40,6 +40,9 @@ _live_lock = threading.Lock()
 
 
 class ChildProcess:
+    # A process that serves runs rather than being one (a warm process): ending the runs leaves it to its owner.
+    outlives_runs = False
+
     def __init__(self, env: dict[str, str] | None = None, executor: Any = None) -> None:
         self.env = env
         self.executor = executor
@@ -212,10 +215,11 @@ def run_to_end(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(argv, child.proc.returncode, out, err)
 
 
-def kill_all() -> None:
-    """Kill every live child's process group (used at exit, on SIGHUP and SIGTERM)."""
+def kill_all(runs_only: bool = False) -> None:
+    """Kill every live child's process group (used at exit, on SIGHUP and SIGTERM); with `runs_only`, all but those
+    that outlive runs (a console ending its runs stops its warm process after them, in order)."""
     with _live_lock:
-        live = list(_live)
+        live = [child for child in _live if not (runs_only and child.outlives_runs)]
     for child in live:
         child.kill()
 

@@ -58,6 +58,8 @@ class WarmProcess(ChildProcess):
     """The warm process a console owns: started at once, ready once it has imported, ended with the console
     (by `stop`, at exit with every other child, or by itself when the console is gone)."""
 
+    outlives_runs = True
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="perfconsole-warm-"))  # 0700, and short: a socket path has 108 bytes

@@ -2,6 +2,8 @@
 failed run leaves it serving the next, and it is gone, with its pointer file, once the console has ended."""
 from __future__ import annotations
 
+import subprocess
+
 import psutil
 import pytest
 from console_helpers import TINY, make_app, wait_for
@@ -54,3 +56,18 @@ async def test_a_console_of_tests_starts_no_warm_process():
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()
         assert warm._own is None
+
+
+async def test_a_console_ending_its_runs_leaves_a_warm_process_it_does_not_own():
+    """Ending a console's runs kills their processes, not a warm process the console did not start (here the
+    xdist worker's, which its e2e tests launch from): only the console that started one stops it."""
+    own = warm.start_own()
+    assert own is not None and own.wait_ready() is None
+    app = make_app(TINY, launch_env=None)
+    async with app.run_test(size=(100, 34)) as pilot:
+        app.enqueue([TINY], queue=False)
+        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished, timeout=180)
+        assert app.runs[-1].status == "ok" and app.runs[-1].environment["start"] == "warm", app.runs[-1].error
+    with pytest.raises(subprocess.TimeoutExpired):  # a SIGKILL would have ended it within this
+        own.proc.wait(timeout=2)
+    assert warm._own is own

@@ -130,7 +130,7 @@ def test_a_pointer_folder_others_can_read_is_not_used(tmp_path, monkeypatch):
     assert paths == [] and "is not a directory of this user's alone (0700)" in why
 
 
-def test_the_cli_uses_a_consoles_warm_process(warm_process):
+def test_the_cli_uses_a_consoles_warm_process(warm_process, tmp_path):
     argv = [*PC, "run", "--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2",
             "--steps", "2", "--warmup", "1", "--json"]
     data = warm_process.pointer.parent.parent  # the data folder the console's warm process is named in
@@ -144,7 +144,9 @@ def test_the_cli_uses_a_consoles_warm_process(warm_process):
                          env={**os.environ, "PERFCONSOLE_DATA_DIR": str(data)})
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data"]["environment"]["start"] == "warm"
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # another data folder: no console
+    # another data folder, where no console is up (the test's own names the xdist worker's warm process: conftest)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PERFCONSOLE_DATA_DIR": str(tmp_path / "no-console")})
     assert json.loads(out.stdout)["data"]["environment"]["start"] == "cold: no console or server is up"
 
 

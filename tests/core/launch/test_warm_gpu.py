@@ -1,0 +1,86 @@
+"""On a GPU, a run forked from a warm process (core.launch.warm) is the run a cold `python -m` worker makes: the
+worker initialises CUDA after the fork (the warm process never does), measures the same steps, and leaves the warm
+process serving, still without CUDA. The CPU suite's test_warm.py shows the same on the CPU; this is the device the
+warm path is for. Cold and warm runs alternate, twice each, so a drift of the card's clocks falls on both.
+
+PERFCONSOLE_EVIDENCE_DIR, where set, receives every run's figures (warm_gpu_runs.json)."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core.launch import warm
+from perfconsole.core.launch.launcher import Launch
+from perfconsole.core.record import RunRecord
+from perfconsole.core.spec import RunSpec
+
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e]
+
+SPEC = RunSpec(size="small", ctx=256, batch=4, device="cuda", precision="bf16", mode="train", warmup=3, steps=20,
+               seed=1234)
+
+
+def _launched(env: dict[str, str] | None = None) -> tuple[RunRecord, Launch, float]:
+    """The run's record, its launch, and the seconds from the launch to its first step event (warm-up included)."""
+    launch, record, first = Launch(SPEC, env=env), RunRecord(SPEC), None
+    t0 = time.monotonic()
+    launch.start()
+    for event in launch.events():
+        if event.type == "step" and first is None:
+            first = time.monotonic() - t0
+        record.apply(event)
+    return record, launch, first if first is not None else float("nan")
+
+
+def test_a_forked_cuda_run_is_the_same_program_as_a_cold_one_and_leaves_the_warm_process_without_cuda():
+    own = warm.start_own()
+    assert own is not None and own.wait_ready() is None, list(own.stderr_tail)
+    runs = []
+    try:
+        for how in ("cold", "warm", "cold", "warm"):
+            record, launch, first_s = _launched({warm.OFF_VAR: "off"} if how == "cold" else None)
+            assert record.status == "ok", record.error
+            runs.append((how, record, launch, first_s))
+        # The warm process served them without initialising CUDA itself: its greeting says it may still fork.
+        sock, hello = warm._connect(own.socket)
+        sock.close()
+        assert not hello.get("why_not"), hello
+    finally:
+        warm.stop_own()
+    cold = [r for r in runs if r[0] == "cold"]
+    hot = [r for r in runs if r[0] == "warm"]
+    assert all(launch.start_how == "cold: PERFCONSOLE_WARM=off" for _, _, launch, _ in cold)
+    assert all(launch.start_how == "warm" and rec.environment["start"] == "warm" for _, rec, launch, _ in hot)
+    a, b = cold[0][1], hot[0][1]
+    assert a.to_dict().keys() == b.to_dict().keys()
+    assert {k: v for k, v in a.environment.items() if k != "start"} == \
+           {k: v for k, v in b.environment.items() if k != "start"}
+    assert {**a.model, "cached": None} == {**b.model, "cached": None}
+    # The same seed, the same kernels: the same losses, to bf16's rounding of a backward that may sum atomically.
+    for (_, c, _, _), (_, h, _, _) in zip(cold, hot):
+        cl, hl = [s.loss for s in c.warmup_steps + c.steps], [s.loss for s in h.warmup_steps + h.steps]
+        assert len(cl) == len(hl) == SPEC.warmup + SPEC.steps
+        assert hl == pytest.approx(cl, rel=2e-2), (cl, hl)
+    # The same step time: warm and cold medians within 10 % of each other (a fork saves imports, not kernels).
+    med = {how: statistics.median(r.summary.total_ms.median for h, r, _, _ in runs if h == how)
+           for how in ("cold", "warm")}
+    assert abs(med["warm"] / med["cold"] - 1) < 0.10, med
+    # And it starts sooner: the first step of a forked worker waits for CUDA, not for torch's imports too.
+    first = {how: statistics.median(f for h, _, _, f in runs if h == how) for how in ("cold", "warm")}
+    assert first["warm"] < first["cold"], first
+    evidence = os.environ.get("PERFCONSOLE_EVIDENCE_DIR")
+    if evidence:
+        out = Path(evidence) / "warm_gpu_runs.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({
+            "spec": SPEC.to_dict(),
+            "runs": [{"start": launch.start_how, "median_step_ms": rec.summary.total_ms.median,
+                      "first_step_s": round(f, 3), "losses": [s.loss for s in rec.warmup_steps + rec.steps],
+                      "gpu": rec.environment.get("gpu_name")}
+                     for _, rec, launch, f in runs],
+            "median_step_ms": med, "first_step_s": first}, indent=1))

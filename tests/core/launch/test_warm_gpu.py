@@ -25,9 +25,9 @@ SPEC = RunSpec(size="small", ctx=256, batch=4, device="cuda", precision="bf16", 
                seed=1234)
 
 
-def _launched(env: dict[str, str] | None = None) -> tuple[RunRecord, Launch, float]:
+def _launched() -> tuple[RunRecord, Launch, float]:
     """The run's record, its launch, and the seconds from the launch to its first step event (warm-up included)."""
-    launch, record, first = Launch(SPEC, env=env), RunRecord(SPEC), None
+    launch, record, first = Launch(SPEC), RunRecord(SPEC), None
     t0 = time.monotonic()
     launch.start()
     for event in launch.events():
@@ -37,13 +37,16 @@ def _launched(env: dict[str, str] | None = None) -> tuple[RunRecord, Launch, flo
     return record, launch, first if first is not None else float("nan")
 
 
-def test_a_forked_cuda_run_is_the_same_program_as_a_cold_one_and_leaves_the_warm_process_without_cuda():
+def test_a_forked_cuda_run_is_the_same_program_as_a_cold_one_and_leaves_the_warm_process_without_cuda(monkeypatch):
     own = warm.start_own()
     assert own is not None and own.wait_ready() is None, list(own.stderr_tail)
     runs = []
     try:
         for how in ("cold", "warm", "cold", "warm"):
-            record, launch, first_s = _launched({warm.OFF_VAR: "off"} if how == "cold" else None)
+            with monkeypatch.context() as mp:  # read by the launching process, as a user's PERFCONSOLE_WARM=off is
+                if how == "cold":
+                    mp.setenv(warm.OFF_VAR, "off")
+                record, launch, first_s = _launched()
             assert record.status == "ok", record.error
             runs.append((how, record, launch, first_s))
         # The warm process served them without initialising CUDA itself: its greeting says it may still fork.
@@ -54,8 +57,8 @@ def test_a_forked_cuda_run_is_the_same_program_as_a_cold_one_and_leaves_the_warm
         warm.stop_own()
     cold = [r for r in runs if r[0] == "cold"]
     hot = [r for r in runs if r[0] == "warm"]
-    assert all(launch.start_how == "cold: PERFCONSOLE_WARM=off" for _, _, launch, _ in cold)
-    assert all(launch.start_how == "warm" and rec.environment["start"] == "warm" for _, rec, launch, _ in hot)
+    assert [launch.start_how for _, _, launch, _ in cold] == ["cold: PERFCONSOLE_WARM=off"] * 2
+    assert [(launch.start_how, rec.environment["start"]) for _, rec, launch, _ in hot] == [("warm", "warm")] * 2
     a, b = cold[0][1], hot[0][1]
     assert a.to_dict().keys() == b.to_dict().keys()
     assert {k: v for k, v in a.environment.items() if k != "start"} == \

@@ -58,13 +58,7 @@ def run_workers() -> list[psutil.Process]:
     which serves on, is none; a child it has just forked still has its command line, and is one."""
     me = psutil.Process()
     kids = me.children(recursive=True)
-    servers = set()
-    for p in kids:
-        try:
-            if p.ppid() == me.pid and WARM_SERVER in p.cmdline():
-                servers.add(p.pid)
-        except psutil.Error:
-            continue
+    servers = _warm_servers(me, kids)
     out = []
     for p in kids:
         if p.pid in servers:
@@ -76,6 +70,35 @@ def run_workers() -> list[psutil.Process]:
         except psutil.Error:  # gone between the listing and the read
             continue
     return out
+
+
+def _warm_servers(me: psutil.Process, kids: list[psutil.Process]) -> set[int]:
+    servers = set()
+    for p in kids:
+        try:
+            if p.ppid() == me.pid and WARM_SERVER in p.cmdline():
+                servers.add(p.pid)
+        except psutil.Error:
+            continue
+    return servers
+
+
+def gone_or_zombie(pid: int) -> bool:
+    """Whether a process has ended: gone, or a zombie its parent has not reaped yet. A forked worker stays its warm
+    process's zombie until its launch lets go, then is reaped at any moment (so not pid_exists, then Process)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def descendants() -> list[psutil.Process]:
+    """Every process this one started and what they started, but its warm process, which serves on past any run
+    (core.launch.warm); what the warm process forked is among them."""
+    me = psutil.Process()
+    kids = me.children(recursive=True)
+    servers = _warm_servers(me, kids)
+    return [p for p in kids if p.pid not in servers]
 
 
 def workers_left(timeout: float = 10.0) -> list[psutil.Process]:

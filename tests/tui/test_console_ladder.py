@@ -19,6 +19,7 @@ from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.core.reports.ladder import rows
 from perfconsole.tui.widgets.sol_bars import sol_table
 from perfconsole.tui.widgets.stats_panel import StatsPanel
+from helpers import descendants, workers_left
 from tests.tui.console_helpers import ROOT, make_app, plain, screen_lines, wait_for
 
 LADDER = ROOT / "tests" / "fixtures" / "ladders" / "ladder_tiny_cpu.json"
@@ -109,6 +110,7 @@ async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while
         assert "1 eager" in body and "6 bf16-weights" in body and "8 fp8" in body
 
 
+@pytest.mark.e2e
 async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_left(tmp_path, monkeypatch):
     app = _console_on_cpu(tmp_path, monkeypatch, mode="train", steps=500)
     async with app.run_test(size=(160, 50)) as pilot:
@@ -116,7 +118,7 @@ async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_
         app.action_run_ladder()
         ladder = app.grids[-1]
         await wait_for(pilot, lambda: ladder.runs[0].steps)       # the first rung is measuring
-        children = psutil.Process().children(recursive=True)
+        children = descendants()  # the xdist worker's warm process serves on
         assert children
         await pilot.press("q")
         await pilot.pause()
@@ -127,9 +129,7 @@ async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert all(p.status() == psutil.STATUS_ZOMBIE for p in alive)
     time.sleep(2)  # long enough for a next rung to have been started, had the ladder gone on
-    workers = [p for p in psutil.Process().children(recursive=True)
-               if p.status() != psutil.STATUS_ZOMBIE and "perfconsole.core.measure.worker" in " ".join(p.cmdline())]
-    assert workers == [], [p.cmdline() for p in workers]
+    assert workers_left() == []
 
 
 @pytest.mark.e2e
@@ -147,7 +147,7 @@ async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_q
         assert tuple(ladder.spec.rungs) == DP_RUNG_NAMES and ladder.spec.base.nproc == 2
         assert all(r.spec.scaling for r in ladder.runs)
         await wait_for(pilot, lambda: any("torch.distributed.run" in line for line in _cmdlines()), timeout=240)
-        children = psutil.Process().children(recursive=True)
+        children = descendants()  # the xdist worker's warm process serves on
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)

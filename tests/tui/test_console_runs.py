@@ -6,6 +6,7 @@ import os
 import psutil
 import pytest
 from console_helpers import TINY, make_app, plain, wait_for
+from helpers import gone_or_zombie
 from textual.widgets import Button, Static
 
 from perfconsole.core.launch.interleave import InterleavedRuns
@@ -62,7 +63,7 @@ async def test_cancel_mid_run_keeps_measured_steps_and_ends_the_worker():
         # x is the user's: said so, not "(a signal, or the user)"
         assert "cancelled: stopped by the user before its last step" in status and "signal" not in status, status
         assert r.error.message == "stopped by the user before its last step"
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert gone_or_zombie(pid)
 
 
 @pytest.mark.e2e
@@ -133,7 +134,7 @@ async def test_quit_mid_run_asks_once_then_ends_the_worker():
         await wait_for(pilot, lambda: app.return_code is not None)  # it waits for the run's last events, saves, exits
     assert app.return_code == 0
     psutil.wait_procs([psutil.Process(pid)] if psutil.pid_exists(pid) else [], timeout=5)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone_or_zombie(pid)
 
 
 @pytest.mark.e2e

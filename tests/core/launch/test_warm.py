@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import PC, TINY, stream
+from helpers import PC, TINY, gone_or_zombie, stream
 
 from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
@@ -101,7 +101,7 @@ def test_sigkill_to_a_warm_workers_group_and_a_cancel_leave_it_serving(warm_proc
                 assert psutil.Process(launch.pid).cmdline()[:4] == [sys.executable, "-m", WORKER, "--spec"]
                 launch.kill() if end == "kill" else launch.cancel()
         assert launch.start_how == "warm" and record.status == "cancelled" and record.steps
-        assert not psutil.pid_exists(launch.pid) or psutil.Process(launch.pid).status() == psutil.STATUS_ZOMBIE
+        assert gone_or_zombie(launch.pid)
     after, _, again = launched()
     assert again.start_how == "warm" and after.status == "ok"
 

@@ -14,7 +14,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
-from helpers import TINY as TINY_RUN
+from helpers import TINY as TINY_RUN, gone_or_zombie
 
 TINY = TINY_RUN.with_(warmup=2, steps=4)
 
@@ -99,7 +99,7 @@ def test_cancel_kills_the_whole_group_and_keeps_steps():
             launch.cancel()
     assert record.status == "cancelled" and record.error.kind == "cancelled"
     assert len(record.steps) >= 1
-    assert not psutil.pid_exists(launch.pid) or psutil.Process(launch.pid).status() == psutil.STATUS_ZOMBIE
+    assert gone_or_zombie(launch.pid)
 
 
 @pytest.mark.e2e
@@ -141,7 +141,7 @@ def test_no_orphan_when_the_parent_dies(tmp_path):
     parent.wait()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if not psutil.pid_exists(child_pid) or psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE:
+        if gone_or_zombie(child_pid):
             break
         time.sleep(0.1)
     else:

@@ -136,7 +136,7 @@ class RunDriver:
             if isinstance(event, ev.Error) and event.kind == "cancelled" and record.id in self.user_cancelled:
                 event = dataclasses.replace(event, message=BY_USER)
             record.apply(event)
-        if not events:
+        if not events or not self.screen_stack:  # none, or the console is closing: its record took them, no pane
             return None
         if record.id in self.group and record is not self.active and any(isinstance(e, ev.Replicate) for e in events):
             # An interleaved entry moved on to this run's next process: the live pane follows it.
@@ -175,6 +175,8 @@ class RunDriver:
         now = time.monotonic()
         if message.run_id in self.times:
             self.times[message.run_id][1] = now
+        if not self.screen_stack:  # the console is closing: the record is whole, there is no pane to draw it in
+            return
         if record is self.current:
             live = self.main(LivePane)
             live.mark_ended(now)

@@ -1,0 +1,27 @@
+"""A run's events that reach the console as it closes (its thread posts them while the app unmounts) still go into
+the run's record, and draw nothing: there is no screen left to draw on. Seen in CI as an IndexError in the console's
+message loop, from a RunUpdated handled after the last screen was gone."""
+from __future__ import annotations
+
+from console_helpers import TINY, make_app
+
+from perfconsole.core import events as ev
+from perfconsole.core.record import RunRecord
+from perfconsole.tui.messages import RunEnded, RunFeed, RunUpdated
+
+
+async def test_a_runs_last_events_after_the_console_closed_fill_its_record_and_draw_nothing():
+    app = make_app(TINY)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await pilot.pause()
+        record = RunRecord(TINY)
+        app.runs.append(record)
+        app.active = app.current = record
+    assert not app.screen_stack  # closed
+    for event in (ev.Error("cancelled", "ended with the console"), ev.Finished("cancelled")):
+        feed = app.feeds[record.id] = RunFeed()
+        feed.push(event)
+        app.on_run_updated(RunUpdated(record.id))
+    assert record.status == "cancelled" and record.error.message == "ended with the console"
+    app.on_run_ended(RunEnded(record.id))
+    assert record.id not in app.feeds

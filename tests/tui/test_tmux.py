@@ -150,6 +150,14 @@ def test_quitting_mid_run_asks_first(tmux, tmp_path):
     assert not alive, alive
 
 
+def _form_focused(tmux) -> None:
+    """Wait for the launch form to hold the focus: its own keys (^t Queue ...) are in the footer only then, later in
+    the console's start than its first frame. One second after the first frame was not always enough on a loaded
+    machine: in the CI of b17810a a `5` sent then never switched to Runs, and the `o` and the path after it went to
+    the form's first field (test_a_filter_typed_in_a_burst)."""
+    tmux.wait_for("^t Queue")
+
+
 def _row_reads(tmux, field: str, value: str, timeout: float = 15.0) -> bool:
     """Whether the form's row `field` reads `value` within `timeout` s (a loaded CI machine draws late; a key
     that was lost never shows, however long this waits)."""
@@ -163,8 +171,7 @@ def _row_reads(tmux, field: str, value: str, timeout: float = 15.0) -> bool:
 
 def test_a_burst_of_keys_in_a_field_loses_none(tmux, tmp_path):
     tmux.start([str(BIN), *FLAGS], _env(tmp_path))
-    tmux.wait_for("ctx")
-    time.sleep(1)                                      # the form has focused its first field
+    _form_focused(tmux)
     tmux.keys("Tab")                                   # size -> ctx
     tmux.burst("End", "BSpace", "BSpace", "BSpace", "1", "2", "8")
     assert _row_reads(tmux, "ctx", "128"), tmux.screen()
@@ -196,9 +203,9 @@ def test_ctrl_u_then_a_value_and_ctrl_r_in_one_burst_runs_that_value(tmux, tmp_p
 def test_a_filter_typed_in_a_burst_keeps_the_kernel_tables_widths(tmux, tmp_path):
     profile = Path(__file__).resolve().parents[2] / "snapshots" / "tiny-cpu-train-torch-profile.json"
     tmux.start([str(BIN), *FLAGS], _env(tmp_path))
-    tmux.wait_for("ctx")
-    time.sleep(1)
+    _form_focused(tmux)
     tmux.keys("5")
+    tmux.wait_for("0 marked")
     tmux.burst("o", str(profile), "Enter")               # the path goes to the dialog `o` opens, not behind it
     tmux.wait_for("1 run")
     tmux.keys("Enter", "3", "/")
@@ -215,8 +222,7 @@ def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_p
     snapshots = tmp_path / "data" / "snapshots"
     argv = [str(BIN), *FLAGS, "--mode", "fwd", "--steps", "2", "--warmup", "0"]
     tmux.start(argv, env)
-    tmux.wait_for("ctx")
-    time.sleep(1)                                      # the form has focused its first field
+    _form_focused(tmux)
     tmux.keys("C-t")                                   # fp32, bf16 and fp16, one after another
     end = time.monotonic() + 240                       # Live shows each run as it starts: wait for the last
     while time.monotonic() < end and not ("fp16" in (s := tmux.screen()) and "finished ·" in s and "queued" not in s):
@@ -237,8 +243,7 @@ def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_p
     assert f"kept 2 runs not saved before in {snapshots}" in said, said
     tmux("kill-session", "-t", tmux.session)
     tmux.start(argv, env)
-    tmux.wait_for("ctx")
-    time.sleep(1)
+    _form_focused(tmux)
     tmux.keys("5")
     screen = tmux.wait_for("3 runs")
     assert screen.count("2/2") == 3, screen
@@ -260,8 +265,7 @@ def test_at_80_columns_every_run_in_runs_shows_its_precision_and_a_resize_refits
         r.id, r.name = f"run-{i}", r.spec.label()
         store.save(r, saved / f"run-{i}.json")
     tmux.start([str(BIN), *FLAGS], env)
-    tmux.wait_for("ctx")
-    time.sleep(1)
+    _form_focused(tmux)
     tmux.keys("5")
 
     def rows() -> list[str]:

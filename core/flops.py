@@ -86,6 +86,7 @@ def step_flops(mode: str, d_model: int, d_ff: int, n_layers: int, vocab_size: in
 
 # --- speed of light ----------------------------------------------------------------------------
 PEAKS_FILE = "peaks.json"
+FLOPS_FILE = "flops.json"   # counted FLOPs per model, shape and batch (core.measure.flop_count)
 PEAK_KEYS = ("bf16", "fp16", "fp32", "tf32")
 ADAMW_TENSORS = 7                 # read p, g, m, v; write p, m, v
 # A share of the step with kernels running, measured (by the profiler, or NVML's utilisation), below which the

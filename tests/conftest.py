@@ -31,6 +31,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     sys.dont_write_bytecode = False
 
+import flop_seed  # noqa: E402
 import tiers  # noqa: E402
 from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)
 
@@ -97,11 +98,19 @@ def seed_peaks(data_dir: Path, peaks_file: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _data_dir(request, cpu_peaks_file, tmp_path_factory, monkeypatch):
-    """Never write into the user's real data directory."""
+    """Never write into the user's real data directory. An end-to-end test's starts with the FLOP counts the
+    session's runs have made so far, and adds its own (tests/flop_seed.py)."""
     folder = tmp_path_factory.mktemp("data")
-    if request.node.get_closest_marker("fresh_data_dir") is None:
+    seeded = request.node.get_closest_marker("fresh_data_dir") is None
+    if seeded:
         seed_peaks(folder, cpu_peaks_file)
+    counts = seeded and request.node.get_closest_marker("e2e") is not None
+    if counts:
+        flop_seed.seed(cpu_peaks_file.parent, folder)
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(folder))
+    yield
+    if counts:
+        flop_seed.keep(cpu_peaks_file.parent, folder)
 
 
 @pytest.fixture(scope="session")

@@ -18,13 +18,12 @@ from typing import Any
 
 import torch
 
-from perfconsole.core.flops import forward_flops
+from perfconsole.core.flops import FLOPS_FILE as CACHE_FILE, forward_flops
 from perfconsole.core.measure import model_build
 from perfconsole.core.paths import data_dir
 from perfconsole.core.spec import RunSpec
 from perfconsole.model.sources import Built
 
-CACHE_FILE = "flops.json"
 METHOD = 1   # part of the key: a change to how FLOPs are counted counts every model again
 AS_WRITTEN = "full: the model as written (FlopCounterMode counts SDPA's whole score matrix too)"
 FULL = "full: the eager twin computes the whole score matrix and masks it (no causal half subtracted)"

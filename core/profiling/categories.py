@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
-import pandas as pd
 
+from perfconsole.core.profiling.lazy_imports import numpy as np, pandas as pd
 from perfconsole.core.profiling.category_frames import categorize_column
 from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
 from perfconsole.core.profiling.table import frame_of

@@ -12,28 +12,27 @@ with Python's `re` otherwise. tests/core/profiling/test_category_frames.py holds
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-import pandas as pd
-
+from perfconsole.core.profiling.lazy_imports import HAS_ARROW, LazyModule, numpy as np, pandas as pd
 from perfconsole.core.profiling.category_rules import _GENERIC_LAUNCHER, _RULES, CATEGORIES, categorize
 
-try:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-except ImportError:
-    pa = pc = None
+pa, pc = LazyModule("pyarrow"), LazyModule("pyarrow.compute")
 
 SMALL = 20_000  # fewer rows than this: categorise the distinct names themselves
 # Digit runs the rules (and the launcher test) spell out; a run equal to one of them is kept.
 KEPT_RUNS = frozenset(run for p in (*(r for _, r in _RULES), _GENERIC_LAUNCHER)
                       for run in re.findall(r"(?<![\\\d{,])\d+", p.pattern))
 _RUNS = re.compile(r"[0-9]+")
-CATEGORY_DTYPE = pd.CategoricalDtype(list(CATEGORIES))
+
+
+@functools.cache
+def category_dtype() -> pd.CategoricalDtype:
+    return pd.CategoricalDtype(list(CATEGORIES))
 
 
 def skeleton(name: str) -> str:
@@ -46,7 +45,7 @@ def categorize_column(names: pd.Series) -> pd.Series:
     if n == 0:
         return _as_series(np.zeros(0, dtype=np.int8), names.index)
     arrow = getattr(names.array, "__arrow_array__", None)
-    if n >= SMALL and pa is not None and arrow is not None:
+    if n >= SMALL and HAS_ARROW and arrow is not None:
         out = _arrow_codes(arrow())
     else:
         values = names.astype(object).where(names.notna(), "").tolist()
@@ -66,7 +65,7 @@ _CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def _as_series(codes: np.ndarray, index: pd.Index) -> pd.Series:
-    return pd.Series(pd.Categorical.from_codes(codes, dtype=CATEGORY_DTYPE), index=index)
+    return pd.Series(pd.Categorical.from_codes(codes, dtype=category_dtype()), index=index)
 
 
 def _arrow_codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:

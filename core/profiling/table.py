@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-import pandas as pd
+from perfconsole.core.profiling.lazy_imports import pandas as pd
 
 Row = dict[str, Any]
 CHUNK = 16_384  # rows built at a time when iterating or writing

@@ -6,13 +6,13 @@ import dataclasses
 
 from typing import Any
 
-import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
+from perfconsole.core.profiling.lazy_imports import numpy as np
 from perfconsole.core.profiling.categories import CATEGORIES, category_shares, row_units, top_kernels
 from perfconsole.core.profiling.category_frames import categorize_column
 from perfconsole.core.profiling.table import frame_of

@@ -13,12 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 
+from perfconsole.core.profiling.lazy_imports import numpy as np, pandas as pd
 from perfconsole.core.profiling.table import RowsView, contiguous, frame_of, pylist, rows_of
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
@@ -56,8 +55,8 @@ class SortableTable(VirtualRows, ConsoleTable):
         super().__init__(cursor_type="cell", zebra_stripes=True, **kw)
         self.cols = columns
         self.glyphs = glyphs
-        self.frame = pd.DataFrame()
-        self.positions = np.zeros(0, dtype=np.int64)  # the shown rows, in their order
+        self._frame: pd.DataFrame | None = None  # none until the first rows: a console that shows no table imports no pandas
+        self.positions: np.ndarray | tuple[()] = ()  # the shown rows, in their order
         self.sort_key: str | None = None
         self.sort_reverse = False
         self.predicate: Predicate | None = None
@@ -65,6 +64,16 @@ class SortableTable(VirtualRows, ConsoleTable):
         self._orders: dict[tuple[str, bool], np.ndarray] = {}
         self._lower: dict[str, pd.Series] = {}
         self._lengths: dict[str, np.ndarray] = {}
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            self._frame = pd.DataFrame()
+        return self._frame
+
+    @frame.setter
+    def frame(self, frame: pd.DataFrame) -> None:
+        self._frame = frame
 
     @property
     def rows_all(self) -> RowsView:
@@ -173,10 +182,10 @@ class SortableTable(VirtualRows, ConsoleTable):
         if len(self.positions):
             self.cursor_coordinate = cursor if cursor.row < len(self.positions) else cursor._replace(row=0)
 
-    def _widths(self, kept: np.ndarray | None = None) -> list[int]:
+    def _widths(self, kept: np.ndarray | tuple[()] | None = None) -> list[int]:
         """Each column as wide as its widest cell (or its own width); the fill column takes what the
         others leave, so that no column scrolls out of view (at least 16)."""
-        kept = np.zeros(0, dtype=np.int64) if kept is None else kept
+        kept = () if kept is None else kept
         widest = [self._widest(c, kept) for c in self.cols]
         fill = next((i for i, c in enumerate(self.cols) if c.fill), None)
         if fill is not None:
@@ -187,7 +196,7 @@ class SortableTable(VirtualRows, ConsoleTable):
             widest[fill] = min(widest[fill], self._room)
         return [c.width or max(cell_len(self._label(c)), w) for c, w in zip(self.cols, widest)]
 
-    def _widest(self, c: Column, kept: np.ndarray) -> int:
+    def _widest(self, c: Column, kept: np.ndarray | tuple[()]) -> int:
         """The widest cell of the kept rows (their order does not matter)."""
         if c.width is not None or not len(kept):
             return 0
@@ -219,7 +228,7 @@ class SortableTable(VirtualRows, ConsoleTable):
         return cells
 
     def on_resize(self) -> None:
-        if len(self.frame) and any(c.fill for c in self.cols):
+        if self._frame is not None and len(self._frame) and any(c.fill for c in self.cols):
             self.refill()
 
     def _cell(self, col: Column, value: Any) -> Text | str:

@@ -15,7 +15,7 @@ from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling.load import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-WAYS = ["distinct", "python-skeleton", *(["arrow-skeleton", "arrow-rules"] if cf.pa is not None else [])]
+WAYS = ["distinct", "python-skeleton", *(["arrow-skeleton", "arrow-rules"] if cf.HAS_ARROW else [])]
 
 
 def fixture_names() -> list[str]:
@@ -34,7 +34,7 @@ def categories(names: list[str], way: str, monkeypatch: pytest.MonkeyPatch) -> l
         monkeypatch.setattr(cf, "MANY", 0)  # the rules by pyarrow's RE2 from the first distinct skeleton on
     dtype = "str" if way.startswith("arrow") else object
     if way == "python-skeleton":
-        monkeypatch.setattr(cf, "pa", None)
+        monkeypatch.setattr(cf, "HAS_ARROW", False)
     return cf.categorize_column(pd.Series(names, dtype=dtype)).tolist()
 
 
@@ -63,7 +63,7 @@ def test_made_up_names(names: list[str]) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.text(alphabet="0123456789ab:_ ", max_size=12), min_size=1, max_size=30))
 def test_arrow_skeletons_are_the_python_ones(names: list[str]) -> None:
-    if cf.pa is None:
+    if not cf.HAS_ARROW:
         pytest.skip("no pyarrow")
     got = cf._chunk_skeleton(cf.pa.array(names, type=cf.pa.large_string())).to_pylist()
     assert got == [cf.skeleton(n) for n in names]

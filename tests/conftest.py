@@ -9,6 +9,7 @@ torchrun, tmux, a browser or a Slurm job (tests/tiers.py): `pytest -m "not e2e"`
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import sys
@@ -45,7 +46,16 @@ def _cuda_available() -> bool:
         return False
 
 
+def _longest_first(items) -> None:
+    """The files that take longest start first (tests/file_seconds.json): `--dist loadfile` hands the files out in
+    the collection's order (pytest_configure turns off xdist's own order, by number of tests, which started the
+    one-test chaos files last, and the suite then ended on one busy worker beside three idle ones)."""
+    seconds = json.loads((Path(__file__).parent / "file_seconds.json").read_text(encoding="utf-8"))["seconds"]
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0))
+
+
 def pytest_collection_modifyitems(config, items):
+    _longest_first(items)
     for item in items:
         if tiers.is_e2e(item):
             item.add_marker(pytest.mark.e2e)
@@ -150,6 +160,8 @@ def _warm_launches(request, tmp_path_factory):
 # The two tiers: which tests are e2e, and the guard on the others (tests/tiers.py).
 def pytest_configure(config):
     tiers.install_guard()
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's; the GPU machine's pytest may run without it
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(wrapper=True)

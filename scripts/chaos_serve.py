@@ -36,7 +36,7 @@ PREFILL = ["--size", "tiny", "--device", "cpu", "--ctx", "32", "--batch", "2", "
            "--mode", "train"]
 URL = re.compile(r"serving the console on (\S+)")
 LEFT_S = 20.0          # the server gives its consoles 10 s to quit, then SIGTERM and SIGKILL
-WARM = "perfconsole.core.launch.warm_server"   # in the command line of a console's warm process
+WARM = "perfconsole.core.launch.warm_server"   # in the command line of the server's warm process
 TAB_ACTIONS = ("close-early", "close-idle", "close-running", "keep", "keep-running")
 STOPS = ("SIGTERM", "SIGINT", "SIGHUP")
 # Keeps the Terminal that textual-serve's page assigns to `this.terminal`, as window.__xterm.
@@ -87,7 +87,7 @@ class Outcome:
     trial: Trial
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    warm_at_stop: int = 0   # the consoles' warm processes (one per tab, core.launch.warm) as the server was stopped
+    warm_at_stop: int = 0   # warm processes (the server's, shared by its tabs: core.launch.warm) as the server was stopped
 
 
 def free_port() -> int:

@@ -64,7 +64,7 @@ def open_console(args: argparse.Namespace) -> int:
         raise cli.UsageError("the console needs a terminal (stdin and stdout are not both one); "
                              "headless work is a sub-command, e.g. `perfconsole run ... --json` (see --help), "
                              "or serve it to a browser with `perfconsole serve`")
-    from perfconsole.core.launch import processes
+    from perfconsole.core.launch import processes, warm
     from perfconsole.core.spec import SpecError
     from perfconsole.tui.app import PerfConsole
 
@@ -84,7 +84,9 @@ def open_console(args: argparse.Namespace) -> int:
     app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
     app.executor = executor
     app.install_signals = True
-    app.warm_start = True  # runs fork from a process that has imported torch (core/launch/warm.py)
+    # Runs fork from a process that has imported torch (core/launch/warm.py): the console's own, or the one its
+    # server keeps for every tab (`perfconsole serve`, tui/serve.py).
+    app.warm_start = not os.environ.get(warm.SHARED_VAR)
     # From here on the console cannot outlive its terminal (tui/exit_guard.py): a stop signal, a hung-up
     # terminal or a dead parent ends it within a few seconds, whatever state textual is in.
     app.exit_guard = guard = exit_guard.ExitGuard()

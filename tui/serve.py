@@ -2,7 +2,8 @@
 
 Each browser tab gets its own console process, started from a command line that textual-serve runs
 through /bin/sh; that line is built here with shlex.join from the flags the user passed, so nothing
-typed on the command line is read by the shell. The server listens on the loopback interface unless
+typed on the command line is read by the shell. The server keeps one warm process (core.launch.warm), from
+which every tab's runs fork. The server listens on the loopback interface unless
 --allow-remote is given, and every request needs the token printed at start (tui/serve_auth.py):
 whoever can use the console can launch runs and read and write files as the user who started it.
 """
@@ -28,6 +29,7 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from perfconsole.core.cli import main as cli
+from perfconsole.core.launch import warm
 from perfconsole.core.launch.processes import STOP_SIGNALS
 from perfconsole.core.spec import SpecError
 from perfconsole.tui import serve_auth
@@ -153,6 +155,11 @@ class ConsoleServer(Server):
         pass  # textual-serve's banner; the line that says where to go is printed once the port is bound
 
     def _listening(self, *_: object) -> None:
+        # The port is bound: one warm process for every tab's console (core.launch.warm), started here, on the main
+        # thread (its parent-death signal follows the thread that started it). A tab imports no torch of its own.
+        own = warm.start_own()
+        if own is not None:
+            os.environ[warm.SHARED_VAR] = warm.shared_value(own)
         url = serve_auth.url_with_token(self.public_url, self.guard.token)
         print(f"perfconsole: serving the console on {url} (one console per browser tab; "
               "Ctrl+C stops the server and every console)", flush=True)
@@ -248,5 +255,7 @@ def main(argv: list[str], console_options: Callable[[argparse.ArgumentParser], N
         print(f"perfconsole: error: --port {serve_args.port}: cannot listen on {serve_args.host} "
               f"({exc.strerror or exc})", file=sys.stderr)
         return cli.EXIT_USAGE
+    finally:
+        warm.stop_own()  # started once the port was bound (ConsoleServer._listening)
     # 128 + the signal, as the other commands exit: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     return 128 + server.stopped_by if server.stopped_by else cli.EXIT_OK

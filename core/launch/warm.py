@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,14 @@ from perfconsole.core.launch.processes import ChildProcess
 from perfconsole.core.launch.warm_child import ROOM, START_VAR
 from perfconsole.core.launch.warm_server import MAX_FDS, WORKERS
 
-__all__ = ["SERVER", "START_VAR", "WORKERS", "WarmProc", "WarmProcess", "find", "spawn", "start_own", "stop_own"]
+__all__ = ["SERVER", "SHARED_VAR", "START_VAR", "WORKERS", "WarmProc", "WarmProcess", "find", "shared_value", "spawn",
+           "start_own", "stop_own"]
 
 READY_TIMEOUT_S = 120.0   # a launch waits this long for its own console's warm process to finish importing
 OFF_VAR = "PERFCONSOLE_WARM"   # "off": every run starts cold
+# Set by `perfconsole serve` for the consoles of its tabs, as "PID:SOCKET": the warm process the server keeps for all of
+# them (each tab's console then keeps none of its own)
+SHARED_VAR = "PERFCONSOLE_WARM_SHARED"
 SERVER = "perfconsole.core.launch.warm_server"   # the warm process's module, in its command line
 
 
@@ -142,13 +147,38 @@ def stop_own() -> None:
         own.stop()
 
 
+def shared_value(own: WarmProcess) -> str:
+    """SHARED_VAR's value for the children of the process that owns `own`."""
+    return f"{own.proc.pid}:{own.socket}"
+
+
+def _shared(value: str) -> tuple[list[Path], str]:
+    """The socket SHARED_VAR names, once its warm process has imported (its socket is bound then)."""
+    pid, _, path = value.partition(":")
+    sock = Path(path)
+    if not pid.isdigit() or _private_dir(sock.parent) is not None:
+        return [], f"{SHARED_VAR} names no warm process of this user's"
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not sock.exists():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return [], "the server's warm process has ended"
+        if time.monotonic() > deadline:
+            return [], "the server's warm process is still importing"
+        time.sleep(0.1)
+    return [sock], ""
+
+
 def find() -> tuple[list[Path], str]:
-    """The sockets of warm processes to try: this process's own, else those of consoles and servers named by
-    the pointer files; else none and why."""
+    """The sockets of warm processes to try: this process's own, else the one its server shares (SHARED_VAR),
+    else those of consoles and servers named by the pointer files; else none and why."""
     own = _own
     if own is not None:
         why = own.wait_ready()
         return ([own.socket], "") if why is None else ([], why)
+    if os.environ.get(SHARED_VAR):
+        return _shared(os.environ[SHARED_VAR])
     folder = pointer_dir()
     if not folder.exists():
         return [], "no console or server is up"

@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pytest
+from helpers import WARM_SERVER
 from serve_helpers import (CAPTURE_TERMINAL, MARKER, PREFILL, free_port, launch_chromium, marked_processes,
                            needs_chromium, needs_playwright, serve, stop, sync_playwright, wait_for_port, wait_for_text)
 
@@ -57,6 +58,10 @@ def test_the_console_in_a_browser_runs_and_stopping_the_server_leaves_no_process
                 wait_for_text(page, "x cancels", timeout=60)
                 workers = [p for p in marked_processes(tag) if "perfconsole.core.measure.worker" in " ".join(p.cmdline())]
                 assert workers, "the second run's worker is not running"
+                # It forked from the server's warm process, which every tab shares: no tab keeps one of its own.
+                warms = [p for p in marked_processes(tag) if WARM_SERVER in " ".join(p.cmdline())]
+                assert [p.ppid() for p in warms] == [server.pid], [(p.pid, p.ppid()) for p in warms]
+                assert [p.ppid() for p in workers] == [warms[0].pid], workers
             finally:
                 browser.close()
     finally:

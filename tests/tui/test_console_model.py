@@ -137,6 +137,8 @@ async def test_a_misspelt_factory_function_is_said_whole_beside_the_field_at_80x
         said = f"{EXAMPLE} has no function 'bild' (it defines Block, StudentGPT, build)"
         assert pane.spec is None and _err(app, "model") == said
         shown = app.query_one("#err-model", Static)
+        # Laid out on a later refresh than the text is set: on a loaded machine one pause saw it one line high.
+        await wait_for(pilot, lambda: shown.size.height >= 2, timeout=30)
         assert shown.size.height >= 2 and shown.size.width < len(said)   # wrapped at 80 columns, not cut
         assert app.query_one("#btn-run").disabled
         pane.set_value("model", f"{EXAMPLE}:build")

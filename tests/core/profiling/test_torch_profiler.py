@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from perfconsole.core.profiling.categories import categorize, category_shares, phase_shares, softmax_vs_matmuls
+from perfconsole.core.profiling import torch_profiler
 from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
 from perfconsole.model.annotate import annotate, set_range_factory
 from perfconsole.model.config import config_for
@@ -115,6 +116,15 @@ class _Event:
         self.kernels, self.cpu_parent, self.self_cpu_time_total = list(kernels), parent, self_cpu
 
 
+@pytest.fixture
+def range_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names a model's ranges are opened with: range_factory records them as a run opens them, and the two
+    tests below build their events by hand. Without this they read the names the `capture` fixture's run left
+    in the process, and failed on an xdist worker that had not run it."""
+    monkeypatch.setattr(torch_profiler, "_RANGE_NAMES", {"forward", "backward", "optimizer_step"})
+
+
+@pytest.mark.usefixtures("range_names")
 def test_cuda_annotation_twins_do_not_double_the_ranges(tmp_path: Path) -> None:
     # On CUDA, Kineto reports a record_function both as a CPU range and as a gpu_user_annotation on
     # the device (seen on an H200: `forward` had 80 instances over 40 steps). No CUDA here, so the
@@ -135,6 +145,7 @@ def test_cuda_annotation_twins_do_not_double_the_ranges(tmp_path: Path) -> None:
     assert tables["cuda_gpu_kern_sum"][0]["instances"] == 3
 
 
+@pytest.mark.usefixtures("range_names")
 def test_a_kernel_counts_once_when_several_ops_carry_its_correlation_id(tmp_path: Path) -> None:
     """On CUDA, torch links a kernel to every op with its correlation id; with torch.compile in the
     process two ops can share one (a compiled 2.7B step's fused AdamW kernels counted 6 times over on an

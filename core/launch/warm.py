@@ -95,6 +95,8 @@ class WarmProcess(ChildProcess):
             return "the warm process is still importing"
         if self.failed is None and self.proc.poll() is not None:
             self.failed = f"the warm process has ended (code {self.proc.returncode})"
+        if self.failed is None and self.cancelled.is_set():  # SIGKILLed (kill_all) and maybe not yet reaped
+            self.failed = "the warm process has been killed"
         return self.failed
 
     def stop(self) -> None:
@@ -133,7 +135,10 @@ def start_own() -> WarmProcess | None:
     if turned_off():
         return None
     with _own_lock:
-        if _own is None or _own.proc is None or _own.proc.poll() is not None:
+        if _own is None or _own.proc is None or _own.proc.poll() is not None or _own.cancelled.is_set():
+            # One that kill_all SIGKILLed may not have died yet: poll() cannot tell, its kill mark can.
+            if _own is not None:
+                _own.stop()
             _own = WarmProcess()
             _own.start()
         return _own

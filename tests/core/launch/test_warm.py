@@ -239,3 +239,19 @@ def test_a_commands_run_outlives_the_console_that_owns_the_warm_process(tmp_path
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_a_warm_process_kill_all_ended_is_replaced_before_it_is_reaped(warm_process):
+    """Every way out of a console (and test_strays.py, earlier in an xdist worker) runs processes.kill_all, which
+    SIGKILLs the warm process's group: until the kernel has torn it down, poll() says it runs, and a start_own
+    that trusted it handed out a dying process (the clean-clone CI of ed9a447: the next runs found its socket
+    reset). Its kill mark says it is gone at once. Last in the file: it replaces the fixture's process."""
+    from perfconsole.core.launch import processes
+
+    processes.kill_all()
+    assert warm_process.wait_ready() == "the warm process has been killed"
+    own = warm.start_own()
+    assert own is not warm_process and own.wait_ready() is None
+    assert warm_process.proc.poll() is not None  # the old one reaped by its replacement's start
+    record, _, launch = launched()
+    assert launch.start_how == "warm" and record.status == "ok"

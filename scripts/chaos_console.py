@@ -40,7 +40,7 @@ FLAGS = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--
 LEFT_S = 8.0          # the exit guard acts after 3 s; a console still there after this has outlived its terminal
 STUCK_S = 30.0        # how long a late one is watched further, to tell a slow exit (a loaded CPU) from a stuck one
 ENDINGS = ("kill-session", "SIGHUP", "SIGTERM", "SIGINT")
-# moment: (console flags, slow-step fault in ms or None). Cheap moments come first: they are drawn more.
+# moment: (console flags, slow-step fault in ms or None). Cheap moments come first: they come more often (WEIGHTS).
 MOMENTS: dict[str, tuple[list[str], int | None]] = {
     "startup": ([], None),            # before the first frame, or just at it
     "first-frame": ([], None),        # right after "Launch" shows: where the textual hang was
@@ -56,6 +56,10 @@ MOMENTS: dict[str, tuple[list[str], int | None]] = {
 }
 WEIGHTS = {"startup": 3, "first-frame": 3, "idle": 2, "dialog": 2, "quitting": 2, "launching": 2, "mid-run": 2,
            "queued": 1, "sweep": 1, "profiling": 1, "export": 1}
+# One pass of trials: every moment as many times as its weight, in turn (20 trials). Drawn at random by weight,
+# 40 trials missed a given moment of weight 1 in one run of eight ((19/20) ** 40 = 0.13), one of the four such
+# moments in about four runs of ten; a pass meets each one.
+CYCLE = [moment for moment, weight in WEIGHTS.items() for _ in range(weight)]
 # Never drawn by Trial.draw (it needs a GPU and nsys): nsys_trials() makes these. The plain process of the
 # profiled run measures NSYS_STEPS steps first; the cue is the capture process under nsys.
 NSYS_STEPS = 60
@@ -76,10 +80,15 @@ class Trial:
 
     @classmethod
     def draw(cls, seed: int, index: int) -> Trial:
+        """Trial `index` of `seed`: its moment from CYCLE in turn, its ending in turn too, shifted by the seed and
+        the pass (a moment's trials of one pass end in different ways); its delay and whether the tmux server is
+        kept drawn from the seed."""
         rng = random.Random(f"{seed}:{index}")
-        moment = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
+        run, at = divmod(index, len(CYCLE))
+        moment = CYCLE[at]
+        ending = ENDINGS[(seed + at + run) % len(ENDINGS)]
         spread = {"startup": 0.8, "first-frame": 0.15, "idle": 2.0, "launching": 3.0, "sweep": 6.0}.get(moment, 0.8)
-        return cls(seed, index, moment, rng.choice(ENDINGS), round(rng.uniform(0, spread), 3), rng.random() < 0.5)
+        return cls(seed, index, moment, ending, round(rng.uniform(0, spread), 3), rng.random() < 0.5)
 
     def __str__(self) -> str:
         return (f"seed {self.seed} trial {self.index}: {self.ending} at {self.moment} + {self.delay:.3f} s"
@@ -434,7 +443,7 @@ def repro(tries: int, parallel: int = 1, report=print) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=int(os.environ.get("PERFCONSOLE_CHAOS_TRIALS", "40")))
+    p.add_argument("--trials", type=int, default=int(os.environ.get("PERFCONSOLE_CHAOS_TRIALS", str(len(CYCLE)))))
     p.add_argument("--seed", type=int, default=int(os.environ.get("PERFCONSOLE_CHAOS_SEED", "0") or 0))
     p.add_argument("--only", default=None, help="replay these trials of the seed (comma-separated indices)")
     p.add_argument("--parallel", type=int, default=3)

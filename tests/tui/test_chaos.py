@@ -6,7 +6,7 @@ Past its first frame the console has a warm process (core.launch.warm), whose co
 trial counts it at the ending, and it must be gone too.
 
 PERFCONSOLE_CHAOS_SEED fixes the seed (else one is drawn and named in any failure), and
-PERFCONSOLE_CHAOS_TRIALS the number of trials (40). A failure names its seed, trial and moment, and the
+PERFCONSOLE_CHAOS_TRIALS the number of trials (one pass of the moments, 20: scripts/chaos_console.py's CYCLE). A failure names its seed, trial and moment, and the
 command that replays it. Skips where tmux is missing (CI installs it in .ci/run).
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ def peaks(tmp_path_factory) -> Path:
 @needs_tmux
 def test_the_console_leaves_nothing_behind_whenever_its_terminal_dies(peaks):
     seed = int(os.environ.get("PERFCONSOLE_CHAOS_SEED") or random.randrange(1 << 30))
-    trials = int(os.environ.get("PERFCONSOLE_CHAOS_TRIALS", "40"))
+    trials = int(os.environ.get("PERFCONSOLE_CHAOS_TRIALS", str(len(chaos.CYCLE))))
     lines: list[str] = []
     outcomes = chaos.run(seed, list(range(trials)), parallel=2, peaks=peaks, report=lines.append)
     failed = [o for o in outcomes if o.problems]
@@ -180,6 +180,17 @@ def test_a_console_ended_mid_nsys_run_leaves_no_nsys_agent(peaks):
                                                        if not o.cue_seen]
     # The issue's case was met: an agent was alive when the console was ended, and went with it.
     assert any(o.agents_at_end for o in outcomes), lines
+
+
+def test_a_pass_of_trials_meets_every_moment_and_ends_a_moment_in_different_ways():
+    for seed in (0, 7, 11):
+        trials = [chaos.Trial.draw(seed, i) for i in range(len(chaos.CYCLE))]
+        assert {t.moment for t in trials} == set(chaos.WEIGHTS)
+        for moment, weight in chaos.WEIGHTS.items():
+            assert len({t.ending for t in trials if t.moment == moment}) == weight
+    # the next pass ends each trial otherwise, and a trial replays as drawn
+    assert [chaos.Trial.draw(3, i).ending for i in range(20)] != [chaos.Trial.draw(3, 20 + i).ending for i in range(20)]
+    assert chaos.Trial.draw(3, 5) == chaos.Trial.draw(3, 5)
 
 
 def test_mid_nsys_run_trials_are_made_apart_and_never_drawn():

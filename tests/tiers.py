@@ -23,6 +23,7 @@ E2E_PROGRAMS = {"tmux": "tmux", "chromium": "a browser", "chromium-browser": "a 
 E2E_MODULES = {"perfconsole.core.measure.worker": "a worker", "torch.distributed.run": "torchrun",
                "perfconsole.tui.main": "the perfconsole CLI", "perfconsole.core.cli.main": "the perfconsole CLI",
                "perfconsole.core.launch.warm_server": "a warm process", "perfconsole.core.launch.slurm_task": "a Slurm task",
+               "perfconsole.core.launch.warm_rank": "a torchrun rank",
                "pytest": "a pytest run"}
 # The test helpers that start such a process, by module and name (tests/helpers.py, tests/tui/serve_helpers.py).
 E2E_HELPERS = {("helpers", "pc"), ("serve_helpers", "serve"), ("serve_helpers", "launch_chromium"),

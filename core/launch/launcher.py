@@ -79,8 +79,21 @@ class Launch(ChildProcess):
         if spec.profile == "torch" or spec.memory or spec.nproc > 1:
             self._need_out_dir()
         if spec.nproc > 1:
-            return self._torchrun(worker_argv(spec, self.out_dir))
+            return self._torchrun(self._rank_argv(worker_argv(spec, self.out_dir)))
         return worker_argv(spec, self.out_dir)
+
+    def _rank_argv(self, argv: list[str]) -> list[str]:
+        """What torchrun starts as each rank: on this machine, core.launch.warm_rank around the worker, which forks
+        it from a warm process where one is up and may (else it becomes the worker cold and says why, as with
+        PERFCONSOLE_WARM=off); a Slurm job's ranks start cold, on nodes where the console's warm process is not."""
+        from perfconsole.core.launch import warm
+
+        if self.executor is not None:
+            return argv
+        own = warm._own
+        if own is not None and own.proc is not None:  # this process's own: the ranks wait for it as a launch would
+            self.env = {**(self.env or {}), warm.SHARED_VAR: warm.shared_value(own)}
+        return [sys.executable, "-m", "perfconsole.core.launch.warm_rank", *argv]
 
     def _torchrun(self, argv: list[str]) -> list[str]:
         from perfconsole.core.launch.distributed import torchrun_command

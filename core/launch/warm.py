@@ -250,8 +250,10 @@ def _mismatch(hello: dict[str, Any]) -> str | None:
     return None
 
 
-def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> tuple[WarmProc | None, str]:
-    """Start `argv` (`python -m <worker> ...`) forked from a warm process: the process, or None and why not."""
+def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None,
+          fds: list[int] | None = None) -> tuple[WarmProc | None, str]:
+    """Start `argv` (`python -m <worker> ...`) forked from a warm process: the process, or None and why not.
+    Its stdin, stdout and stderr are pipes to the caller, or the descriptors `fds` (a torchrun rank's: warm_rank)."""
     if turned_off():
         return None, turned_off() or ""
     if not hasattr(os, "fork") or not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds"):
@@ -267,45 +269,53 @@ def spawn(argv: list[str], env: dict[str, str], cwd: str | None = None) -> tuple
         if why:
             sock.close()
             continue
-        return _request(sock, argv, env, cwd or os.getcwd())
+        return _request(sock, argv, env, cwd or os.getcwd(), fds)
     return None, why
 
 
-def _request(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str) -> tuple[WarmProc | None, str]:
-    pipes = [os.pipe() for _ in range(MAX_FDS)]  # stdin, stdout, stderr: (read, write) each
-    theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
-    ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
+def _request(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str,
+             fds: list[int] | None) -> tuple[WarmProc | None, str]:
+    if fds is None:
+        pipes = [os.pipe() for _ in range(MAX_FDS)]  # stdin, stdout, stderr: (read, write) each
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        ours: list[int] | None = [pipes[0][1], pipes[1][0], pipes[2][0]]
+    else:
+        theirs, ours = list(fds), None
     try:
         socket.send_fds(sock, [json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()], theirs)
         reply = json.loads(sock.recv(1 << 16) or b"null")
     except (OSError, ValueError) as exc:
         reply = {"cold": f"the warm process did not answer ({exc})"}
     finally:
-        for fd in theirs:
+        for fd in theirs if ours is not None else ():
             os.close(fd)
     if not isinstance(reply, dict) or "pid" not in reply:
-        for fd in ours:
+        for fd in ours or ():
             os.close(fd)
         sock.close()
         return None, str(reply.get("cold") if isinstance(reply, dict) else "the warm process did not answer")
-    return WarmProc(int(reply["pid"]), sock, *ours), ""
+    return WarmProc(int(reply["pid"]), sock, ours), ""
 
 
 class WarmProc:
     """A worker forked by a warm process, as the launcher sees a `subprocess.Popen`: its pid (also its process
     group's), text pipes to its stdin, stdout and stderr, and its exit status (negative: the signal), which the
-    warm process sends, keeping the child a zombie, so that its pid and group stay its own, until `release`."""
+    warm process sends, keeping the child a zombie, so that its pid and group stay its own, until `release`.
+    A child given the caller's own descriptors (`pipes` None) has no pipes here."""
 
-    def __init__(self, pid: int, sock: socket.socket, stdin: int, stdout: int, stderr: int) -> None:
+    def __init__(self, pid: int, sock: socket.socket, pipes: list[int] | None) -> None:
         self.pid = pid
         self.args = None
         self.returncode: int | None = None
         self._sock = sock
         self._lock = threading.Lock()
         self._released = False
-        self.stdin = open(stdin, "w", encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
-        self.stdout = open(stdout, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
-        self.stderr = open(stderr, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
+        self.stdin = self.stdout = self.stderr = None
+        if pipes is not None:
+            stdin, stdout, stderr = pipes
+            self.stdin = open(stdin, "w", encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
+            self.stdout = open(stdout, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
+            self.stderr = open(stderr, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
 
     def _check(self, timeout: float | None) -> int | None:
         if self.returncode is not None or self._released:

@@ -22,6 +22,9 @@ class Environment:
     # "warm" (forked from a process that had imported torch, core.launch.warm), "cold: <why>", or None:
     # a record from before this was noted, or a worker started by hand.
     start: str | None = None
+    # torch's intra-op threads (torch.get_num_threads(): OMP_NUM_THREADS, or one a core): a CPU step's time
+    # depends on them. None in a record from before this was noted.
+    threads: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,7 +45,7 @@ def collect(device: str) -> Environment:
     return Environment(device=device, gpu_name=gpu_name, gpu_memory_mib=gpu_mem, driver=driver,
                        torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
                        host=socket.gethostname(), cpu=platform.processor() or platform.machine(),
-                       start=os.environ.get("PERFCONSOLE_START") or None)
+                       start=os.environ.get("PERFCONSOLE_START") or None, threads=torch.get_num_threads())
 
 
 def _driver_version() -> str | None:

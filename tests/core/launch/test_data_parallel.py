@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from perfconsole.core import events as ev
+from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
@@ -21,15 +22,18 @@ JOB = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mod
 
 
 def run_job(spec: RunSpec, env: dict[str, str] | None = None, on_event=None):
-    """Run the job; returns the record, the events and every process seen under torchrun."""
+    """Run the job; returns the record, the events and every process seen under torchrun, and the ranks' workers
+    the xdist worker's warm process forked for it (tests/conftest.py: no other test of this worker runs meanwhile)."""
     launch = Launch(spec, env=env)
     record, seen, procs = RunRecord(spec), [], {}
+    server = warm._own.proc.pid if warm._own is not None and warm._own.proc is not None else None
 
     for event in launch.events():
         if launch.proc is not None and launch.proc.poll() is None:
             try:
                 root = psutil.Process(launch.proc.pid)
-                for p in [root, *root.children(recursive=True)]:
+                forked = psutil.Process(server).children() if server is not None else []
+                for p in [root, *root.children(recursive=True), *forked]:
                     procs[p.pid] = p
             except psutil.NoSuchProcess:
                 pass
@@ -53,6 +57,7 @@ def assert_none_left(procs: list[psutil.Process]) -> None:
 def test_ddp_job_has_every_rank_and_measures_communication():
     record, seen, procs = run_job(JOB)
     assert record.status == "ok", record.error
+    assert record.environment["start"] == "warm"  # each rank forked (core.launch.warm_rank)
     assert [r.rank for r in record.ranks] == [0, 1]
     for r in record.ranks:
         assert [s.index for s in r.steps] == [1, 2, 3]
@@ -138,9 +143,14 @@ def test_a_compiled_ddp_job_compiled_whole_runs_and_says_so():
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("fault, status, kind", [("1:raise:2", "error", "crash"), ("1:oom:2", "oom", "oom")])
-def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind):
-    record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault})
+@pytest.mark.parametrize("fault, status, kind, start", [("1:raise:2", "error", "crash", "warm"),
+                                                         ("1:oom:2", "oom", "oom", "cold: PERFCONSOLE_WARM=off")])
+def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind, start):
+    """Forked ranks (core.launch.warm_rank passes the failed rank's exit on to torchrun, and torchrun's stop to the
+    other), and cold ones, as every rank started before."""
+    off = {warm.OFF_VAR: "off"} if start != "warm" else {}
+    record, seen, procs = run_job(JOB, env={"PERFCONSOLE_RANK_FAULT": fault, **off})
+    assert record.environment["start"] == start
     assert record.status == status
     assert record.error.kind == kind and record.error.message.startswith("rank 1: "), record.error
     assert [e.type for e in seen].count("finished") == 1

@@ -116,11 +116,35 @@ def test_a_held_launch_is_forked_and_waits_for_its_turn(warm_process):
 
 
 def test_what_cannot_be_forked_starts_cold_and_says_why(warm_process):
-    record, _, launch = launched(env={"OMP_NUM_THREADS": "3"})  # read by the OpenMP runtime as torch loads
-    assert launch.start_how.startswith("cold: the run sets OMP_NUM_THREADS otherwise")
+    record, _, launch = launched(env={"MKL_NUM_THREADS": "3"})  # read by MKL as torch loads
+    assert launch.start_how.startswith("cold: the run sets MKL_NUM_THREADS otherwise")
     assert record.environment["start"] == launch.start_how and record.status == "ok"
     proc, why = warm.spawn([sys.executable, "-m", "json.tool"], dict(os.environ))
     assert proc is None and why == "not a worker this warm process has loaded"
+
+
+def test_a_run_with_its_own_omp_num_threads_is_forked_with_those_threads(warm_process, monkeypatch):
+    """torchrun gives every rank OMP_NUM_THREADS=1 where it is unset: a forked run sets its intra-op threads as
+    the variable would have as torch loaded, and computes what a cold run with it does."""
+    threads = "2" if os.environ.get("OMP_NUM_THREADS") != "2" else "3"  # not the warm process's own
+    hot, _, hot_launch = launched(env={"OMP_NUM_THREADS": threads})
+    monkeypatch.setenv(warm.OFF_VAR, "off")
+    cold, _, _ = launched(env={"OMP_NUM_THREADS": threads})
+    assert hot_launch.start_how == "warm" and hot.status == cold.status == "ok"
+    assert hot.environment["threads"] == cold.environment["threads"] == int(threads)
+    assert [s.loss for s in hot.warmup_steps + hot.steps] == [s.loss for s in cold.warmup_steps + cold.steps]
+
+
+def test_variables_read_at_import_decide_and_those_read_later_do_not():
+    from perfconsole.core.launch.warm_server import differs
+
+    base = {"OMP_NUM_THREADS": "4", "PATH": "/bin"}
+    assert differs({**base, "OMP_NUM_THREADS": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "RANK": "1"}, base) is None
+    assert differs({"PATH": "/bin"}, base) == "OMP_NUM_THREADS"            # unset: torch's own default is not known
+    assert differs({**base, "OMP_NUM_THREADS": "0"}, base) == "OMP_NUM_THREADS"
+    assert differs({**base, "OMP_NUM_THREADS": "2,1"}, base) == "OMP_NUM_THREADS"  # nested levels: not a count
+    assert differs({**base, "TORCH_LOGS": "dynamo"}, base) == "TORCH_LOGS"
+    assert differs({**base, "PYTHONHASHSEED": "1"}, base) == "PYTHONHASHSEED"
 
 
 def test_a_pointer_folder_others_can_read_is_not_used(tmp_path, monkeypatch):

@@ -46,11 +46,8 @@ PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "t
 # these differently from the warm process's would not be the same program forked; it starts cold.
 IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")
 UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up in core.launch.warm_child
-# Read when they are used, not as torch loads: NCCL's process group reads these as it is made (torchrun sets
-# TORCH_NCCL_ASYNC_ERROR_HANDLING for every rank).
-AT_USE = ("TORCH_NCCL_",)
-# Read as the OpenMP runtime loads, and set again in a forked run as torch.set_num_threads does it (torchrun
-# gives each rank OMP_NUM_THREADS=1 where it is not set): a positive count may differ (core.launch.warm_child).
+AT_USE = ("TORCH_NCCL_",)  # read as NCCL's group is made, not as torch loads (torchrun sets one for every rank)
+# torchrun gives each rank OMP_NUM_THREADS=1 where it is unset: a positive count may differ, the fork sets it (warm_child)
 THREADS = "OMP_NUM_THREADS"
 MAX_MESSAGE = 1 << 20
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}

@@ -141,7 +141,7 @@ def _warm_launches(request, tmp_path_factory):
     as a console's launches do from its own (core.launch.warm): about 0.5 CPU-s a run against about 4 for a cold
     worker's imports, some hundred runs in the suite. Started at the first such test (a test that stops it, as
     test_warm.py's do, has the next start another), ended with the session. The test's data folder names it, so the CLI's
-    runs fork from it too, and so do torchrun's ranks (core.launch.warm_rank); torchrun itself, Slurm's tasks, tests
+    runs fork from it too, and so do torchrun and its ranks (core.launch.warm_rank); Slurm's tasks, tests
     on another or a fresh folder and tests run with PERFCONSOLE_WARM=off stay cold, as a user's do without a
     console: both paths stay tested (docs/development.md). Not for the `gpu`
     tests: they run on the GPU machine, where CPU time is no concern, on the cold path their evidence was taken on."""

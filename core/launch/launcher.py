@@ -137,8 +137,6 @@ class Launch(ChildProcess):
             return "a Slurm job"
         if self._nsys is not None:
             return "nsys wraps the worker"
-        if self.spec.nproc > 1:
-            return "a torchrun data-parallel job"
         if argv[:2] != [sys.executable, "-m"]:
             return f"{Path(argv[0]).name} wraps the worker"
         return None

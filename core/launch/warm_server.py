@@ -2,13 +2,13 @@
 
 It imports torch and the workers (nothing on a GPU, no thread of its own), then serves on a Unix socket
 (SOCK_SEQPACKET, in a 0700 directory, peers of its own uid only). Each connection asks for one run: the
-worker's argv (`python -m <module> ...`, a module named in WORKERS), its environment and working directory,
-with the run's stdin, stdout and stderr passed as file descriptors. The warm process forks; the child starts
-a session of its own (its own process group, as a cold worker's `start_new_session`), takes those three
-descriptors, the environment and the directory, and runs the module as `python -m` would
-(core.launch.warm_child). The reply is the
-child's pid, and later its exit status (negative: the signal that ended it). The child stays a zombie, so its
-pid and its group cannot be reused, until the connection closes; a connection that closes while its child
+worker's argv (`python -m <module> ...`, a module named in WORKERS: torchrun's too, whose ranks are forked in
+turn through core.launch.warm_rank), its environment and working directory, with the run's stdin, stdout and
+stderr passed as file descriptors. The warm process forks; the child starts a session of its own (its own
+process group, as a cold worker's `start_new_session`), takes those three descriptors, the environment and the
+directory, and runs the module as `python -m` would (core.launch.warm_child). The reply is the child's pid,
+and later its exit status (negative: the signal that ended it). The child stays a zombie, so its pid and its
+group cannot be reused, until the connection closes; a connection that closes while its child
 runs (the launcher dropped it, or died) has that child's group killed.
 
 It does not outlive the process that started it (its console): its stdin is a pipe from that process, and EOF
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from perfconsole.core.launch.warm_child import become, pdeathsig
 
-WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker")
+WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker", "torch.distributed.run")
 # What a run imports before its first step (python -X importtime on a tiny CPU run): torch's compiler stack
 # comes in lazily with the optimizer and the FLOP counter, about 1.8 s of it. None of it starts a thread
 # or touches a GPU (`untrusted` checks).

@@ -1,9 +1,12 @@
 """Data-parallel jobs on two GPUs (NCCL): run on the lent multi-GPU machine with `pytest -m gpu`."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
+from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.profiling.categories import category_shares
 from perfconsole.core.record import RunRecord
@@ -91,3 +94,37 @@ def test_nsys_gives_one_capture_per_rank_and_rank_0s_nccl_kernels(tmp_path):
         assert (tmp_path / f"profile-rank{k}.nsys-rep").is_file()
     assert any(f.endswith("profile-rank1.nsys-rep") for f in r.profile.files)
     assert "communication" in {c.category for c in category_shares(r.profile.tables)}
+
+
+WARM_JOB = RunSpec(size="small", ctx=256, batch=4, device="cuda", precision="bf16", mode="train", warmup=3, steps=10,
+                   seed=1234, nproc=2, parallel="ddp")
+
+
+def test_a_ddp_job_s_ranks_forked_on_two_gpus_are_the_ranks_a_cold_job_runs(monkeypatch):
+    """torchrun starts each rank as core.launch.warm_rank, which has the warm process fork it: each rank initialises
+    CUDA and NCCL after the fork, with the OMP_NUM_THREADS torchrun gave it, and the job is the cold job."""
+    own = warm.start_own()
+    assert own is not None and own.wait_ready() is None, list(own.stderr_tail)
+    runs = {}
+    try:
+        for how in ("cold", "warm"):
+            with monkeypatch.context() as mp:
+                if how == "cold":
+                    mp.setenv(warm.OFF_VAR, "off")
+                record = RunRecord(WARM_JOB)
+                for event in Launch(WARM_JOB).events():
+                    record.apply(event)
+            assert record.status == "ok", record.error
+            runs[how] = record
+        sock, hello = warm._connect(own.socket)
+        sock.close()
+        assert not hello.get("why_not"), hello
+    finally:
+        warm.stop_own()
+    cold, hot = runs["cold"], runs["warm"]
+    assert (cold.environment["start"], hot.environment["start"]) == ("cold: PERFCONSOLE_WARM=off", "warm")
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))  # torchrun's 1 where the machine sets none
+    assert cold.environment["threads"] == hot.environment["threads"] == threads
+    assert len(hot.ranks) == 2 and all(c > 0 for c in hot.comm_steps["comm_ms"])
+    cl, hl = [s.loss for s in cold.warmup_steps + cold.steps], [s.loss for s in hot.warmup_steps + hot.steps]
+    assert len(cl) == len(hl) == WARM_JOB.warmup + WARM_JOB.steps and hl == pytest.approx(cl, rel=2e-2), (cl, hl)

@@ -18,7 +18,6 @@ from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.telemetry.nvml import visible_gpus
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e]
 
@@ -89,37 +88,3 @@ def test_a_forked_cuda_run_is_the_same_program_as_a_cold_one_and_leaves_the_warm
                      for _, rec, launch, f in runs],
             "median_step_ms": med, "first_step_s": first}, indent=1))
 
-
-JOB = SPEC.with_(nproc=2, parallel="ddp", steps=10)
-
-
-@pytest.mark.two_gpus
-@pytest.mark.skipif(len(visible_gpus()) < 2, reason="needs two GPUs")
-def test_a_ddp_job_s_ranks_forked_on_two_gpus_are_the_ranks_a_cold_job_runs(monkeypatch):
-    """torchrun starts each rank as core.launch.warm_rank, which has the warm process fork it: each rank initialises
-    CUDA and NCCL after the fork, with the OMP_NUM_THREADS torchrun gave it, and the job is the cold job."""
-    own = warm.start_own()
-    assert own is not None and own.wait_ready() is None, list(own.stderr_tail)
-    runs = {}
-    try:
-        for how in ("cold", "warm"):
-            with monkeypatch.context() as mp:
-                if how == "cold":
-                    mp.setenv(warm.OFF_VAR, "off")
-                record = RunRecord(JOB)
-                for event in Launch(JOB).events():
-                    record.apply(event)
-            assert record.status == "ok", record.error
-            runs[how] = record
-        sock, hello = warm._connect(own.socket)
-        sock.close()
-        assert not hello.get("why_not"), hello
-    finally:
-        warm.stop_own()
-    cold, hot = runs["cold"], runs["warm"]
-    assert (cold.environment["start"], hot.environment["start"]) == ("cold: PERFCONSOLE_WARM=off", "warm")
-    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))  # torchrun's 1 where the machine sets none
-    assert cold.environment["threads"] == hot.environment["threads"] == threads
-    assert len(hot.ranks) == 2 and all(c > 0 for c in hot.comm_steps["comm_ms"])
-    cl, hl = [s.loss for s in cold.warmup_steps + cold.steps], [s.loss for s in hot.warmup_steps + hot.steps]
-    assert len(cl) == len(hl) == JOB.warmup + JOB.steps and hl == pytest.approx(cl, rel=2e-2), (cl, hl)

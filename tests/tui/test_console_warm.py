@@ -49,9 +49,9 @@ async def test_the_consoles_runs_fork_from_its_warm_process_which_ends_with_it()
     assert warm._own is None and _gone(server) and not pointer.exists()
 
 
-async def test_a_console_of_tests_starts_no_warm_process():
+async def test_a_console_of_tests_starts_no_warm_process(monkeypatch):
     """Only the real console (tui/main.py) keeps one: an app under test starts none unless asked."""
-    warm.stop_own()  # the one this xdist worker's e2e tests launch from (tests/conftest.py)
+    monkeypatch.setattr(warm, "_own", None)  # set aside the one this xdist worker's e2e tests launch from (conftest)
     app = make_app(TINY)
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()

@@ -83,7 +83,15 @@ def test_a_child_that_ended_leaves_nothing_once_reaped(cleanup):
     assert gone(stray)
 
 
-def test_kill_all_ends_a_tool_run_to_its_end_and_what_it_started(tmp_path, monkeypatch):
+@pytest.fixture
+def own_children(monkeypatch):
+    """kill_all kills, and _live lists, every child this process registered: here only the test's own. In a
+    pytest-xdist worker they would take in the worker's warm process too (tests/conftest.py), which the next e2e test
+    then waited for again, and which test_warm.py's fixture once got back dying (the clean-clone CI of ed9a447)."""
+    monkeypatch.setattr(processes, "_live", set())
+
+
+def test_kill_all_ends_a_tool_run_to_its_end_and_what_it_started(tmp_path, monkeypatch, own_children):
     said = tmp_path / "mark"
     monkeypatch.setenv("MARK_FILE", str(said))
     tool = [sys.executable, "-c", "import os, time; open(os.environ['MARK_FILE'], 'w').write("
@@ -102,7 +110,7 @@ def test_kill_all_ends_a_tool_run_to_its_end_and_what_it_started(tmp_path, monke
     assert processes.marked(mark) == []
 
 
-def test_a_tool_past_its_timeout_is_killed():
+def test_a_tool_past_its_timeout_is_killed(own_children):
     with pytest.raises(subprocess.TimeoutExpired):
         run_to_end([sys.executable, "-c", "import time; time.sleep(600)"], 0.5)
     assert not [c for c in processes._live if c.proc is not None and c.proc.poll() is None]

@@ -13,23 +13,28 @@ import time
 import psutil
 import pytest
 
+from helpers import PC, gone_or_zombie
+
 from perfconsole.core import store
-from helpers import PC
+from perfconsole.core.launch import warm
 
 
 
-# The workers are found by the mark in their environment, which a worker forked from a warm process does not show
-# (its /proc environ is the warm process's): these commands start their workers cold, as without a console up.
+# The commands fork their workers from the xdist worker's warm process, which the test's data folder names
+# (tests/conftest.py), as they would beside a console; the start-up test starts its worker cold, its moment being a
+# worker that imports torch.
 COLD = {"PERFCONSOLE_WARM": "off"}
 
 
-def start(args: list[str], mark: str, slow_ms: int) -> subprocess.Popen:
-    env = {**os.environ, **COLD, "PERFCONSOLE_FAULT": f"slow:{slow_ms}", "PERFCONSOLE_TEST_MARK": mark}
+def start(args: list[str], mark: str, slow_ms: int, cold: bool = False) -> subprocess.Popen:
+    env = {**os.environ, **(COLD if cold else {}), "PERFCONSOLE_FAULT": f"slow:{slow_ms}", "PERFCONSOLE_TEST_MARK": mark}
     return subprocess.Popen([*PC, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def marked(mark: str) -> list[psutil.Process]:
-    """Live processes started with this test's mark in their environment (zombies count as gone)."""
+    """Live processes of the test's command (zombies count as gone): those started with its mark in their
+    environment (the command, a cold worker), and those the xdist worker's warm process forked, whose /proc environ
+    is the warm process's (no other test of this xdist worker runs meanwhile)."""
     out = []
     for proc in psutil.process_iter():
         try:
@@ -37,6 +42,9 @@ def marked(mark: str) -> list[psutil.Process]:
                 out.append(proc)
         except (psutil.Error, OSError):
             pass
+    own = warm._own
+    if own is not None and own.proc is not None and own.proc.poll() is None:
+        out += [p for p in psutil.Process(own.proc.pid).children() if not gone_or_zombie(p.pid)]
     return out
 
 
@@ -100,7 +108,8 @@ def test_run_json_prints_the_measured_steps_on_sigterm(tmp_path):
 def test_a_signal_while_the_worker_starts_up_saves_a_cancelled_run(tmp_path):
     save = tmp_path / "r.json"
     mark = f"early-{os.getpid()}-{time.monotonic_ns()}"
-    p = start(["run", "--size", "tiny", "--device", "cpu", "--steps", "400", "--save", str(save)], mark, slow_ms=30)
+    p = start(["run", "--size", "tiny", "--device", "cpu", "--steps", "400", "--save", str(save)], mark, slow_ms=30,
+              cold=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the worker exists: it is importing torch, nothing measured yet
         if any("perfconsole.core.measure.worker" in cmdline(w) for w in marked(mark)):
@@ -161,7 +170,7 @@ def test_a_dropped_terminal_then_sighup_still_saves_and_exits_129(tmp_path, kind
     args = (["run", "--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2", "--warmup", "1",
              "--steps", "400"] if kind == "run" else [*GRIDS["sweep"][:-2], "--start-ahead", "1"])
     master, slave = pty.openpty()
-    env = {**os.environ, **COLD, "PERFCONSOLE_FAULT": "slow:100", "PERFCONSOLE_TEST_MARK": mark}
+    env = {**os.environ, "PERFCONSOLE_FAULT": "slow:100", "PERFCONSOLE_TEST_MARK": mark}
     p = subprocess.Popen([*PC, *args, "--save", str(save)], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
                          env=env)
     os.close(slave)

@@ -11,6 +11,9 @@ import sys
 import traceback
 
 START_VAR = "PERFCONSOLE_START"   # "warm", or "cold: <why>": the run's record says how it began
+# torchrun gives each rank OMP_NUM_THREADS=1 where it is unset: a positive count may differ from the warm process's
+# (warm_server.differs), and `become` sets it as the variable does as torch loads
+THREADS = "OMP_NUM_THREADS"
 
 
 def pdeathsig(sig: int) -> None:
@@ -49,14 +52,14 @@ def become(fds: list[int], request: dict, start_cwd: str) -> int:
     os.chdir(request["cwd"])
     if sys.path and sys.path[0] == start_cwd:  # `python -m` puts its directory first
         sys.path[0] = request["cwd"]
-    threads = os.environ.get("OMP_NUM_THREADS")  # the warm process's, read as torch loaded
+    threads = os.environ.get(THREADS)  # the warm process's, read as torch loaded
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ[START_VAR] = "warm"
-    if os.environ.get("OMP_NUM_THREADS", threads) != threads:  # a positive count (warm_server.differs)
+    if os.environ.get(THREADS, threads) != threads:  # a positive count (warm_server.differs)
         # What OMP_NUM_THREADS does as torch loads: the intra-op threads, OpenMP's and MKL's (no thread pool has
         # started in the warm process, which runs nothing in parallel).
-        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        sys.modules["torch"].set_num_threads(int(os.environ[THREADS]))
     retitle(request["argv"])
     sys.stdin = open(0, "r", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
     sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115

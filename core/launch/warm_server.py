@@ -33,7 +33,7 @@ from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfconsole.core.launch.warm_child import become, pdeathsig
+from perfconsole.core.launch.warm_child import THREADS, become, pdeathsig
 
 WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker", "torch.distributed.run")
 # What a run imports before its first step (python -X importtime on a tiny CPU run): torch's compiler stack
@@ -47,8 +47,6 @@ PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "t
 IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")
 UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up in core.launch.warm_child
 AT_USE = ("TORCH_NCCL_",)  # read as NCCL's group is made, not as torch loads (torchrun sets one for every rank)
-# torchrun gives each rank OMP_NUM_THREADS=1 where it is unset: a positive count may differ, the fork sets it (warm_child)
-THREADS = "OMP_NUM_THREADS"
 MAX_MESSAGE = 1 << 20
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
 MAX_FDS = 3

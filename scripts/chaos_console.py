@@ -4,6 +4,10 @@ check that within a few seconds no process of it is left (console, its warm proc
 an environment marker unique to the trial and by the console's process tree, since others run perfconsole
 here too) and that what it measured was saved.
 
+Past the first frame, every other trial's console is given a warm process it does not own (SHARED_VAR), as a
+tab of `perfconsole serve` is given its server's: its runs are forked from that one, and must go with the
+console while the shared warm process serves on. The rest start and own theirs, as a console in a terminal does.
+
     python scripts/chaos_console.py --trials 500 --seed 7          # the long run (docs/results/chaos_long.md)
     python scripts/chaos_console.py --seed 7 --only 123            # replay one trial
     python scripts/chaos_console.py --repro 100 --parallel 3       # the issue's reproduction, 100 times
@@ -33,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from perfconsole.core.launch.warm import SHARED_VAR
 
 BIN = Path(os.environ.get("PERFCONSOLE_CHAOS_BIN") or Path(sys.executable).with_name("perfconsole"))  # the console under test
 MARKER = "PERFCONSOLE_CHAOS_TRIAL"
@@ -67,6 +73,7 @@ MOMENTS["nsys-mid-run"] = (["--device", "cuda", "--size", "small", "--ctx", "256
                             "--profile", "nsys", "--start", "--steps", str(NSYS_STEPS), "--warmup", "2"], None)
 AGENT = "--start-agent"   # in the command line of nsys's agent
 WARM = "perfconsole.core.launch.warm_server"   # in the command line of the console's warm process
+OWN_WARM = ("startup", "first-frame")  # moments whose trials always own their warm process: it is starting then
 
 
 @dataclass(frozen=True)
@@ -77,22 +84,25 @@ class Trial:
     ending: str
     delay: float          # seconds from the moment's cue to the ending
     keeper: bool          # a second tmux session keeps the tmux server (the console's parent) alive
+    shared: bool = False  # the console is given a warm process it does not own (as a serve tab is)
 
     @classmethod
     def draw(cls, seed: int, index: int) -> Trial:
         """Trial `index` of `seed`: its moment from CYCLE in turn, its ending in turn too, shifted by the seed and
         the pass (a moment's trials of one pass end in different ways); its delay and whether the tmux server is
-        kept drawn from the seed."""
+        kept drawn from the seed. Past the first frame, every other trial of a pass shares a warm process, and the
+        next pass turns each one's over (a moment of weight 2 has one of each in every pass)."""
         rng = random.Random(f"{seed}:{index}")
         run, at = divmod(index, len(CYCLE))
         moment = CYCLE[at]
         ending = ENDINGS[(seed + at + run) % len(ENDINGS)]
         spread = {"startup": 0.8, "first-frame": 0.15, "idle": 2.0, "launching": 3.0, "sweep": 6.0}.get(moment, 0.8)
-        return cls(seed, index, moment, ending, round(rng.uniform(0, spread), 3), rng.random() < 0.5)
+        shared = moment not in OWN_WARM and (at + run) % 2 == 1
+        return cls(seed, index, moment, ending, round(rng.uniform(0, spread), 3), rng.random() < 0.5, shared)
 
     def __str__(self) -> str:
         return (f"seed {self.seed} trial {self.index}: {self.ending} at {self.moment} + {self.delay:.3f} s"
-                f"{' (tmux server kept)' if self.keeper else ''}")
+                f"{' (tmux server kept)' if self.keeper else ''}{' (shared warm process)' if self.shared else ''}")
 
     def replay(self) -> str:
         if self.moment == "nsys-mid-run":
@@ -117,6 +127,7 @@ class Outcome:
     exit_s: float = 0.0   # from the ending until nothing of the console was left
     agents_at_end: int = 0  # nsys agents alive as the trial ended the console (mid-nsys-run trials)
     warm_at_end: int = 0    # the console's warm processes (core.launch.warm_server) alive as the trial ended it
+    forked_at_end: int = 0  # a shared trial's runs forked from the shared warm process, alive as it ended the console
     screen_at_miss: str = ""  # the console's screen when its cue did not show: what it showed instead
 
 
@@ -186,6 +197,35 @@ def warm_processes(procs: list[psutil.Process]) -> set[int]:
         except psutil.Error:
             continue
     return found
+
+
+def forked_in(server: int, work: Path) -> list[psutil.Process]:
+    """The live processes under warm process `server` that work in `work`: a shared trial's runs (a forked worker
+    takes its run's directory, the console's; /proc shows it the warm process's environment, not the trial's mark)."""
+    try:
+        below = psutil.Process(server).children(recursive=True)
+    except psutil.Error:
+        return []
+    found = []
+    for p in below:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and os.path.realpath(p.cwd()) == os.path.realpath(work):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def shared_warm() -> str:
+    """SHARED_VAR's value for this process's warm process (started if none is up), which the shared trials'
+    consoles are given."""
+    from perfconsole.core.launch import warm
+
+    own = warm.start_own()
+    why = "the warm path is off (PERFCONSOLE_WARM)" if own is None else own.wait_ready()
+    if why:
+        raise RuntimeError(f"the shared trials need a warm process: {why}")
+    return warm.shared_value(own)
 
 
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -307,7 +347,8 @@ def _act(tmux: Tmux, trial: Trial) -> tuple[bool, int]:
     return True, 0
 
 
-def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
+def run_trial(trial: Trial, peaks: Path, root: Path, shared: str | None = None) -> Outcome:
+    """One trial; `shared` is SHARED_VAR's value for a shared trial's console (run_trials makes it)."""
     start = time.monotonic()
     out = Outcome(trial)
     work = Path(tempfile.mkdtemp(prefix=f"chaos{trial.index}-", dir=root))
@@ -319,13 +360,20 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
     env = {MARKER: tag, "PERFCONSOLE_DATA_DIR": str(data), "TERM": "xterm-256color", "LANG": "C.UTF-8"}
     if slow:
         env["PERFCONSOLE_FAULT"] = f"slow:{slow}"
+    server = 0  # a shared trial's warm process: the console's runs are forked from it, and it must serve on
+    if trial.shared:
+        if not shared:
+            raise ValueError(f"{trial} needs a shared warm process")
+        env[SHARED_VAR] = shared
+        server = int(shared.partition(":")[0])
     tmux = Tmux(work)
     env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
     agents_before = agents() if trial.moment == "nsys-mid-run" else set()
     try:
         if trial.keeper:
             tmux("new-session", "-d", "-s", "keeper", "-x", "80", "-y", "24", "sleep", "600")
-        tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", *env_args, str(BIN), *FLAGS, *flags)
+        tmux("new-session", "-d", "-s", tmux.session, "-x", "80", "-y", "24", "-c", str(work), *env_args, str(BIN),
+             *FLAGS, *flags)
         tmux("set-option", "-t", tmux.session, "remain-on-exit", "on")
         pid = int(tmux.pane("#{pane_pid}") or 0)
         out.cue_seen, steps_seen = _act(tmux, trial)
@@ -338,6 +386,10 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
             tree = []
         tree += marked(tag)
         out.warm_at_end = len(warm_processes(tree))
+        if server:
+            forked = forked_in(server, work)
+            out.forked_at_end = len(forked)
+            tree += forked
         if trial.moment == "nsys-mid-run":  # an agent that lost its environment is found by its command line
             new_agents = agents() - agents_before
             out.agents_at_end = len(new_agents)
@@ -354,7 +406,8 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
             except ProcessLookupError:
                 pass
         ended, late = time.monotonic(), None
-        while (left := alive(tree) + marked(tag)) and time.monotonic() < ended + STUCK_S:
+        while (left := alive(tree) + marked(tag) + (forked_in(server, work) if server else [])) \
+                and time.monotonic() < ended + STUCK_S:
             late = [describe(p) for p in left] if time.monotonic() > ended + LEFT_S else None
             time.sleep(0.1)
         out.exit_s = time.monotonic() - ended
@@ -364,6 +417,8 @@ def run_trial(trial: Trial, peaks: Path, root: Path) -> Outcome:
             out.problems.append(f"left running after {LEFT_S:.0f} s, gone after {out.exit_s:.1f} s: {'; '.join(late or [])}")
         if left:
             out.problems.append(stacks(left))
+        if server and not psutil.pid_exists(server):
+            out.problems.append("the shared warm process ended with the console")
         if left:
             for p in left:
                 try:
@@ -389,16 +444,20 @@ def run(seed: int, indices: list[int], parallel: int, peaks: Path, report=print)
 
 
 def run_trials(trials: list[Trial], parallel: int, peaks: Path, report=print) -> list[Outcome]:
+    """The trials, `parallel` at a time; the shared ones' consoles are given this process's warm process (call
+    from the main thread, where it is started if none is up)."""
+    shared = shared_warm() if any(t.shared for t in trials) else None
     root = Path(tempfile.mkdtemp(prefix="perfconsole-chaos-"))
     try:
         with ThreadPoolExecutor(parallel) as pool:
             outcomes = []
-            for o in pool.map(lambda t: run_trial(t, peaks, root), trials):
+            for o in pool.map(lambda t: run_trial(t, peaks, root, shared), trials):
                 outcomes.append(o)
                 report(f"{'FAIL' if o.problems else 'ok  '} {o.trial} ({o.seconds:.1f} s, gone in {o.exit_s:.1f} s)"
                        f"{'' if o.cue_seen else ' [cue not seen]'}"
                        + (f" [{o.agents_at_end} nsys agent(s) alive at the ending]" if o.trial.moment == "nsys-mid-run" else "")
                        + f" [{o.warm_at_end} warm process(es) at the ending]"
+                       + (f" [{o.forked_at_end} forked from the shared one]" if o.trial.shared else "")
                        + "".join(f"\n     {p}" for p in o.problems))
             return outcomes
     finally:
@@ -458,10 +517,15 @@ def main(argv: list[str] | None = None) -> int:
     peaks = seed_peaks(Path(tempfile.gettempdir()) / "perfconsole-chaos-peaks")
     indices = [int(i) for i in args.only.split(",")] if args.only else list(range(args.trials))
     t0 = time.monotonic()
-    if args.nsys:  # one at a time: an agent is told apart from another trial's by when it appeared
-        outcomes = run_trials(nsys_trials(args.seed, args.nsys), 1, peaks)
-    else:
-        outcomes = run(args.seed, indices, args.parallel, peaks)
+    try:
+        if args.nsys:  # one at a time: an agent is told apart from another trial's by when it appeared
+            outcomes = run_trials(nsys_trials(args.seed, args.nsys), 1, peaks)
+        else:
+            outcomes = run(args.seed, indices, args.parallel, peaks)
+    finally:
+        from perfconsole.core.launch import warm
+
+        warm.stop_own()  # the shared trials' warm process, where there were some
     failed = [o for o in outcomes if o.problems]
     leftovers = sum(1 for o in failed if any(x.startswith("left running") for x in o.problems))
     print(f"seed {args.seed}: {len(outcomes)} trials, {len(failed)} failed, {leftovers} with processes left, "

@@ -3,7 +3,9 @@ life by a killed tmux session, SIGHUP, SIGTERM or SIGINT (scripts/chaos_console.
 trials), must leave no console and no worker within a few seconds and keep what it measured.
 
 Past its first frame the console has a warm process (core.launch.warm), whose command line names it: each
-trial counts it at the ending, and it must be gone too.
+trial counts it at the ending, and it must be gone too. Every other trial past the first frame gives the console a
+warm process it does not own instead, as `perfconsole serve` gives its tabs: the runs forked from it must go with
+the console, and the shared warm process must serve on.
 
 PERFCONSOLE_CHAOS_SEED fixes the seed (else one is drawn and named in any failure), and
 PERFCONSOLE_CHAOS_TRIALS the number of trials (one pass of the moments, 20: scripts/chaos_console.py's CYCLE). A failure names its seed, trial and moment, and the
@@ -50,9 +52,14 @@ def test_the_console_leaves_nothing_behind_whenever_its_terminal_dies(peaks):
     # The trials reached their moments (a cue never seen means the moment was not tested).
     missed = [o for o in outcomes if not o.cue_seen]
     assert len(missed) <= trials // 10, [str(o.trial) for o in missed]
-    # Past its first frame and not on its way out, the console had its warm process, which went with it.
+    # Past its first frame and not on its way out, a console had its warm process, which went with it; one given
+    # a shared warm process (as a serve tab is) started none, and its runs, forked from the shared one, went with
+    # it while the shared one served on (run_trial checks both).
     up = [o for o in outcomes if o.cue_seen and o.trial.moment not in ("startup", "quitting")]
-    assert all(o.warm_at_end == 1 for o in up), [f"{o.trial}: {o.warm_at_end}" for o in up]
+    assert all(o.warm_at_end == (0 if o.trial.shared else 1) for o in up), [f"{o.trial}: {o.warm_at_end}" for o in up]
+    assert {o.trial.shared for o in up} == {False, True}
+    running = [o for o in up if o.trial.shared and o.trial.moment in ("mid-run", "queued")]
+    assert all(o.forked_at_end >= 1 for o in running), [f"{o.trial}: {o.forked_at_end}" for o in running]
 
 
 @pytest.mark.slow
@@ -191,6 +198,21 @@ def test_a_pass_of_trials_meets_every_moment_and_ends_a_moment_in_different_ways
     # the next pass ends each trial otherwise, and a trial replays as drawn
     assert [chaos.Trial.draw(3, i).ending for i in range(20)] != [chaos.Trial.draw(3, 20 + i).ending for i in range(20)]
     assert chaos.Trial.draw(3, 5) == chaos.Trial.draw(3, 5)
+
+
+def test_past_the_first_frame_a_moment_s_trials_own_and_share_a_warm_process_in_turn():
+    """A moment of weight 2 has one console with its own warm process and one given a shared one in every pass; a
+    moment of weight 1 has one of each over two passes; the first frames' consoles always start their own."""
+    n = len(chaos.CYCLE)
+    for seed in (0, 7):
+        two = [chaos.Trial.draw(seed, i) for i in range(2 * n)]
+        assert not any(t.shared for t in two if t.moment in chaos.OWN_WARM)
+        for moment, weight in chaos.WEIGHTS.items():
+            if moment in chaos.OWN_WARM:
+                continue
+            for run in (two[:n], two[n:]) if weight > 1 else (two,):
+                assert {t.shared for t in run if t.moment == moment} == {False, True}, (seed, moment)
+    assert "shared warm process" in str(next(t for t in two if t.shared))
 
 
 def test_mid_nsys_run_trials_are_made_apart_and_never_drawn():

@@ -149,10 +149,7 @@ def _warm_launches(request, tmp_path_factory):
         return
     from perfconsole.core.launch import warm
 
-    request.getfixturevalue("_warm_session")
-    with pytest.MonkeyPatch.context() as mp:  # its own pointer goes to the worker's folder, not this test's
-        mp.setenv("PERFCONSOLE_DATA_DIR", str(_worker_data(tmp_path_factory)))
-        own = warm.start_own()
+    own = _worker_warm(request, tmp_path_factory)
     if own is not None and request.node.get_closest_marker("fresh_data_dir") is None:
         # The test's data folder names it too, as a console up beside the test's commands would: a CLI the test
         # starts on this folder forks its runs from it. A test that sets another folder, turns the warm path off,
@@ -160,6 +157,34 @@ def _warm_launches(request, tmp_path_factory):
         pointer = warm.pointer_dir()
         pointer.mkdir(mode=0o700, exist_ok=True)
         (pointer / str(os.getpid())).write_text(str(own.socket))
+
+
+def _worker_warm(request, tmp_path_factory):
+    """This xdist worker's warm process, started if none is up."""
+    from perfconsole.core.launch import warm
+
+    request.getfixturevalue("_warm_session")
+    with pytest.MonkeyPatch.context() as mp:  # its own pointer goes to the worker's folder, not a test's
+        mp.setenv("PERFCONSOLE_DATA_DIR", str(_worker_data(tmp_path_factory)))
+        return warm.start_own()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_module(request, tmp_path_factory):
+    """The module fixtures of a file of end-to-end tests (test_profiled.py's runs, test_cli.py's commands) run
+    before any of its tests' `_warm_launches`: the worker's warm process is up before them too, so their runs fork
+    (cold, test_profiled.py's three workers took about 15 CPU-s where the file was the worker's first e2e one)."""
+    def needs(item) -> bool:
+        return item.get_closest_marker("e2e") is not None and item.get_closest_marker("gpu") is None
+
+    if any(needs(item) for item in request.session.items if item.path == request.path):
+        # Started for the file's e2e tests, whichever of its tests comes first: not that test's own start (the fast
+        # tier never gets here, its collection holds no e2e test).
+        held, tiers.running[0] = tiers.running[0], None
+        try:
+            _worker_warm(request, tmp_path_factory)
+        finally:
+            tiers.running[0] = held
 
 
 # The two tiers: which tests are e2e, and the guard on the others (tests/tiers.py).

@@ -29,12 +29,12 @@ SPEC = TINY.with_(warmup=2, steps=3, seed=1234)
 
 @pytest.fixture(scope="module")
 def warm_process():
-    """One for the file (it imports torch once, seconds on a loaded machine): the tests also show it serves on."""
+    """One for the file (it imports torch once, seconds on a loaded machine): the tests also show it serves on. It
+    is the xdist worker's (tests/conftest.py), left up for the worker's next e2e files, as is the one the last test
+    here starts in its place; the session's end stops it (a console's own ends with it: test_console_warm.py)."""
     own = warm.start_own()
     assert own.wait_ready() is None, list(own.stderr_tail)
-    yield own
-    warm.stop_own()
-    assert own.proc.poll() is not None
+    return own
 
 
 def launched(spec=SPEC, env=None, hold=False) -> tuple[RunRecord, list, Launch]:

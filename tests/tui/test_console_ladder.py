@@ -139,7 +139,10 @@ async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_q
     its one-process program; quitting mid-rung ends the ranks and the agent with it."""
     from perfconsole.core.grids.ladder import DP_RUNG_NAMES
 
-    app = _console_on_cpu(tmp_path, monkeypatch, mode="train", steps=400, nproc=2, parallel="ddp")
+    # The one-process program runs its 40 steps at full speed; rank 0 sleeps 200 ms before each of its steps, so the
+    # job is still running when q is pressed (400 plain steps did it before, about 14 CPU-s of the baseline's).
+    monkeypatch.setenv("PERFCONSOLE_RANK_FAULT", "0:slow:200")
+    app = _console_on_cpu(tmp_path, monkeypatch, mode="train", steps=40, nproc=2, parallel="ddp")
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         app.action_run_ladder()

@@ -19,6 +19,7 @@ import pytest
 from serve_helpers import (CAPTURE_TERMINAL, PREFILL, free_port, launch_chromium, needs_chromium, needs_playwright,
                            screen, serve, stop, sync_playwright, wait_for_log, wait_for_port, wait_for_text)
 
+from perfconsole.core.launch import warm
 from perfconsole.tui import serve as serve_module
 
 ACCESS_LINE = re.compile(r"^\d\d:\d\d:\d\d [A-Z]+ /\S* \d{3}$")
@@ -36,8 +37,10 @@ class Server:
 def start(tmp: Path, args: list[str], env: dict[str, str], token: str = "") -> tuple[subprocess.Popen, Server]:
     port = free_port()
     log = tmp / "serve.log"
+    # No warm process: these servers' tabs launch no run, and the one a server keeps is test_serve.py's subject
+    # (each would import torch for nothing, up to about 5 CPU-s).
     process = serve(["--port", str(port), *PREFILL, *args],
-                    {**os.environ, "PERFCONSOLE_DATA_DIR": str(tmp / "data"), **env}, log)
+                    {**os.environ, "PERFCONSOLE_DATA_DIR": str(tmp / "data"), warm.OFF_VAR: "off", **env}, log)
     wait_for_port(port, process)
     wait_for_log(log, "serving the console on")
     return process, Server(port, log, token)

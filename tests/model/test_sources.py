@@ -33,7 +33,9 @@ def test_parse_names_each_source_and_refuses_the_rest():
 
 
 def test_builtin_source_is_the_old_model_and_the_counted_flops_match_the_formula():
-    spec, built = build(size="small", ctx=64, mode="train")
+    # tiny: the formula holds exactly at every size (0.0 apart at small and tiny alike), and small's 124M parameters
+    # took about 6 CPU-s to initialise on the CPU
+    spec, built = build(size="tiny", ctx=64, mode="train")
     assert built.info.source == "builtin" and built.info.architecture == "TransformerLM"
     assert built.info.params == sum(p.numel() for p in built.module.parameters())
     got = flop_count.counted(spec, built, loss_fn=fast_paths.torch_loss)

@@ -33,9 +33,10 @@ chaos = script_module("chaos_console")
 
 
 @pytest.fixture(scope="session")
-def peaks(tmp_path_factory) -> Path:
-    """One quick peaks measurement for the session, copied into every trial's data directory."""
-    return chaos.seed_peaks(tmp_path_factory.mktemp("chaos-peaks"))
+def peaks(cpu_peaks_file) -> Path:
+    """The session's measured CPU peaks (tests/conftest.py), copied into every trial's data directory: no trial's run
+    measures them (the script alone measures its own quickly, chaos.seed_peaks)."""
+    return cpu_peaks_file
 
 
 @pytest.mark.e2e

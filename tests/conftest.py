@@ -34,6 +34,7 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
 
 import flop_seed  # noqa: E402
 import tiers  # noqa: E402
+from helpers import point_at_warm  # noqa: E402
 from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)
 
 
@@ -147,16 +148,12 @@ def _warm_launches(request, tmp_path_factory):
     tests: they run on the GPU machine, where CPU time is no concern, on the cold path their evidence was taken on."""
     if request.node.get_closest_marker("e2e") is None or request.node.get_closest_marker("gpu") is not None:
         return
-    from perfconsole.core.launch import warm
-
     own = _worker_warm(request, tmp_path_factory)
     if own is not None and request.node.get_closest_marker("fresh_data_dir") is None:
         # The test's data folder names it too, as a console up beside the test's commands would: a CLI the test
         # starts on this folder forks its runs from it. A test that sets another folder, turns the warm path off,
         # or starts on a fresh one (a new user's first run) starts its CLI's runs cold.
-        pointer = warm.pointer_dir()
-        pointer.mkdir(mode=0o700, exist_ok=True)
-        (pointer / str(os.getpid())).write_text(str(own.socket))
+        point_at_warm()
 
 
 def _worker_warm(request, tmp_path_factory):

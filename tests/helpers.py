@@ -22,6 +22,21 @@ PC = [sys.executable, "-m", "perfconsole.tui.main"]
 CLI_TIMEOUT = 300
 
 
+def point_at_warm() -> None:
+    """The data folder of this process's environment names its warm process, as a console up on that folder does:
+    a CLI started on it forks its runs from it (tests/conftest.py's `_warm_launches`)."""
+    import os
+
+    from perfconsole.core.launch import warm
+
+    own = warm._own
+    if own is None or own.proc is None or own.proc.poll() is not None:
+        return
+    pointer = warm.pointer_dir()
+    pointer.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (pointer / str(os.getpid())).write_text(str(own.socket))
+
+
 def script_module(name: str) -> ModuleType:
     """scripts/NAME.py loaded as the module NAME (the scripts folder is no package), once a process."""
     if name not in sys.modules:

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from helpers import point_at_warm
+
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 from perfconsole.core.launch.slurm import SlurmExecutor
 from perfconsole.core.launch.slurm_options import SlurmOptions
@@ -51,6 +53,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 @pytest.fixture(autouse=True)
 def _same_data_dir(shared_data_dir, monkeypatch):
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(shared_data_dir))
+    point_at_warm()  # a local sweep's cells fork from the xdist worker's warm process; Slurm's jobs start cold
 
 
 def shape(value):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import psutil
 
-from perfconsole.core.launch.warm import SHARED_VAR
+from perfconsole.core.launch import warm
 
 BIN = Path(os.environ.get("PERFCONSOLE_CHAOS_BIN") or Path(sys.executable).with_name("perfconsole"))  # the console under test
 MARKER = "PERFCONSOLE_CHAOS_TRIAL"
@@ -188,11 +188,11 @@ def _cmdline_has(p: psutil.Process, word: str) -> bool:
 def warm_processes(procs: list[psutil.Process]) -> set[int]:
     """The pids of warm processes among `procs` (each may be listed twice: found in the tree and by mark). A child
     it has just forked shows its command line too until it writes the worker's: one whose parent is one is not."""
-    warm = {p.pid: p for p in alive(procs) if _cmdline_has(p, WARM)}
+    servers = {p.pid: p for p in alive(procs) if _cmdline_has(p, WARM)}
     found = set()
-    for pid, p in warm.items():
+    for pid, p in servers.items():
         try:
-            if p.ppid() not in warm:
+            if p.ppid() not in servers:
                 found.add(pid)
         except psutil.Error:
             continue
@@ -219,8 +219,6 @@ def forked_in(server: int, work: Path) -> list[psutil.Process]:
 def shared_warm() -> str:
     """SHARED_VAR's value for this process's warm process (started if none is up), which the shared trials'
     consoles are given."""
-    from perfconsole.core.launch import warm
-
     own = warm.start_own()
     why = "the warm path is off (PERFCONSOLE_WARM)" if own is None else own.wait_ready()
     if why:
@@ -364,7 +362,7 @@ def run_trial(trial: Trial, peaks: Path, root: Path, shared: str | None = None) 
     if trial.shared:
         if not shared:
             raise ValueError(f"{trial} needs a shared warm process")
-        env[SHARED_VAR] = shared
+        env[warm.SHARED_VAR] = shared
         server = int(shared.partition(":")[0])
     tmux = Tmux(work)
     env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
@@ -523,8 +521,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             outcomes = run(args.seed, indices, args.parallel, peaks)
     finally:
-        from perfconsole.core.launch import warm
-
         warm.stop_own()  # the shared trials' warm process, where there were some
     failed = [o for o in outcomes if o.problems]
     leftovers = sum(1 for o in failed if any(x.startswith("left running") for x in o.problems))

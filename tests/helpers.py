@@ -3,6 +3,7 @@ and the tiny CPU model's spec (each file states what it changes of it)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -25,8 +26,6 @@ CLI_TIMEOUT = 300
 def point_at_warm() -> None:
     """The data folder of this process's environment names its warm process, as a console up on that folder does:
     a CLI started on it forks its runs from it (tests/conftest.py's `_warm_launches`)."""
-    import os
-
     from perfconsole.core.launch import warm
 
     own = warm._own

@@ -112,22 +112,23 @@ def test_a_sweep_through_sbatch_as_a_job_array_has_a_local_sweeps_shape(tmp_path
 
 
 def test_ctrl_c_in_a_sweep_cancels_every_job(tmp_path):
+    # Its own job name: other files' jobs share the one cluster while this test runs.
     proc = subprocess.Popen(command("sweep", "--sizes", "tiny", "--ctx", "8,16,32", "--batch", "1", "--steps",
                                     "100000", "--warmup", "0", "--device", "cpu", "--mode", "fwd", "--executor",
-                                    "slurm", "--slurm-time", "5", "--slurm-folder", str(tmp_path / "jobs"),
-                                    "--save", str(tmp_path / "sweep.json")),
+                                    "slurm", "--slurm-time", "5", "--slurm-option", "job-name=pc-ctrl-c",
+                                    "--slurm-folder", str(tmp_path / "jobs"), "--save", str(tmp_path / "sweep.json")),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(squeue()) < 3:
+    while time.monotonic() < deadline and len(squeue("pc-ctrl-c")) < 3:
         time.sleep(0.3)
-    assert len(squeue()) == 3, "the three cells were not all submitted"
+    assert len(squeue("pc-ctrl-c")) == 3, "the three cells were not all submitted"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
     deadline = time.monotonic() + 20
-    while squeue() and time.monotonic() < deadline:
+    while squeue("pc-ctrl-c") and time.monotonic() < deadline:
         time.sleep(0.3)
-    assert squeue() == []   # nothing queued, nothing running
+    assert squeue("pc-ctrl-c") == []   # nothing queued, nothing running
     saved = json.loads((tmp_path / "sweep.json").read_text())["data"]
     assert saved["status"] == "cancelled"
     assert {r["status"] for r in saved["runs"]} <= {"cancelled", "pending"}

@@ -35,6 +35,7 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
 import flop_seed  # noqa: E402
 import tiers  # noqa: E402
 from helpers import point_at_warm  # noqa: E402
+from perfconsole.core.measure import collector  # noqa: E402
 from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)
 
 
@@ -189,6 +190,12 @@ def pytest_configure(config):
     tiers.install_guard()
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's; the GPU machine's pytest may run without it
         config.option.loadscopereorder = False
+
+
+def pytest_collection_finish(session):
+    """What is imported and collected by now lives as long as the session: out of the collector's sight, as
+    in the console's own process (core/measure/collector.py)."""
+    collector.settle()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -64,6 +64,7 @@ def open_console(args: argparse.Namespace) -> int:
         raise cli.UsageError("the console needs a terminal (stdin and stdout are not both one); "
                              "headless work is a sub-command, e.g. `perfconsole run ... --json` (see --help), "
                              "or serve it to a browser with `perfconsole serve`")
+    from perfconsole.core.measure import collector
     from perfconsole.core.launch import processes, warm
     from perfconsole.core.spec import SpecError
     from perfconsole.tui.app import PerfConsole
@@ -82,6 +83,7 @@ def open_console(args: argparse.Namespace) -> int:
 
     executor = executor_from_args(args, device=spec.device)
     app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
+    collector.settle()  # what is imported lives as long as the console (core/measure/collector.py)
     app.executor = executor
     app.install_signals = True
     # Runs fork from a process that has imported torch (core/launch/warm.py): the console's own, or the one its

@@ -360,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for module in PRELOAD:
         importlib.import_module(module)
+    from perfconsole.core.measure import collector
+
+    collector.settle()  # frozen before any fork: a worker's passes skip torch's objects, and its pages stay shared
     server.server_pid = os.getpid()
     server.watch_fd = 0
     path = Path(args.socket)

@@ -163,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, ValueError, TypeError) as exc:
         return refuse(emit, str(exc))
 
+    from perfconsole.core.measure import collector
     from perfconsole.core.measure import bench
 
+    collector.settle()  # torch and the bench imported, cold or forked alike (core/measure/collector.py)
     out_dir = Path(args.out_dir) if args.out_dir else None
     if spec.nproc > 1:
         return run_rank(emit, spec, out_dir)

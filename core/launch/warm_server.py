@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfconsole.core.launch.warm_child import THREADS, become, pdeathsig
+from perfconsole.core.measure import collector
 
 WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker", "torch.distributed.run")
 # What a run imports before its first step (python -X importtime on a tiny CPU run): torch's compiler stack
@@ -360,8 +361,6 @@ def main(argv: list[str] | None = None) -> int:
 
     for module in PRELOAD:
         importlib.import_module(module)
-    from perfconsole.core.measure import collector
-
     collector.settle()  # frozen before any fork: a worker's passes skip torch's objects, and its pages stay shared
     server.server_pid = os.getpid()
     server.watch_fd = 0

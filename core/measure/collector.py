@@ -1,7 +1,7 @@
 """Python's garbage collector for a process whose imports are done: the console, the warm process, a worker,
 a test session.
 
-What a process has imported by then (torch alone is some 250,000 objects) lives as long as the process, yet
+What a process has imported by then (torch and its compiler stack: some 280,000 objects) lives as long as it, yet
 every full pass of the collector walks it again, and a young pass runs every 700 allocations of Python objects:
 a console mounted under test spent a quarter of its CPU in the collector. `settle` freezes what exists (moved
 out of the collector's sight; `gc.freeze`, which is also what keeps a forked child from copying the pages its

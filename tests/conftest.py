@@ -25,6 +25,10 @@ import pytest
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from perfconsole.core.measure import collector  # noqa: E402
+
+collector.space()  # before the test modules import torch; what they import is frozen once collected (below)
+
 # The suite starts hundreds of Python processes (pytest-xdist's workers, each run's worker, the CLI, torchrun's ranks).
 # Where the environment says PYTHONDONTWRITEBYTECODE, each of them compiled the project's modules, and each xdist
 # worker rewrote every test module's asserts, from source again (about 4 of a collection's 10 CPU-s). Here the suite
@@ -35,7 +39,6 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
 import flop_seed  # noqa: E402
 import tiers  # noqa: E402
 from helpers import point_at_warm  # noqa: E402
-from perfconsole.core.measure import collector  # noqa: E402
 from perfconsole.core.flops import PEAKS_FILE  # noqa: E402 (after the thread count)
 
 

@@ -65,6 +65,8 @@ def open_console(args: argparse.Namespace) -> int:
                              "headless work is a sub-command, e.g. `perfconsole run ... --json` (see --help), "
                              "or serve it to a browser with `perfconsole serve`")
     from perfconsole.core.measure import collector
+
+    collector.space()  # before textual's imports; what the console imported is frozen below
     from perfconsole.core.launch import processes, warm
     from perfconsole.core.spec import SpecError
     from perfconsole.tui.app import PerfConsole

@@ -21,6 +21,7 @@ runs with it.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import selectors
@@ -357,11 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.set_wakeup_fd(server.wakeup[1].fileno(), warn_on_full_buffer=False)
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: setattr(server, "stopping", True))
-    import importlib
-
+    collector.space()  # then frozen before any fork: a worker's passes skip torch's objects, its pages stay shared
     for module in PRELOAD:
         importlib.import_module(module)
-    collector.settle()  # frozen before any fork: a worker's passes skip torch's objects, and its pages stay shared
+    collector.settle()
     server.server_pid = os.getpid()
     server.watch_fd = 0
     path = Path(args.socket)

@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
     parser.add_argument("--hold", action="store_true", help=HOLD_HELP)
     args = parser.parse_args(argv)
+    from perfconsole.core.measure import collector
+
+    collector.space()  # before torch's imports (core/measure/collector.py)
     emit = begin(args.hold, lambda: importlib.import_module("perfconsole.core.measure.bench"))
     if emit is None:
         return 0
@@ -163,7 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, ValueError, TypeError) as exc:
         return refuse(emit, str(exc))
 
-    from perfconsole.core.measure import collector
     from perfconsole.core.measure import bench
 
     collector.settle()  # torch and the bench imported, cold or forked alike (core/measure/collector.py)

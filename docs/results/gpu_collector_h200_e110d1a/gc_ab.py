@@ -1,12 +1,12 @@
 """Plain processes of the headline test's host-bound spec, the collector set (as committed) and left at Python's
-defaults, taking turns; each a fresh cold launch (PERFCONSOLE_WARM=off) as make_launch makes it."""
-import json, os, statistics, sys, time
+defaults, taking turns; each a fresh launch as make_launch makes it, cold (no console or server was up)."""
+import os, statistics, sys, time
 from perfconsole.core.launch.replicates import make_launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 SPEC = RunSpec(size="large", ctx=512, batch=4, precision="fp16", mode="train", device="cuda", warmup=3, steps=10)
 out = {"settled": [], "default": []}
-for i in range(int(sys.argv[1])):
+for _round in range(int(sys.argv[1])):
     for kind in ("settled", "default"):
         env = {"AB_GC_DEFAULT": "1"} if kind == "default" else {}
         for k in ("AB_GC_DEFAULT",):

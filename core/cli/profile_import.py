@@ -14,11 +14,9 @@ from typing import Any
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import UsageError, add_force_argument, reader_may_be_gone, save_path
-from perfconsole.core.profiling import table_json
 from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares, row_units
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
-from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.spec import RunSpec
@@ -62,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         try:
             # json.dumps(doc, indent=1) to the byte, a block of rows at a time (core/profiling/table_json.py)
+            from perfconsole.core.profiling import table_json  # pandas: only where tables are written
+
             table_json.dump(json_document(tables, warnings), sys.stdout, indent=1)
             sys.stdout.write("\n")
             sys.stdout.flush()
@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 def _read(arg: str, nsys: str | None) -> tuple[Path, Tables, list[str]]:
     """(the path to name the record after, tables, warnings) from a profiler output, a run snapshot,
     or standard input ("-") holding either."""
+    from perfconsole.core.profiling.load import load_profile  # pandas: imported by `import`, not by every --help
+
     if arg == store.STDIN:
         data = store.read_stdin()
         if data.lstrip()[:1] == b"{" and not looks_like_torch_trace(data[:4096].decode("utf-8", "replace")):

@@ -25,11 +25,12 @@ CLI_TIMEOUT = 300
 
 def point_at_warm() -> None:
     """The data folder of this process's environment names its warm process, as a console up on that folder does:
-    a CLI started on it forks its runs from it (tests/conftest.py's `_warm_launches`)."""
+    a CLI started on it forks its runs from it (tests/conftest.py's `_warm_launches`). Named once it serves, as a
+    console's own names it once bound: a CLI that found a warm process still importing (no socket yet) ran cold."""
     from perfconsole.core.launch import warm
 
     own = warm._own
-    if own is None or own.proc is None or own.proc.poll() is not None:
+    if own is None or own.proc is None or own.proc.poll() is not None or own.wait_ready() is not None:
         return
     pointer = warm.pointer_dir()
     pointer.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ import os
 import subprocess
 
 import pytest
-from helpers import pc
+from helpers import pc, point_at_warm
 
 TINY = ["--size", "tiny", "--ctx", "32", "--batch", "2", "--device", "cpu", "--warmup", "1", "--steps", "3"]
 
@@ -196,7 +196,7 @@ def test_run_names_its_speed_of_light_and_an_unsupported_spec_exits_2(train_tabl
     assert bad.stderr.strip() == "perfconsole: error: fp8: fp8 matmuls need device cuda"
 
 
-def test_peaks_a_run_beats_are_named_in_figures_and_dropped_from_the_cache(tmp_path, cpu_peaks_file):
+def test_peaks_a_run_beats_are_named_in_figures_and_dropped_from_the_cache(tmp_path, cpu_peaks_file, monkeypatch):
     """Peaks measured while something else held the device are far too low; the next run beats its floor."""
     from perfconsole.core.flops import PEAKS_FILE
 
@@ -206,7 +206,9 @@ def test_peaks_a_run_beats_are_named_in_figures_and_dropped_from_the_cache(tmp_p
     low = {key: {**p, "matmul_tflops": {k: v * 1e-6 for k, v in p["matmul_tflops"].items()},
                  "bandwidth_gbps": p["bandwidth_gbps"] * 1e-6} for key, p in doc.items()}
     (data / PEAKS_FILE).write_text(json.dumps(low))
-    env = {**os.environ, "PERFCONSOLE_DATA_DIR": str(data)}
+    monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(data))
+    point_at_warm()  # its runs fork from the test worker's warm process, as the suite's others do (tests/conftest.py)
+    env = dict(os.environ)
     out = pc("run", *TINY, "--mode", "train", "--save", str(tmp_path / "r.json"), env=env)
     assert out.returncode == 0, out.stderr
     assert "speed of light: the total ran in " in out.stdout and "under its floor of" in out.stdout

@@ -5,6 +5,7 @@ working directory and environment, its command line as `ps` shows it, and the mo
 from __future__ import annotations
 
 import atexit
+import codecs
 import ctypes
 import os
 import sys
@@ -14,6 +15,22 @@ START_VAR = "PERFCONSOLE_START"   # "warm", or "cold: <why>": the run's record s
 # torchrun gives each rank OMP_NUM_THREADS=1 where it is unset: a positive count may differ from the warm process's
 # (warm_server.differs), and `become` sets it as the variable does as torch loads
 THREADS = "OMP_NUM_THREADS"
+# Read as Python sets up its standard streams; `become` sets up a forked worker's as that start-up would have.
+IOENCODING = "PYTHONIOENCODING"
+
+
+def io_encoding(value: str | None) -> tuple[str, str | None] | None:
+    """PYTHONIOENCODING's `encoding[:errors]` as Python reads it for stdin and stdout: UTF-8 where it names no
+    encoding (this locale's, and a cold worker's); None where Python would refuse to start with it (an unknown
+    encoding or error handler), so that such a run starts cold and says so as Python does."""
+    encoding, _, errors = (value or "").partition(":")
+    try:
+        codecs.lookup(encoding or "utf-8")
+        if errors:
+            codecs.lookup_error(errors)
+    except LookupError:
+        return None
+    return encoding or "utf-8", errors or None
 
 
 def pdeathsig(sig: int) -> None:
@@ -61,9 +78,10 @@ def become(fds: list[int], request: dict, start_cwd: str) -> int:
         # started in the warm process, which runs nothing in parallel).
         sys.modules["torch"].set_num_threads(int(os.environ[THREADS]))
     retitle(request["argv"])
-    sys.stdin = open(0, "r", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own
-    sys.stdout = open(1, "w", encoding="utf-8", buffering=1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+    encoding, errors = io_encoding(os.environ.get(IOENCODING)) or ("utf-8", None)  # stderr's errors are Python's
+    sys.stdin = open(0, "r", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115 - the process's own
+    sys.stdout = open(1, "w", encoding=encoding, errors=errors, buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
     return run_module(request["argv"])
 
 

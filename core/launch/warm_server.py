@@ -34,7 +34,7 @@ from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfconsole.core.launch.warm_child import THREADS, become, pdeathsig
+from perfconsole.core.launch.warm_child import IOENCODING, THREADS, become, io_encoding, pdeathsig
 from perfconsole.core.measure import collector
 
 WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker", "torch.distributed.run")
@@ -47,7 +47,7 @@ PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "t
 # Read as torch, numpy and their libraries load, or as Python starts: a run whose environment sets one of
 # these differently from the warm process's would not be the same program forked; it starts cold.
 IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")
-UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up in core.launch.warm_child
+UNBUFFERED = "PYTHONUNBUFFERED"   # a forked worker's streams are set up in core.launch.warm_child (IOENCODING too)
 AT_USE = ("TORCH_NCCL_",)  # read as NCCL's group is made, not as torch loads (torchrun sets one for every rank)
 MAX_MESSAGE = 1 << 20
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
@@ -57,8 +57,8 @@ MAX_FDS = 3
 def differs(env: dict[str, str], base: dict[str, str]) -> str | None:
     """The first variable read at import time that `env` sets otherwise than `base`, or None."""
     for key in sorted(set(env) | set(base)):
-        if key == UNBUFFERED or key.startswith(AT_USE) or (key == THREADS and env.get(key, "").isdigit()
-                                                             and int(env[key]) > 0):
+        if key == UNBUFFERED or key.startswith(AT_USE) or (key == THREADS and env.get(key, "").isdigit() and int(
+                env[key]) > 0) or (key == IOENCODING and io_encoding(env.get(key)) is not None):
             continue
         if key.startswith(IMPORT_TIME) and env.get(key) != base.get(key):
             return key

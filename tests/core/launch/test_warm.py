@@ -145,6 +145,27 @@ def test_variables_read_at_import_decide_and_those_read_later_do_not():
     assert differs({**base, "OMP_NUM_THREADS": "2,1"}, base) == "OMP_NUM_THREADS"  # nested levels: not a count
     assert differs({**base, "TORCH_LOGS": "dynamo"}, base) == "TORCH_LOGS"
     assert differs({**base, "PYTHONHASHSEED": "1"}, base) == "PYTHONHASHSEED"
+    # The standard streams' encoding: a forked worker sets its streams up as Python's start-up would have (below),
+    # but one Python would refuse to start with (an unknown codec or error handler) starts cold and says so there.
+    assert differs({**base, "PYTHONIOENCODING": "ascii:backslashreplace"}, base) is None
+    assert differs({**base, "PYTHONIOENCODING": "no-such-codec"}, base) == "PYTHONIOENCODING"
+    assert differs({**base, "PYTHONIOENCODING": "utf-8:no-such-handler"}, base) == "PYTHONIOENCODING"
+
+
+@pytest.mark.parametrize("encoding, shown", [("ascii", "--bogus-\\xe9"), (None, "--bogus-\u00e9")])
+def test_a_worker_with_its_own_pythonioencoding_is_forked_and_writes_as_a_cold_one(warm_process, encoding, shown):
+    """PYTHONIOENCODING decides how the worker's standard streams encode (here the usage error argparse writes to
+    stderr, which Python's start-up gives the backslashreplace handler): forked, as a cold worker with it does."""
+    argv = [sys.executable, "-m", WORKER, "--spec", "{}", "--bogus-\u00e9"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    env.update({"PYTHONIOENCODING": encoding} if encoding else {})
+    cold = subprocess.run(argv, env=env, capture_output=True, timeout=120)
+    hot, why = warm.spawn(argv, env)
+    assert hot is not None, why
+    err, code = hot.stderr.read(), hot.wait(timeout=120)
+    hot.release()
+    assert code == cold.returncode == 2
+    assert err == cold.stderr.decode("utf-8") and err.rstrip().endswith(shown), (err, cold.stderr)
 
 
 def test_a_pointer_folder_others_can_read_is_not_used(tmp_path, monkeypatch):

@@ -107,6 +107,15 @@ def gone_or_zombie(pid: int) -> bool:
         return True
 
 
+def running(p: psutil.Process) -> bool:
+    """Whether `p` (the process it named, not a later one given its pid) still runs: not ended, not a zombie. One
+    that ends between the two looks is not running (the clean-clone CI of a055331 met a rank gone between them)."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def descendants() -> list[psutil.Process]:
     """Every process this one started and what they started, but its warm process, which serves on past any run
     (core.launch.warm); what the warm process forked is among them."""

@@ -9,6 +9,7 @@ import time
 
 import psutil
 import pytest
+from helpers import running
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch import warm
@@ -47,9 +48,9 @@ def run_job(spec: RunSpec, env: dict[str, str] | None = None, on_event=None):
 def assert_none_left(procs: list[psutil.Process]) -> None:
     assert len(procs) >= 3, "torchrun and its two ranks were seen"
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs):
+    while time.monotonic() < deadline and any(running(p) for p in procs):
         time.sleep(0.1)
-    left = [p.pid for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    left = [p.pid for p in procs if running(p)]
     assert not left, f"processes left behind: {left}"
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import PC, TINY, gone_or_zombie, stream
+from helpers import PC, TINY, gone_or_zombie, running, stream
 
 from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
@@ -197,13 +197,6 @@ def test_the_cli_uses_a_consoles_warm_process(warm_process, tmp_path):
     assert json.loads(out.stdout)["data"]["environment"]["start"] == "cold: no console or server is up"
 
 
-def _running(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 PARENT = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
@@ -230,7 +223,7 @@ def test_the_warm_process_and_its_runs_end_with_their_parent(death):
         procs = [psutil.Process(int(server)), psutil.Process(int(worker))]
         parent.send_signal(getattr(signal, death))
         deadline = time.monotonic() + 20
-        while (alive := [p for p in procs if _running(p)]) and time.monotonic() < deadline:
+        while (alive := [p for p in procs if running(p)]) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not alive, alive
         assert not os.path.exists(folder)  # its socket and the private folder that held it
@@ -268,9 +261,9 @@ def test_a_commands_run_outlives_the_console_that_owns_the_warm_process(tmp_path
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**env, "PERFCONSOLE_FAULT": "slow:100"})
         deadline = time.monotonic() + 120
-        while not [c for c in server.children() if _running(c)] and time.monotonic() < deadline:
+        while not [c for c in server.children() if running(c)] and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [c for c in server.children() if _running(c)], "the command's run was not forked from the console's"
+        assert [c for c in server.children() if running(c)], "the command's run was not forked from the console's"
         owner.kill()  # the console goes, mid-run
         owner.wait()
         out, err = cli.communicate(timeout=300)
@@ -278,9 +271,9 @@ def test_a_commands_run_outlives_the_console_that_owns_the_warm_process(tmp_path
         doc = json.loads(save.read_text())["data"]
         assert doc["status"] == "ok" and len(doc["steps"]) == 40 and doc["environment"]["start"] == "warm"
         deadline = time.monotonic() + 20
-        while _running(server) and time.monotonic() < deadline:
+        while running(server) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _running(server) and not os.path.exists(folder)
+        assert not running(server) and not os.path.exists(folder)
     finally:
         owner.kill()
         owner.wait()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-# The suite runs four pytest-xdist workers on as few as two cores, and each starts torch processes. With
+# The suite runs three or four pytest-xdist workers on as few as two cores, and each starts torch processes. With
 # torch's default of one intra-op thread a core, a matmul's threads wait at barriers for threads another
 # process has descheduled. Set before torch is imported here, and inherited by every child a test starts.
 # Only under xdist: the GPU suite runs in one process and keeps torch's own threads, as a user's run does.

@@ -307,6 +307,6 @@ def test_the_readme_is_short_and_keeps_its_two_commands():
     assert len(readme.splitlines()) <= 150
     setup = "python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 -e '.[dev]' && "
     console = setup + ".venv/bin/perfconsole --start"
-    tests = setup + ".venv/bin/python -m pytest -n 4 --dist loadfile"
+    tests = setup + ".venv/bin/python -m pytest -n 3 --dist loadfile"
     assert f"    {console}\n" in readme and f"    {tests}\n" in readme
     assert (ROOT / ".ci" / "run").read_text().rstrip().splitlines()[-1] == tests

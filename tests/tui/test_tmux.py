@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import running
 
 from perfconsole.core.launch import warm
 
@@ -80,13 +81,7 @@ def _still_running(procs: list[psutil.Process], timeout: float = 10) -> list[psu
     """The processes alive after `timeout`; one that has exited but is not yet reaped (a zombie) is gone."""
     end = time.monotonic() + timeout
     while True:
-        alive = []
-        for p in procs:
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p)
-            except psutil.Error:  # NoSuchProcess, ZombieProcess, AccessDenied on a dying process
-                pass
+        alive = [p for p in procs if running(p)]
         if not alive or time.monotonic() > end:
             return alive
         time.sleep(0.1)

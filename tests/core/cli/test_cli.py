@@ -1,6 +1,5 @@
 """The headless CLI through the real `perfconsole` entry point, as a user runs it."""
 import json
-import os
 import subprocess
 
 import pytest
@@ -208,8 +207,7 @@ def test_peaks_a_run_beats_are_named_in_figures_and_dropped_from_the_cache(tmp_p
     (data / PEAKS_FILE).write_text(json.dumps(low))
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(data))
     point_at_warm()  # its runs fork from the test worker's warm process, as the suite's others do (tests/conftest.py)
-    env = dict(os.environ)
-    out = pc("run", *TINY, "--mode", "train", "--save", str(tmp_path / "r.json"), env=env)
+    out = pc("run", *TINY, "--mode", "train", "--save", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr
     assert "speed of light: the total ran in " in out.stdout and "under its floor of" in out.stdout
     assert "% of it" not in out.stdout
@@ -217,6 +215,6 @@ def test_peaks_a_run_beats_are_named_in_figures_and_dropped_from_the_cache(tmp_p
     assert json.loads((data / PEAKS_FILE).read_text()) == {}
     sol = json.loads((tmp_path / "r.json").read_text())["data"]["summary"]["speed_of_light"]
     assert "total_ms" in sol["beaten"] and sol["total_ms"]["fraction"] > 1e3
-    again = pc("run", *TINY, "--mode", "train", env=env)  # measures afresh, and keeps what it measured
+    again = pc("run", *TINY, "--mode", "train")  # measures afresh, and keeps what it measured
     assert again.returncode == 0 and "speed of light: floor " in again.stdout, again.stdout + again.stderr
     assert set(json.loads((data / PEAKS_FILE).read_text())) == set(doc)

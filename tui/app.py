@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from perfconsole.core.launch import launcher, warm
 from perfconsole.core.launch.interleave import InterleavedRuns
@@ -47,6 +47,7 @@ from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
 from perfconsole.tui.screens.live import LivePane
 from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
 from perfconsole.tui.screens.runs import RunsPane
+from perfconsole.tui.widgets.footer import ConsoleFooter
 from perfconsole.tui.widgets.sortable_table import SortableTable
 
 LEAVE_S = 1.5    # how long a stopping console waits for its runs' last events before it saves and exits
@@ -148,7 +149,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
             with TabPane(TABS[6][1], id="grids"):
                 yield GridsPane(g, id="grids-pane")
         # Compact: at 80 columns every pane's keys and ? q stay in view; the palette hint draws a "▏".
-        yield Footer(compact=True, show_command_palette=not self.ascii_only)
+        yield ConsoleFooter(show_command_palette=not self.ascii_only)
 
     def on_mount(self) -> None:
         if self.install_signals:

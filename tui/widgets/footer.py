@@ -33,7 +33,7 @@ class ConsoleFooter(Footer):
         if not self._bindings_ready:
             return None
         return (self.compact, self.show_command_palette, tuple(
-            (key, b.key, b.action, b.description, b.group, enabled, tooltip, b.show)
+            (key, b.key, b.key_display, b.action, b.description, b.group, enabled, tooltip, b.show)
             for key, (_, b, enabled, tooltip) in self.screen.active_bindings.items()
             if b.show or key == self.app.COMMAND_PALETTE_BINDING))
 

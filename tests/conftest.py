@@ -9,7 +9,6 @@ torchrun, tmux, a browser or a Slurm job (tests/tiers.py): `pytest -m "not e2e"`
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import sys
@@ -36,6 +35,7 @@ collector.space()  # before the test modules import torch; what they import is f
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     sys.dont_write_bytecode = False
 
+import file_order  # noqa: E402
 import flop_seed  # noqa: E402
 import tiers  # noqa: E402
 from helpers import point_at_warm  # noqa: E402
@@ -51,20 +51,19 @@ def _cuda_available() -> bool:
         return False
 
 
-def _longest_first(items) -> None:
-    """The files that take longest start first (tests/file_seconds.json): `--dist loadfile` hands the files out in
-    the collection's order (pytest_configure turns off xdist's own order, by number of tests, which started the
-    one-test chaos files last, and the suite then ended on one busy worker beside three idle ones)."""
-    seconds = json.loads((Path(__file__).parent / "file_seconds.json").read_text(encoding="utf-8"))["seconds"]
-    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::", 1)[0], 0))
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    file_order.configure_node(node)
 
 
 def pytest_collection_modifyitems(config, items):
     # Only where whole files are handed out: `--dist load` (the fast tier's) sends each worker a slice of the
     # collection at the start, and the longest files first put the heaviest slice on one worker (the fast tier
     # took 211 s against 156 to 162 s in the collection's own order).
-    if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
-        _longest_first(items)
+    # xdist's controller hands the files out in the workers' collection order (pytest_configure turns its own order,
+    # by number of tests, off: it started the one-test chaos files last, and the suite ended on one busy worker).
+    if file_order.whole_files(config):
+        file_order.longest_first(items)
     for item in items:
         if tiers.is_e2e(item):
             item.add_marker(pytest.mark.e2e)

@@ -35,7 +35,6 @@ collector.space()  # before the test modules import torch; what they import is f
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
     sys.dont_write_bytecode = False
 
-import file_order  # noqa: E402
 import flop_seed  # noqa: E402
 import tiers  # noqa: E402
 from helpers import point_at_warm  # noqa: E402
@@ -51,19 +50,7 @@ def _cuda_available() -> bool:
         return False
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    file_order.configure_node(node)
-
-
 def pytest_collection_modifyitems(config, items):
-    # Only where whole files are handed out: `--dist load` (the fast tier's) sends each worker a slice of the
-    # collection at the start, and the longest files first put the heaviest slice on one worker (the fast tier
-    # took 211 s against 156 to 162 s in the collection's own order).
-    # xdist's controller hands the files out in the workers' collection order (pytest_configure turns its own order,
-    # by number of tests, off: it started the one-test chaos files last, and the suite ended on one busy worker).
-    if file_order.whole_files(config):
-        file_order.longest_first(items)
     for item in items:
         if tiers.is_e2e(item):
             item.add_marker(pytest.mark.e2e)
@@ -190,6 +177,10 @@ def _warm_module(request, tmp_path_factory):
 # The two tiers: which tests are e2e, and the guard on the others (tests/tiers.py).
 def pytest_configure(config):
     tiers.install_guard()
+    # `--dist loadfile` hands the files out in the collection's order, not xdist's own by number of tests, which
+    # started the one-test chaos files last and ended the suite on one busy worker. The collection's order mixes
+    # files that wait (tmux, Slurm, a browser) with files that compute; the longest first, tried at 4ff62d0, took
+    # 484.03 s and 1,059 busy CPU-s against 440.44 and 464.87 s, 964 and 1,004 CPU-s (test_suite_time.md).
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's; the GPU machine's pytest may run without it
         config.option.loadscopereorder = False
 

@@ -198,8 +198,9 @@ def pytest_sessionfinish(session):
     if plugin is not None:
         session.config.pluginmanager.unregister(plugin)
     # The worker's tests are done, and what they left is freed with the process. pytest's last act would be five full
-    # passes of the collector over it (to report a finaliser's error, which a worker reports to nobody): 0.8 to 2.5
-    # CPU-s a worker, on the run's critical path, where the controller waits for every worker to exit.
+    # passes of the collector over it, to print an error a finaliser raised then as a warning tied to no test: 0.8 to
+    # 2.5 CPU-s a worker, on the run's critical path, where the controller waits for every worker to exit (and
+    # execnet, tired of waiting, interrupted some, which printed a KeyboardInterrupt raised inside those passes).
     collector.settle()
 
 

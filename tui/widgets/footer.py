@@ -4,7 +4,8 @@ Textual's Footer rebuilds all its keys whenever the screen's bindings are update
 focus (Tab through the launch form, a click, a new tab), even where the keys it shows stay the same; and each key of
 a compact footer is styled twice, once as it mounts and again when it takes the footer's `-compact` class. Here a
 rebuild happens only when what the footer would show differs from what it shows, and each key is made with the
-class already on: the same footer, drawn the same, for about a tenth of the restyling.
+class already on: the same footer, drawn the same (tests/tui/test_footer.py), for 10 to 18 % less CPU in four
+files of the console's in-process tests (docs/results/test_suite_time.md).
 """
 from __future__ import annotations
 

@@ -178,9 +178,8 @@ def _warm_module(request, tmp_path_factory):
 def pytest_configure(config):
     tiers.install_guard()
     # `--dist loadfile` hands the files out in the collection's order, not xdist's own by number of tests, which
-    # started the one-test chaos files last and ended the suite on one busy worker. The collection's order mixes
-    # files that wait (tmux, Slurm, a browser) with files that compute; the longest first, tried at 4ff62d0, took
-    # 484.03 s and 1,059 busy CPU-s against 440.44 and 464.87 s, 964 and 1,004 CPU-s (test_suite_time.md).
+    # started the one-test chaos files last and ended the suite on one busy worker. The longest files first, tried at
+    # 4ff62d0, was no faster: 484.03 s against 440.44 to 478.50 s in three runs of this order (test_suite_time.md).
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's; the GPU machine's pytest may run without it
         config.option.loadscopereorder = False
 

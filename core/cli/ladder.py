@@ -25,8 +25,8 @@ from perfconsole.core.grids.ladder import (DEFAULT_RUNGS, DP_RUNG_NAMES, LADDER,
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.ladder import (busy_legend, busy_text, moved_text, rows, speedup_cells, status_text,
-                                             verdicts)
+from perfconsole.core.reports.ladder import (busy_legend, busy_text, carry_notes, moved_text, rows, rung_text,
+                                             speedup_cells, status_text, verdicts)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -75,10 +75,10 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
     rs = rows(ladder)
     found = verdicts(rs)
     legend = busy_legend(rs)
-    t.caption = "\n".join([*found.over_counted, *found.best, *([legend] if legend else [])])
+    t.caption = "\n".join([*carry_notes(rs), *found.over_counted, *found.best, *([legend] if legend else [])])
     for row in rs:
         st = status_text(row)
-        t.add_row(f"{row.rung} {row.name}", Text(st, style="green" if row.status == "ok" else "yellow"),
+        t.add_row(rung_text(row), Text(st, style="green" if row.status == "ok" else "yellow"),
                   "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
                   *speedup_cells(row),
                   "-" if row.mfu is None else f"{100 * row.mfu:.1f}%",
@@ -100,12 +100,12 @@ def dp_table(ladder: LadderRecord) -> CliTable:
                   Column("loss Δ")], title_justify="left")
     rs = rows(ladder)
     found = verdicts(rs)
-    t.caption = "\n".join([*found.best, *lines(bars(rs, n))])
+    t.caption = "\n".join([*carry_notes(rs), *found.best, *lines(bars(rs, n))])
     f = lambda v, d=2, k=1.0: "-" if v is None else f"{v * k:,.{d}f}"  # noqa: E731
     for row in rs:
         peak = "-" if row.peak_alloc_mib is None else (
             f"{row.peak_alloc_mib / 1024:,.1f}" + (f" of {row.card_mib / 1024:,.1f}" if row.card_mib else ""))
-        t.add_row(f"{row.rung} {row.name}", Text(status_text(row), style="green" if row.status == "ok" else "yellow"),
+        t.add_row(rung_text(row), Text(status_text(row), style="green" if row.status == "ok" else "yellow"),
                   f(row.median_ms), f(row.single_process_ms),
                   "-" if row.scaling_efficiency is None else f"{row.scaling_efficiency:.1%}", f(row.comm_ms),
                   f(row.exposed_comm_ms), peak,

@@ -1,8 +1,10 @@
-"""A ladder as a report: one row per rung with its step time and interval, speedups over the first and
-the previous rung, MFU, fraction of speed of light, the GPU's busy share, the loss against the first
-rung's, and the kernel categories that moved; as Markdown (like the hand-written reports), CSV and JSON.
+"""A ladder as a report: one row per rung with its step time and interval, the changes of rungs left out that
+it carries beyond the row above ("4 fused-adamw +compile"), speedups over the first and the previous rung,
+MFU, fraction of speed of light, the GPU's busy share, the loss against the first rung's, and the kernel
+categories that moved; as Markdown (like the hand-written reports), CSV and JSON.
 
-Speedups divide median step times. The interval (core.stats: a t-interval on log times) is between processes
+Speedups divide median step times; the previous rung is the last one above with a time, and a line under the
+table says which other rungs' changes a ratio over it includes. The interval (core.stats: a t-interval on log times) is between processes
 (of the processes' medians) with `--repeat` 2 or more, else of the one process's steps, and the header says
 which. Numerics: each of the first NUMERICS_STEPS steps' loss against the first rung's loss at the same
 step index (the same data, seed and number of updates before it); the largest relative difference is
@@ -47,6 +49,7 @@ class LadderRow:
     name: str
     what: str
     status: str                                 # ok | oom | unsupported | error | cancelled | pending
+    carries: list[str] = field(default_factory=list)   # rungs left out whose changes it has beyond the row above
     reason: str | None = None                   # why it did not run (unsupported, oom, error)
     median_ms: float | None = None
     interval_low_ms: float | None = None
@@ -54,6 +57,8 @@ class LadderRow:
     processes: int = 0
     speedup_vs_first: float | None = None
     speedup_vs_previous: float | None = None
+    previous_rung: int | None = None            # the rung speedup_vs_previous is over: the last one above with a time
+    previous_spans: list[str] = field(default_factory=list)  # other rungs' changes that speedup includes
     mfu: float | None = None
     sol_fraction: float | None = None           # speed-of-light floor / measured median step
     floor_ms: float | None = None
@@ -116,9 +121,18 @@ def rows(ladder: LadderRecord) -> list[LadderRow]:
     previous: LadderRow | None = None
     first_losses: dict[int, float] = {}
     names = ladder.spec.names
+    above: tuple[int, RunSpec] | None = None    # the row above's place and spec
+    timed: RunSpec | None = None                # the spec of the last row with a time
     for rung, r in zip(ladder.rungs, ladder.runs):
         row = _row(names.index(rung.name), rung, r)
+        row.carries = _carried(ladder.spec.all_rungs, row.rung - 1, r.spec, above)
+        above = (row.rung - 1, r.spec)
         if row.median_ms is not None:
+            if previous is not None and timed is not None:   # what the ratio over it includes beyond this rung
+                row.previous_rung = previous.rung
+                row.previous_spans = [o.name for o in ladder.spec.all_rungs[:row.rung - 1]
+                                      if carries(r.spec, o) and not carries(timed, o)]
+            timed = r.spec
             losses = _losses(r)
             if first is None:
                 first, first_losses = row, losses
@@ -129,6 +143,13 @@ def rows(ladder: LadderRecord) -> list[LadderRow]:
             previous = row
         out.append(row)
     return out
+
+
+def _carried(sequence: tuple[Rung, ...], i: int, spec: RunSpec, above: tuple[int, RunSpec] | None) -> list[str]:
+    """The rungs between the row above and this one (rung i), left out of the ladder, whose changes this rung's
+    spec has and the row above's has not; for the first row, those above the first rung, where every program starts."""
+    start = above[0] + 1 if above else 1
+    return [o.name for o in sequence[start:i] if carries(spec, o) and not (above and carries(above[1], o))]
 
 
 def _row(i: int, rung: Rung, r: RunRecord) -> LadderRow:
@@ -191,6 +212,24 @@ def _pct(v: float | None) -> str:
 def speedup_cells(row: LadderRow) -> tuple[str, str]:
     """The rung's speedups over the first and the previous rung as a table says them ("1.25x", "2.44x slower")."""
     return ratio_text(row.speedup_vs_first, faster=False), ratio_text(row.speedup_vs_previous, faster=False)
+
+
+def rung_text(row: LadderRow) -> str:
+    """"4 fused-adamw +compile": the rung, then each rung left out whose change it has beyond the row above."""
+    return " ".join([f"{row.rung} {row.name}", *(f"+{name}" for name in row.carries)])
+
+
+def carry_notes(rs: list[LadderRow]) -> list[str]:
+    """What a "+name" in a rung means, and each ratio over the previous rung that includes other rungs' changes."""
+    out = ["+name after a rung: a rung left out, whose change it carries too"] if any(r.carries for r in rs) else []
+    by_rung = {r.rung: r for r in rs}
+    for r in rs:
+        if r.previous_spans and r.previous_rung in by_rung:
+            over = by_rung[r.previous_rung]
+            changes = " and ".join(f"{name}'s" for name in r.previous_spans)
+            out.append(f"{r.rung} {r.name}'s vs prev is over {over.rung} {over.name}, so it includes {changes} "
+                       f"change{'s' if len(r.previous_spans) > 1 else ''} too")
+    return out
 
 
 def moved_text(row: LadderRow, limit: int = 3) -> str:
@@ -257,12 +296,13 @@ def markdown(ladder: LadderRecord) -> str:
     legend = busy_legend(rs)
     if legend:
         lines[-1:-1] = [f"- {legend}"]
+    lines[-1:-1] = [f"- {note}" for note in carry_notes(rs)]
     lines += ["| " + " | ".join(MD_COLUMNS) + " |", "| " + " | ".join(["---"] * 3 + ["--:"] * 8 + ["---"]) + " |"]
     for row in rs:
         interval = interval_text(row.interval_low_ms, row.interval_high_ms, ",.2f")
         loss = "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}"
         lines.append("| " + " | ".join([
-            f"{row.rung} {row.name}", row.what, status_text(row).replace("|", "/"), _f(row.median_ms), interval,
+            rung_text(row), row.what, status_text(row).replace("|", "/"), _f(row.median_ms), interval,
             *speedup_cells(row),
             _f(None if row.mfu is None else 100 * row.mfu, 1), _f(None if row.sol_fraction is None else 100 * row.sol_fraction, 1),
             busy_text(row), loss, moved_text(row)]) + " |")
@@ -319,10 +359,11 @@ def _best_text(row: LadderRow, bold: bool) -> str:
             f"the first rung{sol}{design})")
 
 
-CSV_COLUMNS = ("rung", "name", "status", "reason", "median_ms", "interval_low_ms", "interval_high_ms", "processes",
-               "speedup_vs_first", "speedup_vs_previous", "mfu", "sol_fraction", "floor_ms", "gpu_busy_share",
-               "gpu_busy_source", "bound", "loss_max_rel_diff", "numerics", "moved", "single_process_ms",
-               "scaling_efficiency", "comm_ms", "comm_free_ms", "exposed_comm_ms", "peak_alloc_mib", "card_mib")
+CSV_COLUMNS = ("rung", "name", "status", "reason", "carries", "median_ms", "interval_low_ms", "interval_high_ms",
+               "processes", "speedup_vs_first", "speedup_vs_previous", "previous_rung", "previous_spans", "mfu",
+               "sol_fraction", "floor_ms", "gpu_busy_share", "gpu_busy_source", "bound", "loss_max_rel_diff", "numerics",
+               "moved", "single_process_ms", "scaling_efficiency", "comm_ms", "comm_free_ms", "exposed_comm_ms",
+               "peak_alloc_mib", "card_mib")
 
 
 def csv_text(ladder: LadderRecord) -> str:
@@ -332,6 +373,7 @@ def csv_text(ladder: LadderRecord) -> str:
     for row in rows(ladder):
         d = row.to_dict()
         d["moved"] = moved_text(row, limit=20)
+        d["carries"], d["previous_spans"] = ", ".join(row.carries), ", ".join(row.previous_spans)
         w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
     return out.getvalue()
 

@@ -232,6 +232,28 @@ async def test_the_ladder_table_keeps_its_columns_at_80x24_and_scrolls_sideways(
         assert "moved ms/step" in "\n".join(screen_lines(app))
 
 
+async def test_a_rung_that_carries_a_left_out_rung_s_change_names_it_in_grids(tmp_path):
+    """`--rungs eager,sdpa,fused-adamw`: the fused-AdamW rung ran compiled too, and Grids said nothing of it."""
+    from perfconsole.core.grids.ladder import LadderRecord, LadderSpec
+
+    recorded = store.load(LADDER)
+    runs = dict(zip(recorded.spec.rungs, recorded.runs))
+    names = ("eager", "sdpa", "fused-adamw")
+    path = tmp_path / "picked.json"
+    store.save(LadderRecord(LadderSpec(recorded.spec.base, names), [runs[n] for n in names], status="ok"), path)
+    app = make_app(snapshots=[path])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await pilot.press("5", "enter")
+        await wait_for(pilot, lambda: app.query_one("#tabs").active == "grids")
+        lines = plain(app.query_one("#grids-body", Static).content).splitlines()
+    fused = next(line for line in lines if line.startswith("4 "))
+    assert fused.startswith("4 fused-adamw +compile ") and "3.91x slower" in fused
+    assert next(line for line in lines if line.startswith("2 ")).split()[:3] == ["2", "sdpa", "ok"]
+    assert "4 fused-adamw's vs prev is over 2 sdpa, so it includes compile's change too" in lines
+    assert "+name after a rung: a rung left out, whose change it carries too" in lines
+
+
 DP_LADDER = ROOT / "tests" / "fixtures" / "ladders" / "dp_ladder_2.7B_2xh200.json"  # docs/results/dp_ladder_2xh200.md
 
 

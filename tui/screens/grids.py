@@ -306,14 +306,14 @@ def ladder_view(ladder: Any, glyphs: Glyphs) -> Unsqueezed:
         ok = row.status == "ok"
         word = "ok" if ok else STATUS_WORD[shown_status(ladder, "pending")] if row.status == "pending" else (
             report_ladder.status_text(row))
-        t.add_row(f"{row.rung} {row.name}", Text(word, style="green" if ok else "yellow"),
+        t.add_row(report_ladder.rung_text(row), Text(word, style="green" if ok else "yellow"),
                   "-" if row.median_ms is None else f"{row.median_ms:,.2f}",
                   *report_ladder.speedup_cells(row),
                   "-" if row.mfu is None else f"{100 * row.mfu:.1f}%",
                   "-" if row.sol_fraction is None else f"{100 * row.sol_fraction:.1f}%",
                   report_ladder.busy_text(row),
                   "-" if row.numerics is None else row.numerics, report_ladder.moved_text(row))
-    parts: list[Any] = []
+    parts: list[Any] = [Text(line) for line in report_ladder.carry_notes(rows)]
     found = report_ladder.verdicts(rows)
     parts += [Text(line, style="yellow") for line in found.over_counted]
     parts += [Text(line, style="bold") for line in found.best]

@@ -2,10 +2,13 @@
 CPU cannot run say why; the report's table, the snapshot and the CLI."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -135,7 +138,7 @@ def test_markdown_table_shape_and_snapshot_round_trip(ladder):
     table = [line for line in md.splitlines() if line.startswith("|")]
     assert table[0] == "| " + " | ".join(MD_COLUMNS) + " |"
     assert len(table) == 2 + 5 and all(line.count("|") == len(MD_COLUMNS) + 1 for line in table)
-    assert "| 5 cuda-graphs |" in md and "| 7 liger |" in md and "unsupported: CUDA graphs" in md   # numbered by its place in the ladder
+    assert "| 5 cuda-graphs +compile +fused-adamw |" in md and "| 7 liger |" in md and "unsupported: CUDA graphs" in md   # numbered by its place in the ladder
     loaded = store.load(save)
     assert loaded.kind == "ladder" and [r.status for r in loaded.runs] == [r.status for r in record.runs]
     assert export.export(loaded, "md") == md
@@ -268,3 +271,48 @@ def test_an_hf_ladder_climbs_sdpa_causal_after_compile_and_other_models_do_not()
         LadderSpec(BASE, ("compile", "sdpa-causal")).validate()
     factory = RunSpec(model="docs/examples/student_model.py:build", device="cpu", mode="train")
     assert "sdpa-causal" not in LadderSpec(factory).rungs
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "ladders" / "ladder_tiny_cpu.json"
+
+
+def picked(names: tuple[str, ...]) -> LadderRecord:
+    """The recorded CPU ladder's runs of those rungs, as `--rungs` naming them would have left them."""
+    recorded = store.load(RECORDED)
+    runs = dict(zip(recorded.spec.rungs, recorded.runs))
+    return LadderRecord(LadderSpec(recorded.spec.base, names), [runs[n] for n in names])
+
+
+def test_a_rung_names_the_changes_it_carries_from_rungs_left_out_in_every_export():
+    """`--rungs eager,sdpa,fused-adamw`: compile, left out, passes its change up, so the fused-AdamW rung ran
+    compiled and its ratio over sdpa is two changes. Only the Markdown said a rung was left out, not where it went."""
+    ladder = picked(("eager", "sdpa", "fused-adamw"))
+    assert ladder.runs[2].spec.compile and not ladder.runs[1].spec.compile
+    eager, sdpa, fused = rows(ladder)
+    assert (eager.carries, sdpa.carries, fused.carries) == ([], [], ["compile"])
+    assert (sdpa.previous_rung, sdpa.previous_spans) == (1, []) and (fused.previous_rung, fused.previous_spans) == (
+        2, ["compile"])
+    md = export.export(ladder, "md")
+    assert "| 4 fused-adamw +compile | fused AdamW" in md and "| 2 sdpa | " in md
+    assert "- 4 fused-adamw's vs prev is over 2 sdpa, so it includes compile's change too\n" in md
+    assert "- +name after a rung: a rung left out, whose change it carries too\n" in md
+    table = list(csv.DictReader(io.StringIO(export.export(ladder, "csv"))))
+    assert [(r["carries"], r["previous_rung"], r["previous_spans"]) for r in table] == [
+        ("", "", ""), ("", "1", ""), ("compile", "2", "compile")]
+    doc = json.loads(export.export(ladder, "json"))
+    assert [(r["carries"], r["previous_spans"]) for r in doc["rungs"]] == [([], []), ([], []), (["compile"], ["compile"])]
+    # The first rung shown names what it carries above eager; the whole ladder's rows carry nothing, and a change
+    # the ladder's precision kept on its own rung (bf16 weights at fp32, left out here) is not named above it.
+    assert [r.carries for r in rows(picked(("compile", "fused-adamw")))] == [["sdpa"], []]
+    whole = rows(store.load(RECORDED))
+    assert all(r.carries == [] and r.previous_spans == [] for r in whole) and "+name" not in export.export(
+        store.load(RECORDED), "md")
+
+
+def test_a_ratio_over_a_rung_below_one_that_did_not_run_says_it_includes_that_rung_s_change():
+    ladder = picked(("eager", "sdpa", "compile"))
+    ladder.runs[1] = LadderRecord.from_dict(ladder.to_dict()).runs[1]
+    ladder.runs[1].status, ladder.runs[1].summary = "oom", None
+    compiled = rows(ladder)[2]
+    assert compiled.carries == [] and (compiled.previous_rung, compiled.previous_spans) == (1, ["sdpa"])
+    assert "- 3 compile's vs prev is over 1 eager, so it includes sdpa's change too\n" in export.export(ladder, "md")

@@ -19,6 +19,25 @@ def data_dir() -> Path:
     return Path(base) / "perfconsole"
 
 
+def check_data_dir() -> Path:
+    """The data directory, or a PathError when it cannot be one: it, or a folder on the way to it, is a file.
+
+    Checked before anything starts: the console, `serve` and the measuring commands keep the warm process's
+    socket, the peaks and FLOP caches, profiles and saved runs there, and a file in its place would fail deep
+    inside them instead (`NotADirectoryError: .../warm`)."""
+    path = data_dir()
+    for p in (path, *path.parents):
+        if p.exists():
+            if p.is_dir():
+                break
+            problem = "a file, not a directory" if p == path else f"{p} is a file, not a directory"
+            env = os.environ.get("PERFCONSOLE_DATA_DIR")
+            raise PathError(f"PERFCONSOLE_DATA_DIR={env}: {problem}; give it a directory (one not there yet is "
+                            "created)" if env else
+                            f"the data directory {path}: {problem}; set PERFCONSOLE_DATA_DIR to a directory")
+    return path
+
+
 def runs_dir() -> Path:
     return data_dir() / "runs"
 

@@ -101,6 +101,8 @@ def open_console(args: argparse.Namespace) -> int:
     code = None
     try:
         code = app.run()
+        if code is None:  # textual's run() gives the exit's result; a console that failed has none, its code is 1
+            code = app.return_code
     finally:
         processes.kill_all()
         # Leaving may stall too (a thread that will not end): the guard bounds it, keeping the code.

@@ -28,6 +28,7 @@ import psutil
 from aiohttp import web
 from textual_serve.server import Server
 
+from perfconsole.core import paths
 from perfconsole.core.cli import main as cli
 from perfconsole.core.launch import warm
 from perfconsole.core.launch.processes import STOP_SIGNALS
@@ -228,6 +229,7 @@ def main(argv: list[str], console_options: Callable[[argparse.ArgumentParser], N
     os.environ.pop(serve_auth.TOKEN_ENV, None)  # the consoles have no use for it
     try:
         cli.spec_from_args(args)  # a bad pre-fill is one line now, not an error in every browser tab
+        paths.check_data_dir()  # the warm process the server keeps for its tabs lives there
         if not is_loopback(serve_args.host):
             if not serve_args.allow_remote:
                 raise cli.UsageError(f"--host {serve_args.host} is not a loopback address; anyone who can reach "
@@ -241,7 +243,7 @@ def main(argv: list[str], console_options: Callable[[argparse.ArgumentParser], N
         elif not token:
             print("perfconsole: warning: --token '': no token, so every account on this machine can open the "
                   "console and launch runs, read and write files as you", file=sys.stderr, flush=True)
-    except (SpecError, cli.UsageError) as exc:
+    except (SpecError, cli.UsageError, paths.PathError) as exc:
         print(f"perfconsole: error: {exc}", file=sys.stderr)
         return cli.EXIT_USAGE
     # textual-serve appends "/ws" and "/static/..." to this URL, so a trailing slash would double.

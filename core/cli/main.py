@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
 
-from perfconsole.core import store
+from perfconsole.core import paths, store
 from perfconsole.core.cli.spec_args import (add_spec_arguments, check_default_size, check_device,  # noqa: F401
                                             default_device, default_size, spec_from_args)
 from perfconsole.core.spec import SpecError
@@ -36,6 +36,10 @@ COMMANDS = [
 # started (pandas and pyarrow, which only the profile readers need).
 COMMAND_MODULES = dict(zip(("run", "export", "import", "sweep", "attention", "compare", "ladder", "kernels"),
                            COMMANDS))
+
+# The commands that keep files in the data directory (the peaks and FLOP caches, profiles, the console's warm
+# process they fork from): a data directory that cannot be one is bad input for them, said before any work.
+DATA_DIR_COMMANDS = ("run", "sweep", "attention", "compare", "ladder")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130
 
@@ -161,13 +165,15 @@ def main(argv: list[str] | None = None,
             parser.error(f"{', '.join(before)}: given before {args.command!r}, the console's flags, which "
                          f"{args.command!r} never sees; give {args.command}'s flags after it")
     try:
+        if args.command is None and console is None:
+            parser.print_help()
+            return EXIT_USAGE
+        if args.command is None or args.command in DATA_DIR_COMMANDS:
+            paths.check_data_dir()
         if args.command is None:
-            if console is None:
-                parser.print_help()
-                return EXIT_USAGE
             return console[1](args)
         return args.func(args)
-    except (SpecError, UsageError) as exc:
+    except (SpecError, UsageError, paths.PathError) as exc:
         print(f"perfconsole: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -86,8 +86,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
 
     def __init__(self, prefill: RunSpec | None = None, start: bool = False, ascii_only: bool = False,
                  sampler: Callable[[int], GpuSample | None] = nvml.sample,
-                 launch_env: dict[str, str] | None = None, snapshots: Iterable[Path] = (),
-                 prefill_errors: Iterable[str] = ()) -> None:
+                 launch_env: dict[str, str] | None = None, snapshots: Iterable[Path] = ()) -> None:
         super().__init__()
         self.prefill = prefill or RunSpec(device="cpu")
         self.start_at_once = start
@@ -98,7 +97,6 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.sampler = sampler
         self.launch_env = launch_env
         self.initial_snapshots = list(snapshots)
-        self.prefill_errors = list(prefill_errors)
         self.runs: list[RunRecord] = []
         self.marked: list[str] = []
         self.sources: dict[str, str] = {}        # run id -> file it came from ("session" if none)
@@ -160,8 +158,6 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
             # Textual draws scrollbar ends with block characters; ASCII mode draws them as spaces in
             # the thumb's colour (Textual's documented hook; put back on unmount for the next app).
             self._scrollbar_renderer, ScrollBar.renderer = ScrollBar.renderer, AsciiScrollBarRender
-        for err in self.prefill_errors:
-            self.notify(err, severity="error", timeout=10)
         for path in self.initial_snapshots:
             self.open_path(path, switch=False)
         self.refresh_runs()

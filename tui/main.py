@@ -57,7 +57,11 @@ def console_options(parser: argparse.ArgumentParser) -> None:
 
 
 def open_console(args: argparse.Namespace) -> int:
-    """Pre-fill the form from the flags, then run the console (textual is imported only now)."""
+    """Pre-fill the form from the flags, then run the console (textual is imported only now).
+
+    A bad flag stops it before it starts, in one line, exit 2, as every command's bad flag does: `--size huge`
+    is refused as `--ctx abc` is (argparse), not opened as a form quietly back at its default."""
+    spec = cli.spec_from_args(args)
     if not os.environ.get("TEXTUAL_DRIVER") and not (sys.stdin.isatty() and sys.stdout.isatty()):
         # Piped (`perfconsole | cat`) the console would draw escape codes into the pipe and wait for
         # keys that never come; a browser session (serve) brings its own driver and passes.
@@ -68,23 +72,13 @@ def open_console(args: argparse.Namespace) -> int:
 
     collector.space()  # before textual's imports; what the console imported is frozen below
     from perfconsole.core.launch import processes, warm
-    from perfconsole.core.spec import SpecError
     from perfconsole.tui.app import PerfConsole
-
-    errors: list[str] = []
-    try:
-        spec = cli.spec_from_args(args)
-    except SpecError as exc:
-        if args.start:
-            raise  # scripts get the one-line error and exit 2
-        errors.append(str(exc))
-        spec = cli.spec_from_args(args, validate=False)  # the form shows what is wrong in place
     from perfconsole.tui import exit_guard
 
     from perfconsole.core.cli.executor import executor_from_args
 
     executor = executor_from_args(args, device=spec.device)
-    app = PerfConsole(spec, start=args.start, ascii_only=args.ascii, prefill_errors=errors)
+    app = PerfConsole(spec, start=args.start, ascii_only=args.ascii)
     collector.settle()  # what is imported lives as long as the console (core/measure/collector.py)
     app.executor = executor
     app.install_signals = True

@@ -206,14 +206,18 @@ def _opt(v: float | None) -> str:
 
 
 def headline(profile: Profile, summary: Summary | None, steps: int | None) -> str | None:
-    """One line for the console: kernel time per phase, the share in no phase, what profiling cost."""
-    parts = []
+    """Lines for the console's Kernels pane and the CLI's profile caption, none past 80 columns: the profiler's
+    kernel times summed per step over each phase's range (not the phase's timed span, which the Live pane and the
+    run's table show), the share in no phase, and what a profiled step took against the quiet one (the step timed
+    without the profiler). A CPU run's rows are CPU ops, and the line says so."""
+    lines = []
     a = attribution(profile, summary, steps)
     if a is not None and a.phases:
-        per = " per step" if a.steps else ""
-        parts.append(", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)
-                     + f"{per} · in no phase {a.unattributed_share:.1%}")
-        parts += [f"{p.phase} host-paced{'' if p.pacing == 'whole' else ' in part'} "
+        what = "CPU-op" if _mostly_aten(profile) else "kernel"
+        per = "per step" if a.steps else "over the profile"
+        lines += [f"the profiler's {what}-time sums {per} for each phase ({a.unattributed_share:.1%} in no phase):",
+                  ", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)]
+        lines += [f"{p.phase} host-paced{'' if p.pacing == 'whole' else ' in part'} "
                   f"(issued in {p.host_ms:,.1f} of {p.timed_ms:,.1f} ms)"
                   for p in a.phases if p.host_paced]
     o = profile.overhead
@@ -221,11 +225,12 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
     if o and apart is not None:
         spread = plain_spread(o)
         among = " (one process each)" if spread is None else f" (plain processes {spread[0]:.1f}-{spread[1]:.1f} ms)"
-        parts.append(f"under {o['profiler']}, not capturing {apart * 100:+.1f} %{among} · profiled "
-                     f"{o['profiled_ms'] / o['plain_ms']:.2f}x the plain step")
+        lines += [f"under {o['profiler']}, not capturing {apart * 100:+.1f} %{among}",
+                  f"a profiled step took {o['profiled_ms'] / o['plain_ms']:.2f}x the plain step (another process, "
+                  "no profiler)"]
     elif o:
-        parts.append(f"profiled {o['ratio']:.2f}x the quiet step")
-    return " · ".join(parts) or None
+        lines.append(f"a profiled step took {o['ratio']:.2f}x the quiet step (the step timed without the profiler)")
+    return "\n".join(lines) or None
 
 
 def row_units(profile: Profile | None, device: str) -> str:
@@ -236,7 +241,12 @@ def row_units(profile: Profile | None, device: str) -> str:
         return "kernels"
     if profile.profiler == "torch":
         return "CPU ops" if device == "cpu" else "kernels"
+    return "CPU ops" if profile.profiler == "import" and _mostly_aten(profile) else "kernels"
+
+
+def _mostly_aten(profile: Profile) -> bool:
+    """Most of the kernel table's time in `aten::` ops, a name no GPU kernel has: CPU ops, not kernels."""
     rows = profile.tables.get("cuda_gpu_kern_sum") or []
     aten = sum(r.get("total_time_ns") or 0 for r in rows if str(r.get("name", "")).startswith("aten::"))
     whole = sum(r.get("total_time_ns") or 0 for r in rows)
-    return "CPU ops" if profile.profiler == "import" and whole and aten > whole / 2 else "kernels"
+    return bool(whole) and aten > whole / 2

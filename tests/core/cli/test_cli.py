@@ -1,5 +1,6 @@
 """The headless CLI through the real `perfconsole` entry point, as a user runs it."""
 import json
+import re
 import subprocess
 
 import pytest
@@ -183,6 +184,14 @@ def test_one_step_shows_no_spread_and_a_profiled_run_says_where_its_files_went(t
     trace = tmp_path / "p" / "torch_trace.json"
     assert trace.is_file() and f"files: {trace}" in prof.stdout  # absolute: the record is read from anywhere
     assert "profile (torch):" in prof.stdout and "in no phase" in prof.stdout and "profiled " in prof.stdout
+    # What the figures are: the profiler's sums over its rows (CPU ops here), and what the quiet step is.
+    caption = [line.removeprefix("# ") for line in prof.stdout.splitlines() if line.startswith("# ")]
+    sums = next(i for i, line in enumerate(caption) if line.startswith("the profiler's CPU-op-time sums per step "
+                                                                         "for each phase ("))
+    assert re.fullmatch(r"forward [\d.]+ ms, backward [\d.]+ ms, optimizer [\d.]+ ms", caption[sums + 1]), caption
+    assert re.fullmatch(r"a profiled step took [\d.]+x the quiet step \(the step timed without the profiler\)",
+                        caption[sums + 2]), caption
+    assert all(len(line) <= 80 for line in caption[sums:sums + 3]), caption
     assert pc("import", str(trace)).returncode == 0
 
 

@@ -47,7 +47,7 @@ def test_the_report_and_the_console_line_carry_attribution_and_overhead(record):
     md = export(record, "md")
     assert "| in no phase |" in md and "Profiling cost:" in md and "1.008x" in md
     line = headline(record.profile, record.summary, len(record.steps))
-    assert "in no phase 0.0%" in line and "profiled 1.01x the quiet step" in line
+    assert "(0.0% in no phase)" in line and "a profiled step took 1.01x the quiet step" in line
 
 
 def test_a_forward_short_of_kernels_is_host_paced_only_where_the_host_took_as_long(record):

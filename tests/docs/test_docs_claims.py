@@ -1,223 +1,40 @@
-"""Every figure the documentation states from a measurement is in the results file it cites.
+"""Every figure the documentation states from a measurement is the latest its results page holds.
 
-What is read: README.md and docs/*.md (not the results pages themselves, which are the evidence).
-
-The rule, kept simple on purpose:
-
-- **Units.** Each table row is one unit. Any other text is cut into paragraphs and list items, each
-  joined into one line, and those into sentences: a sentence ends at ".", "!" or "?" followed by
-  white space and a capital letter, a backtick, "[", "(" or "*". Headings and code blocks (fenced or
-  indented four spaces outside a list) are skipped.
-- **Citations.** A unit cites a results file by a Markdown link into docs/results/ (`docs/results/X`
-  from the README, `results/X` from docs/), by a path `docs/results/X` or `results/X` written out, or
-  by a file name in backticks that exists in docs/results/. A cited folder stands for every file in it.
-  A sentence that cites nothing is held to the files its paragraph or list item cites, or else the
-  list item it is nested under; a table row that cites nothing to those of the paragraph just above
-  its table.
-- **Figures.** A number with a unit: `%`, `x` written onto the number (`1.79x`; not `2x H100`), `ms`,
-  `s`, `min`, `minutes`, `MiB`, `GiB`, `MB`, `GB`, `GB/s`, `TFLOP/s`, `GFLOP/s`, `TFLOP`. A range
-  (`86.1-87.9 %`, `4,244-4,252 GB/s`) is two figures, each of which must be there.
-- **Matching.** Thousands separators are dropped, a Unicode minus or dash reads as "-", and the sign is
-  not compared. The number must appear in at least one cited file as written, as a whole number (not
-  inside a longer one: `1.0` is not in `1.03`); zeros after it are allowed (`210.3` matches `210.30`).
-  The unit is not compared, since tables carry theirs in the header.
-- **Superseded pages.** A page whose first line begins `> Superseded by` backs no figure: a sentence
-  whose figures rest only on such pages is flagged (it may still cite one for its history).
-- **Measurements without a source.** A sentence that names an H100 or H200 and states a figure must
-  cite a results file (itself or through its paragraph).
-- **Results pages** (docs/results/*.md, but the index) each have a `Device:` line and a `Commit:` line
-  with a commit id, and the index docs/results/README.md lists every page.
+What is read: README.md and docs/*.md, and the index of the results pages (docs/results/README.md); the rule is
+in docs_claims.py's docstring, the generated blocks in docs_generated.py's. In short: a figure is either made
+from its results record by a generator (a block the test makes again and compares), or cites the page that
+measured it and is written in that page's current part (not a superseded page or section, and only the newest
+section of a page that logs one measurement again and again); the index's rows say what their pages say.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from docs_claims import COMMIT, current, figures, index_problems, problems, series_order
+from docs_generated import RecordError, documents, made, prefix_for
 from helpers import ROOT
 
 RESULTS = ROOT / "docs" / "results"
 
-_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_UNIT = (r"(?:x(?![\w/])(?!\s+H[12]00)(?!\s+GPU)|\s?%|\s(?:ms|s|min|minutes|MiB|GiB|MB|GB|GB/s|TFLOP/s|"
-         r"GFLOP/s|TFLOP)(?![\w/]))")
-# A figure, or a range of two: "86.1-87.9 %", "4,244-4,252 GB/s", "0.81x-1.20x".
-_FIGURE = re.compile(rf"(?<![\w.])({_NUM})(?:{_UNIT}?\s?(?:-|to)\s?({_NUM}))?{_UNIT}")
-_LINK = re.compile(r"\]\(([^)\s]+)\)")
-_PATH = re.compile(r"(?:docs/)?results/[\w.\-/]++(?![<{*$])")
-_TICKED = re.compile(r"`([^`\s]+)`")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\[(*])")
-_DEVICE = re.compile(r"\bH[12]00\b")
 
-
-def normalise(text: str) -> str:
-    """Unicode minus and dashes as '-', no thousands separators, no space before '%'."""
-    text = text.replace("\u2212", "-").replace("\u2013", "-").replace("\u2014", "-")
-    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
-    return re.sub(r"(?<=\d) %", "%", text)
-
-
-def figures(text: str) -> list[str]:
-    """The numbers of every figure in a sentence, signs dropped, ranges split in two."""
-    out: list[str] = []
-    for m in _FIGURE.finditer(normalise(text)):
-        out.extend(n for n in m.groups() if n)
-    return out
-
-
-def holds(number: str, evidence: str) -> bool:
-    """Whether `number` is written in the (normalised) evidence as a whole number."""
-    tail = r"0*" if "." in number else r"(?:\.0+)?"
-    return re.search(rf"(?<![\d.]){re.escape(number)}{tail}(?![\d])(?!\.\d)", evidence) is not None
-
-
-@dataclass
-class Unit:
-    source: str  # "README.md:12"
-    text: str
-    cites: list[str] = field(default_factory=list)  # paths relative to docs/results/, as written
-
-
-def _cited(text: str, results: Path) -> list[str]:
-    """The results files a piece of Markdown cites, relative to the results folder."""
-    names: list[str] = []
-    for target in _LINK.findall(text) + _PATH.findall(text):
-        target = target.split("#")[0]
-        if "results/" in target:
-            names.append(target.split("results/", 1)[1].rstrip(".,;:)"))
-    for ticked in _TICKED.findall(text):
-        ticked = ticked.split("#")[0]
-        if "results/" not in ticked and "/" not in ticked.rstrip("/") and ticked.strip("/") and \
-                (results / ticked).exists():
-            names.append(ticked)
-    return [n for n in dict.fromkeys(names) if n]
-
-
-def _blocks(markdown: str) -> list[tuple[int, int, str, str]]:
-    """(line, indent, kind, text): paragraphs, list items ('item') and table rows ('row'), in order."""
-    out: list[tuple[int, int, str, str]] = []
-    current: list[str] | None = None
-    start = indent = 0
-    kind = ""
-    fenced = False
-    in_list = False  # an indented paragraph after a blank line inside a list belongs to its item
-
-    def close():
-        nonlocal current
-        if current:
-            out.append((start, indent, kind, " ".join(s.strip() for s in current)))
-        current = None
-
-    for i, line in enumerate(markdown.splitlines(), 1):
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            close()
-            fenced = not fenced
-            continue
-        if fenced:
-            continue
-        lead = len(line) - len(line.lstrip(" "))
-        if not stripped or stripped.startswith("#"):
-            close()
-            in_list = in_list and not stripped
-            continue
-        if stripped.startswith("|"):
-            close()
-            in_list = False
-            if not re.fullmatch(r"\|[\s:|-]+\|?", stripped):
-                out.append((i, lead, "row", stripped))
-            continue
-        item = re.match(r"(?:[-*+]|\d+\.)\s", stripped)
-        if item:
-            close()
-            current, start, indent, kind = [stripped[item.end():]], i, lead, "item"
-            in_list = True
-            continue
-        if current is None:
-            if lead >= 4 and not in_list:  # an indented code block
-                continue
-            in_list = in_list and lead > 0
-            current, start, indent, kind = [stripped], i, lead, "para"
-        else:
-            current.append(stripped)
-    close()
-    return out
-
-
-def units(markdown: str, name: str, results: Path = RESULTS) -> list[Unit]:
-    """Each sentence and table row of a Markdown text with the results files it is held to."""
-    out: list[Unit] = []
-    parents: list[tuple[int, list[str]]] = []  # open list items: (indent, their citations)
-    last_para: list[str] = []
-    table_cites: list[str] = []
-    previous_kind = ""
-    for line, indent, kind, text in _blocks(markdown):
-        own = _cited(text, results)
-        if kind == "row":
-            if previous_kind != "row":
-                table_cites = last_para
-            out.append(Unit(f"{name}:{line}", text, own or table_cites))
-        else:
-            inherited: list[str] = []
-            if kind == "item":
-                while parents and parents[-1][0] >= indent:
-                    parents.pop()
-                inherited = next((c for _, c in reversed(parents) if c), [])
-                parents.append((indent, own or inherited))
-            else:
-                parents = [p for p in parents if p[0] < indent]
-                inherited = next((c for _, c in reversed(parents) if c), []) if indent else []
-            block_cites = own or inherited
-            for sentence in _SENTENCE_END.split(text):
-                out.append(Unit(f"{name}:{line}", sentence, _cited(sentence, results) or block_cites))
-            last_para = own
-        previous_kind = kind
-    return out
-
-
-def _evidence(name: str, results: Path) -> str | None:
-    path = results / name
-    if path.is_dir():
-        return "\n".join(normalise(p.read_text(errors="replace")) for p in sorted(path.rglob("*")) if p.is_file())
-    if path.is_file():
-        return normalise(path.read_text(errors="replace"))
-    return None
-
-
-def problems(markdown: str, name: str, results: Path = RESULTS) -> list[str]:
-    """Each figure not found in the files its sentence cites, each citation of a missing file, and each
-    figure measured on a named GPU with no file cited."""
-    found: list[str] = []
-    cache: dict[str, str | None] = {}
-    for unit in units(markdown, name, results):
-        numbers = figures(unit.text)
-        if not unit.cites:
-            if numbers and _DEVICE.search(unit.text):
-                found.append(f"{unit.source}: figures on a GPU with no results file cited: {unit.text[:160]}")
-            continue
-        texts, superseded = [], []
-        for cited in unit.cites:
-            if cited not in cache:
-                cache[cited] = _evidence(cited, results)
-            if cache[cited] is None:
-                found.append(f"{unit.source}: cites docs/results/{cited}, which does not exist")
-            elif cache[cited].startswith("> Superseded by"):
-                superseded.append(cited)
-            else:
-                texts.append(cache[cited])
-        if numbers and superseded and not texts:
-            found.append(f"{unit.source}: its figures rest on superseded {', '.join(superseded)}: {unit.text[:160]}")
-        if not texts:
-            continue
-        for number in numbers:
-            if not any(holds(number, t) for t in texts):
-                found.append(f"{unit.source}: {number} is not in {', '.join(unit.cites)}: {unit.text[:160]}")
+def doc_problems(doc: Path, results: Path) -> list[str]:
+    """What a doc states that its results pages do not back, its generated blocks that differ from what their
+    records make now among them."""
+    text = doc.read_text()
+    name = str(doc.relative_to(results.parents[1]))
+    found = problems(text, name, results)
+    try:
+        fresh = made(text, results, prefix_for(doc, results))
+    except RecordError as exc:
+        return [*found, f"{name}: {exc}"]
+    if fresh != text:
+        old, new = ([line for line in t.splitlines() if line not in o.splitlines()] for t, o in
+                    ((text, fresh), (fresh, text)))
+        found.append(f"{name}: a generated block is not what its record makes now "
+                     f"(python tests/docs/docs_generated.py): {old} -> {new}")
     return found
-
-
-def _documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 # --- the matcher on sentences made up for it --------------------------------------------------------
@@ -242,15 +59,16 @@ def test_a_wrong_figure_is_flagged(results):
     flagged = problems(text, "docs/models.md", results)
     assert [f.split(": ")[1].split(" is")[0] for f in flagged] == ["1.0", "1.80"]
     # A range is two figures; a rounded figure is not the one written ("4,244" is not "4,244.4").
-    assert problems("Peaks 4,244.4-4,252 GB/s (`page.md`).", "R", results) == [
-        "R:1: 4252 is not in page.md: Peaks 4,244.4-4,252 GB/s (`page.md`)."]
+    assert [f.split(": ")[1] for f in problems("Peaks 4,244.4-4,252 GB/s (`page.md`).", "R", results)] == [
+        "4252 is not in the current part of page.md"]
     assert len(problems("Peaks 4,244 GB/s (`page.md`).", "R", results)) == 1
 
 
 def test_a_table_row_is_held_to_the_paragraph_above_its_table(results):
     text = ("Measured on an H200 ([p](results/page.md)):\n\n| a | b |\n| --- | --: |\n"
             "| eager | 212.4 ms |\n| x | 213 ms |\n")
-    assert [p.split(": ")[1] for p in problems(text, "docs/x.md", results)] == ["213 is not in page.md"]
+    assert [p.split(": ")[1] for p in problems(text, "docs/x.md", results)] == [
+        "213 is not in the current part of page.md"]
 
 
 def test_a_gpu_figure_without_a_source_and_a_missing_file_are_flagged(results):
@@ -267,17 +85,121 @@ def test_a_superseded_page_backs_no_figure(results):
     assert problems("Its history: [old](docs/results/old.md), predating the fix.", "R", results) == []
 
 
+def test_a_superseded_section_backs_no_figure_but_the_rest_of_its_page_does(results):
+    (results / "mixed.md").write_text(
+        "# Page\n\n## Now\n\nforward 48.95 ms\n\n## Before the fix (superseded by the section above)\n\n"
+        "forward 52.72 ms\n\n### Its table\n\n| x | 61.5 ms |\n\n## Later\n\n> Superseded by now.md\n\n70.2 ms\n")
+    assert problems("Forward 48.95 ms ([m](results/mixed.md)).", "R", results) == []
+    for stale in ("52.72", "61.5", "70.2"):
+        assert problems(f"Forward {stale} ms ([m](results/mixed.md)).", "R", results), stale
+
+
 def test_a_nested_item_takes_its_parent_s_citation(results):
     text = "- On 2x H100 ([p](docs/results/page.md)):\n  - defaults 210.3 ms\n  - best 88.0 %\n- other 5 ms\n"
-    assert [p.split(": ")[1] for p in problems(text, "R", results)] == ["88.0 is not in page.md"]
+    assert [p.split(": ")[1] for p in problems(text, "R", results)] == ["88.0 is not in the current part of page.md"]
+
+
+# --- a whole docs tree, made up: a superseded figure and an unsupported one fail -------------------------
+
+SERIES = """# The suite, call by call
+
+Device: two GPUs.
+Commit: `{newest}` (the newest call).
+Series: newest first.
+
+## A second call, at `{newest}`: {result}
+
+The headline 180.14 ms.
+
+## The first call, at `09dc34f`: 39 passed, 1 failed, in 542 s
+
+The headline 150.20 ms.
+"""
+
+
+def _tree(root: Path, doc: str, newest: str = "7260d86", result: str = "41 passed, 0 failed, in 395 s") -> Path:
+    results = root / "docs" / "results"
+    results.mkdir(parents=True)
+    (results / "gpu_suite_2xh200.md").write_text(SERIES.format(newest=newest, result=result))
+    (results / "README.md").write_text(
+        "| page | what | device | commit, date | status |\n| --- | --- | --- | --- | --- |\n"
+        f"| [gpu_suite_2xh200.md](gpu_suite_2xh200.md) | the suite: {result} | 2x H200 | {newest} | current |\n")
+    (root / "docs" / "measuring.md").write_text(doc)
+    return root / "docs" / "measuring.md"
+
+
+BLOCK = "<!-- generated: gpu-suite (tests/docs/docs_generated.py) -->\n{}\n<!-- /generated -->\n"
+
+
+def test_a_figure_from_a_call_a_later_one_superseded_fails(tmp_path):
+    doc = _tree(tmp_path, "The suite's headline test read 150.20 ms ([s](results/gpu_suite_2xh200.md)).\n")
+    assert [p.split(": ")[1] for p in doc_problems(doc, doc.parent / "results")] == [
+        "150.20 is not in the current part of gpu_suite_2xh200.md"]
+    doc.write_text("The suite's headline test read 180.14 ms ([s](results/gpu_suite_2xh200.md)).\n")
+    assert doc_problems(doc, doc.parent / "results") == []
+    # The commit a measurement ran at is held to the current part too, and so is each number of a list.
+    doc.write_text("The last call, at `09dc34f`, read 180.14, 150.20 and 180.14 ms "
+                   "([s](results/gpu_suite_2xh200.md)).\n")
+    assert [p.split(": ")[1] for p in doc_problems(doc, doc.parent / "results")] == [
+        "150.20 is not in the current part of gpu_suite_2xh200.md",
+        "commit 09dc34f is not in the current part of gpu_suite_2xh200.md"]
+
+
+def test_an_unsupported_figure_fails(tmp_path):
+    doc = _tree(tmp_path, "On an H200 the suite took 401 s.\n\nIt took 412 s ([s](results/gpu_suite_2xh200.md)).\n")
+    assert [p.split(": ")[1] for p in doc_problems(doc, doc.parent / "results")] == [
+        "figures on a GPU with no results file cited", "412 is not in the current part of gpu_suite_2xh200.md"]
+
+
+def test_a_generated_block_fails_once_a_newer_call_is_logged(tmp_path):
+    doc = _tree(tmp_path, "Intro.\n\n" + BLOCK.format("(not made yet)"))
+    results = doc.parent / "results"
+    assert any("generated block" in p for p in doc_problems(doc, results))
+    doc.write_text(made(doc.read_text(), results, prefix_for(doc, results)))
+    assert doc_problems(doc, results) == []
+    assert "at `7260d86` on two GPUs: 41 passed, 0 failed, in 395 s" in doc.read_text()
+    page = results / "gpu_suite_2xh200.md"
+    page.write_text(page.read_text().replace("Series: newest first.\n", "Series: newest first.\n\n"
+                                             "## A third call, at `a1b2c3d`: 40 passed, 1 failed, in 410 s\n"))
+    assert any("generated block" in p for p in doc_problems(doc, results))
+    # A page whose newest record is not in the shape the generator reads says so, and names the page.
+    page.write_text(page.read_text().replace("## A third call, at `a1b2c3d`:", "## A third call:"))
+    assert [p for p in doc_problems(doc, results) if "heading does not read" in p]
+
+
+def test_the_index_rows_say_what_their_pages_say(tmp_path):
+    results = _tree(tmp_path, "Intro.\n").parent / "results"
+    assert index_problems(results) == []
+    index = results / "README.md"
+    rows = index.read_text()
+    # A status the page contradicts; a figure of an older call and a commit the current part does not name.
+    index.write_text(rows.replace("current |", "superseded by x.md |"))
+    assert index_problems(results) == [
+        "gpu_suite_2xh200.md: the index says 'superseded by x.md', the page's first line does not begin "
+        "'> Superseded by'"]
+    index.write_text(rows.replace("41 passed, 0 failed, in 395 s |", "39 passed, 1 failed, in 542 s |")
+                     .replace("| 7260d86 |", "| 09dc34f |"))
+    assert sorted(index_problems(results)) == sorted([
+        "gpu_suite_2xh200.md: the index's 542 is not in the page's current part: the suite: 39 passed, 1 failed, "
+        "in 542 s", "gpu_suite_2xh200.md: the index's commit 09dc34f is not in the page's current part"])
+    page = results / "gpu_suite_2xh200.md"
+    page.write_text(page.read_text().replace("## The first call", "## The first call (superseded by the second)"))
+    index.write_text(rows)
+    assert index_problems(results) == [
+        "gpu_suite_2xh200.md: the index says 'current', but sections of the page are superseded"]
 
 
 # --- the documents -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("doc", _documents(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_cited_figure_is_in_its_results_file(doc):
-    found = problems(doc.read_text(), str(doc.relative_to(ROOT)))
-    assert not found, f"{len(found)} figure(s) not backed by the file cited:\n" + "\n".join(found)
+@pytest.mark.parametrize("doc", documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_figure_is_its_page_s_latest_or_made_from_it(doc):
+    found = doc_problems(doc, RESULTS)
+    assert not found, f"{len(found)} figure(s) not backed by the current part of the page cited:\n" + "\n".join(found)
+
+
+def test_the_index_says_what_its_pages_say():
+    found = index_problems(RESULTS)
+    assert not found, "\n".join(found)
 
 
 def test_every_results_page_names_its_device_and_commit():
@@ -288,8 +210,11 @@ def test_every_results_page_names_its_device_and_commit():
         text = page.read_text()
         if not re.search(r"(?im)^[-*>\s]*devices?\b[^:\n]*:", text):
             missing.append(f"{page.name}: no Device: line")
-        if not re.search(r"(?im)^[-*>\s]*commits?\b[^:\n]*:.*\b[0-9a-f]{7,40}\b", text):
+        line = re.search(r"(?im)^[-*>\s]*commits?\b[^:\n]*:.*\b[0-9a-f]{7,40}\b.*", text)
+        if not line:
             missing.append(f"{page.name}: no Commit: line with a commit id")
+        elif series_order(text) and not any(c in current(text) for c in COMMIT.findall(line.group(0))):
+            missing.append(f"{page.name}: its Commit: line names no commit of its newest section")
     assert not missing, "\n".join(missing)
 
 

@@ -333,13 +333,13 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.end_runs()
         self.run_worker(self._leave(code), group="stop", exit_on_error=False)
 
-    def _start_next(self) -> None:
+    def _start_next(self, show: bool = False) -> None:
         # Once stopping, nothing starts: a run queued by a key read after the signal would otherwise start
         # when the cancelled one ends, in a process spawned as the console exits (chaos trial "queued").
         if self._stopping:
             self.queue.clear()
             return
-        super()._start_next()
+        super()._start_next(show)
 
     def action_run_ladder(self) -> None:
         if not self._stopping:

@@ -48,7 +48,12 @@ class RunDriver:
             self.queue.extend(specs)
         self._show_queue()
         if self.launch is None:
-            self._start_next()
+            # Run now (ctrl+r) shows Live; queueing (ctrl+e, ctrl+t) keeps the user where they are, in the form,
+            # so the keys typed next are the form's, not Live's.
+            self._start_next(show=not queue)
+            if queue:
+                what = f"{len(specs)} runs in rounds" if interleave and len(specs) > 1 else specs[0].label()
+                self.notify(f"started {what} (2 shows it)" + (f"; {len(self.queue)} waiting" if len(self.queue) else ""))
         else:
             self.notify(f"queued {len(specs)} run(s); {len(self.queue)} waiting")
 
@@ -72,7 +77,9 @@ class RunDriver:
             self.launch.cancel()
         processes.kill_all(runs_only=True)  # the warm process, where this console has one, is stopped after
 
-    def _start_next(self) -> None:
+    def _start_next(self, show: bool = False) -> None:
+        """Start the next queued entry; with `show`, switch to Live (a run the user asked for now). A run that
+        starts when the one before it ends leaves the user on the pane they are on."""
         group = self.queue.pop()
         self._show_queue()
         if group is None:
@@ -93,7 +100,8 @@ class RunDriver:
             self.group = {r.id for r in records}
         self.refresh_bindings()
         self.show_current()
-        self.action_show_tab("live")
+        if show:
+            self.action_show_tab("live")
         self.refresh_runs()
         if isinstance(self.launch, InterleavedRuns):
             self.drive_interleaved([r.id for r in records], self.launch)

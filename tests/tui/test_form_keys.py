@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from console_helpers import make_app
+from console_helpers import make_app, wait_for
 from textual import events
 from textual.widgets import Input
 
@@ -161,3 +161,23 @@ async def test_a_digit_typed_in_an_open_choice_list_searches_it_and_keeps_the_pa
         await pilot.press("enter")
         await pilot.pause()
         assert size.value == "2.7B"
+
+
+@pytest.mark.e2e
+async def test_queueing_keeps_the_user_in_the_form_and_the_next_keys_are_the_form_s():
+    # ctrl+e with nothing running starts the run at once; the pane and the field stay, so the keys typed
+    # next edit the form (they went to Live: "6" switched panes, "4" showed NVTX).
+    app = make_app(launch_env={"PERFCONSOLE_FAULT": "slow:150"})
+    async with app.run_test(size=(80, 24)) as pilot:
+        ctx = app.query_one("#f-ctx", Input)
+        ctx.focus()
+        await pilot.pause()
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        assert app.launch is not None and app.active is not None   # it runs
+        await _burst(app, pilot, ["end", "backspace", "backspace", "6", "4"])
+        assert app.query_one("#tabs").active == "launch"
+        assert app.focused is ctx and ctx.value == "64"
+        assert app.active.spec.ctx == 32                            # the queued run keeps the spec it was given
+        await pilot.press("ctrl+k")
+        await wait_for(pilot, lambda: app.launch is None, timeout=60)

@@ -246,6 +246,8 @@ def test_q_keeps_every_run_not_saved_and_the_next_console_lists_them(tmux, tmp_p
     tmux.start(argv, env)
     _form_focused(tmux)
     tmux.keys("C-t")                                   # fp32, bf16 and fp16, one after another
+    tmux.wait_for("started")                           # queued: the form keeps the keys, 2 shows the runs
+    tmux.keys("2")
     end = time.monotonic() + 240                       # Live shows each run as it starts: wait for the last
     while time.monotonic() < end and not ("fp16" in (s := tmux.screen()) and "finished ·" in s and "queued" not in s):
         time.sleep(0.5)

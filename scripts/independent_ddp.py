@@ -2,13 +2,20 @@
 
 It shares only the model definition with perfconsole: the process group, DDP, AdamW (fused), the
 loss and the timed loop are written out here again. Steps run back to back with one CUDA event pair
-around each (read once all are done), as a training loop that reads nothing back does; a rank's
+around each, one step in flight: the host queues step k+1, then waits for step k's end (as a loop that
+reads each step's loss a step late does, and as perfconsole queues its steps; left free to run further
+ahead, this script ran out of memory in its warm-up at 2.7B on 4x H100, where perfconsole's job did not:
+docs/results/four_gpus_h100.md); a rank's
 step is the event pair's time and the job's step is the slowest rank's. Then NCCL's all-reduce of a
 1 GiB buffer alone gives the link's bus bandwidth (the figure nccl-tests calls busbw: algorithm
 bandwidth x 2(n-1)/n), and an all-reduce of this model's gradients alone gives their cost without
 compute beside them. Rank 0 prints one JSON line.
 
     torchrun --nproc-per-node 2 scripts/independent_ddp.py --size 2.7B --ctx 512 --batch 4 [--bf16-hook]
+
+`--no-wrap` runs the model without DDP or FSDP (the one-process program a job's weak scaling divides by;
+with one process it is what `perfconsole run` times); `--compile` compiles the model after it is wrapped,
+as perfconsole does (DDP's graph split at its buckets: torch's default `optimize_ddp`).
 """
 from __future__ import annotations
 
@@ -54,6 +61,10 @@ def main() -> None:
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block and the root instead of DDP")
     p.add_argument("--no-reshard", action="store_true", help="FSDP: reshard_after_forward=False")
     p.add_argument("--fsdp-bf16", action="store_true", help="FSDP: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
+    p.add_argument("--no-wrap", action="store_true", help="no DDP or FSDP: the plain model (one process)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model")
+    p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization"),
+                   help="torch._dynamo.config.optimize_ddp with --compile")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
@@ -72,7 +83,9 @@ def main() -> None:
     if a.bf16_weights:
         for q in model.parameters():
             q.data = q.data.to(torch.bfloat16)
-    if a.fsdp:
+    if a.no_wrap:
+        ddp = model
+    elif a.fsdp:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         low = torch.bfloat16 if a.fsdp_bf16 else None
@@ -81,14 +94,17 @@ def main() -> None:
             fully_shard(block, reshard_after_forward=not a.no_reshard, mp_policy=mp)
         ddp = fully_shard(model, mp_policy=mp)
     else:
+        torch._dynamo.config.optimize_ddp = a.optimize_ddp
         kw = {"gradient_as_bucket_view": a.grad_as_bucket_view}
         if a.bucket_mb is not None:
             kw["bucket_cap_mb"] = a.bucket_mb
         ddp = DDP(model, device_ids=[local], **kw)
-    if a.bf16_hook and not a.fsdp:
+    if a.bf16_hook and not (a.fsdp or a.no_wrap):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(dist.group.WORLD, default_hooks.bf16_compress_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
+    if a.compile:
+        ddp = torch.compile(ddp)
     g = torch.Generator().manual_seed(rank)
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.ctx + 1), generator=g).to(dev)
     x, y = ids[:, :-1], ids[:, 1:]
@@ -103,17 +119,20 @@ def main() -> None:
 
     for _ in range(a.warmup):
         step()
+        torch.cuda.synchronize()
     torch.cuda.synchronize()
     dist.barrier()
     torch.cuda.reset_peak_memory_stats(dev)
     retries_before = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0)
     marks = []
-    for _ in range(a.steps):
+    for i in range(a.steps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         step()
         e.record()
         marks.append((s, e))
+        if i:  # one step in flight: the host waits for the step before this one, as a loop that reads its loss
+            marks[i - 1][1].synchronize()
     torch.cuda.synchronize()
     mine = [s.elapsed_time(e) for s, e in marks]
     memory = {"alloc_retries": torch.cuda.memory_stats(dev).get("num_alloc_retries", 0) - retries_before,
@@ -140,7 +159,7 @@ def main() -> None:
         print(json.dumps({
             "program": "independent_ddp", "size": a.size, "ctx": a.ctx, "batch_per_rank": a.batch, "world": world,
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
-            "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
+            "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "no_wrap": a.no_wrap, "compile": a.compile, "optimize_ddp": a.optimize_ddp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
             "nccl_high_priority": a.nccl_high_priority,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],

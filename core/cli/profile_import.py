@@ -1,12 +1,15 @@
-"""`perfconsole import PATH [--json] [--save FILE] [--nsys PATH]`: nsys/nvprof output as a run record.
+"""`perfconsole import PATH [--json] [--save FILE] [--nsys PATH]`: profiler output as a run record.
 
-The record holds the profile tables and no timings (status `imported`), so it opens in the console
-and exports like any run. PATH may also be a profiled run's snapshot (or its older `run --json`
-document), whose tables are taken; `-` reads any of these text inputs from standard input.
+nsys stats CSVs or logs, an `.nsys-rep`, an nvprof log, a torch.profiler trace, Nsight Compute's CSV pages or an
+`.ncu-rep` (core.profiling.load). The record holds the profile tables and no timings (status `imported`), so it
+opens in the console and exports like any run; ncu's pages alone give kernel times of ncu's replays, and say so.
+PATH may also be a profiled run's snapshot (or its older `run --json` document), whose tables are taken; `-`
+reads any of these text inputs from standard input.
 """
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -25,9 +28,15 @@ TOP_ROWS = 20
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="read nsys stats CSVs/logs, an .nsys-rep or an nvprof log into a run record")
-    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, an .nsys-rep, "
-                                "or a profiled run's snapshot; - for stdin")
+    what = ("read nsys stats CSVs/logs, an .nsys-rep, an nvprof log, a torch.profiler trace, or Nsight Compute's "
+            "CSV pages or .ncu-rep into a run record")
+    p = sub.add_parser("import", help=what, description=f"{what[0].upper()}{what[1:]}: its profile tables and no "
+                       "timed steps. Nsight Compute's pages alone give each kernel the durations ncu measured "
+                       "under its replay, marked as such; `perfconsole kernels RUN.json --why` reads them.")
+    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, an .nsys-rep, a "
+                                "torch.profiler trace (torch_trace.json), ncu's `--csv --page details|raw` output, "
+                                "an .ncu-rep (read with ncu where installed), or a profiled run's snapshot; "
+                                "- for stdin")
     p.add_argument("--json", action="store_true", help="print {tables, categories, warnings} as JSON")
     p.add_argument("--save", default=None, metavar="FILE", help="save the run record snapshot here")
     add_force_argument(p)
@@ -68,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             sys.stderr.close()
     else:
-        _print_tables(tables, warnings, row_units(build_record(path, tables, warnings).profile.profiler, "cuda", tables))
+        _print_tables(tables, warnings, row_units(build_record(path, tables, warnings).profile.profiler, "cuda", tables),
+                      args.path if save is None else str(save))
     return 0
 
 
@@ -122,20 +132,22 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.3f}"
 
 
-def _print_tables(tables: Tables, warnings: list[str], units: str) -> None:
+def _print_tables(tables: Tables, warnings: list[str], units: str, source: str = "RUN.json") -> None:
     """The kernel, category and NVTX tables: fitted to a terminal, tab-separated into a pipe or a file
-    (core/cli/tables.py has the rules)."""
+    (core/cli/tables.py has the rules); ncu's launches as the kernels' replay times, and where the why is."""
     from rich.console import Console
     from rich.text import Text
 
     from perfconsole.core.cli.tables import CliTable, Column, print_note
+    from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS, replay_times
 
     console = Console()
+    replay = replay_times(tables)
     with reader_may_be_gone():  # `| head`, `| less` quit early: what was read is no less right
         kernels = tables.get("cuda_gpu_kern_sum")
         if kernels is not None:
-            t = CliTable(f"{'GPU kernels' if units == 'kernels' else units} (top {min(TOP_ROWS, len(kernels))} of "
-                         f"{len(kernels)})",
+            t = CliTable(f"{'GPU kernels' if units == 'kernels' else units}{f', {REPLAY_WORDS}' if replay else ''} "
+                         f"(top {min(TOP_ROWS, len(kernels))} of {len(kernels)})",
                          [Column("time (%)"), Column("total (ms)"), Column("count"), Column("avg (us)"),
                           Column("category", "label"), Column("name", "name")])
             for r in kernels[:TOP_ROWS]:
@@ -159,8 +171,15 @@ def _print_tables(tables: Tables, warnings: list[str], units: str) -> None:
         for phase in phase_shares(tables):
             line = ", ".join(f"{c.category} {100 * c.share:.1f}%" for c in phase.categories)
             print_note(console, Text.assemble((phase.phase, "bold"), f" ({_ms(phase.total_ns)} ms of {'kernels' if units == 'kernels' else units}): {line}"))
+        if replay:
+            print_note(console, Text(REPLAY_NOTE))
         others = sorted(set(tables) - {"cuda_gpu_kern_sum", "nvtx_sum", "nvtx_pushpop_sum"})
         if others:
             print_note(console, Text("also loaded: " + ", ".join(f"{k} ({len(tables[k])} rows)" for k in others)))
+        if tables.get("ncu_kernels"):
+            run = source if source.endswith(".json") else "RUN.json"
+            save = "" if run == source else f"perfconsole import {shlex.quote(source)} --save RUN.json, then "
+            print_note(console, Text(f"Nsight Compute profiled {len(tables['ncu_kernels'])} launches; why each "
+                                     f"kernel takes its time: {save}perfconsole kernels {shlex.quote(run)} --why"))
         for w in warnings:
             print_note(console, Text.assemble(("warning:", "yellow"), f" {w}"))

@@ -5,6 +5,7 @@ included, else from the header), one CSV, a captured `nsys stats` console log (C
 an nvprof log, a torch.profiler Chrome trace (`torch_trace.json`), an `.nsys-rep`/`.qdrep` (exported
 with nsys where one is found), or Nsight Compute's output: its CSV pages, alone or in the directory of an
 nsys capture of the same program, or an `.ncu-rep` (read with ncu where one is found; core.profiling.ncu_import).
+ncu's pages alone get a kernel summary of their launches' replay durations (core.profiling.ncu_summary).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from perfconsole.core.profiling.gpu_trace import with_summaries
 from perfconsole.core.profiling.locate import find_nsys
 from perfconsole.core.profiling.ncu_csv import looks_like_ncu
 from perfconsole.core.profiling.ncu_import import NCU_SUFFIXES, load_pages, load_report
+from perfconsole.core.profiling.ncu_summary import with_replay_summary
 from perfconsole.core.profiling.nsys_run import export_stats
 from perfconsole.core.profiling import stats_file
 from perfconsole.core.profiling.nvprof import looks_like_nvprof, parse_nvprof
@@ -43,7 +45,9 @@ def load_profile(path: Path, nsys_explicit: str | None = None) -> tuple[Tables, 
             raise ProfileError(warnings[0])
         detail = f" ({warnings[0]})" if warnings else ""
         raise ProfileError(f"{path}: no nsys or nvprof tables found{detail}")
-    return with_summaries(tables), warnings
+    # ncu's pages alone: their launches' replay durations are the kernel times (a capture's summary wins)
+    tables, untimed = with_replay_summary(with_summaries(tables))
+    return tables, [*warnings, *untimed]
 
 
 def _load_dir(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str], int]:

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from perfconsole.core.flops import peaks_figures
+from perfconsole.core.profiling.ncu_summary import KERNELS, replay_times
 from perfconsole.core.profiling.ncu_why import LATENCY_BELOW, why_frame, why_rows
 from perfconsole.core.record import RunRecord
 
@@ -25,6 +26,7 @@ class KernelWhy:
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     missing: str | None = None  # why there is no view: one line
+    replay: bool = False  # the times are ncu's replay durations (an import of its pages alone)
 
     def row(self, name: str) -> dict[str, Any] | None:
         """The row of a kernel, by its name as the profile's tables give it."""
@@ -56,8 +58,11 @@ def kernel_why(record: RunRecord) -> KernelWhy:
     imported = record.status == "imported"  # no steps: a capture's totals, "per step" of one
     steps = 1 if imported else overhead.get("profiled_steps") or record.spec.steps
     step_ms = record.summary.total_ms.median if record.summary and record.summary.total_ms else None
+    times = (p.tables.get(KERNELS) if p else None) or []
+    if imported and times:  # the "step" of an import: all the kernel time it holds
+        step_ms = sum(r.get("total_time_ns") or 0 for r in times) / 1e6 or None
     peaks = peaks_of(record)
-    frame: pd.DataFrame = why_frame(launches, p.tables.get("cuda_gpu_kern_sum") if p else None, peaks, steps, step_ms)
+    frame: pd.DataFrame = why_frame(launches, times, peaks, steps, step_ms)
     notes = []
     sources = sorted(set(frame["flops_source"].dropna())) if not frame.empty else []
     notes += [FLOPS_SOURCES.get(s, s) for s in sources]
@@ -77,10 +82,42 @@ def kernel_why(record: RunRecord) -> KernelWhy:
     if run.get("quiet_ms") and step_ms:
         notes.append(f"the ncu process's own quiet steps: median {run['quiet_ms']:.3f} ms against the headline's "
                      f"{step_ms:.3f} ms (not the headline)")
+    replay = bool(p and replay_times(p.tables))
     if imported:
-        notes.append("an import has no steps: each kernel's time is its total in the imported capture "
-                     + ("(the nsys kernel summary beside it)" if p and p.tables.get("cuda_gpu_kern_sum") else
-                        "(none here: no nsys or torch kernel summary beside the ncu pages)"))
-    notes.append(f"bound: latency where neither compute nor memory reaches {LATENCY_BELOW:.0f} % of peak; gain = time per step x "
-                 f"(1 - the higher of the two); time per step from the {p.profiler if p else ''} profile")
-    return KernelWhy(why_rows(frame), notes)
+        notes.append("an import has no steps: " + (
+            "each kernel's time is the sum of its profiled launches' durations under ncu's replay (no capture "
+            "beside the pages), and step (%) its share of them all" if replay else
+            "each kernel's time is its total in the imported capture (the kernel summary beside the pages), and "
+            "step (%) its share of the capture's kernel time" if times else
+            "no kernel times (no capture beside the pages, and no duration in them)"))
+    time = "time: ncu's replay durations" if replay else f"time per step from the {p.profiler if p else ''} profile"
+    notes.append(f"bound: latency where neither compute nor memory reaches {LATENCY_BELOW:.0f} % of peak; gain = "
+                 f"time{'' if replay else ' per step'} x (1 - the higher of the two); {time}")
+    return KernelWhy(why_rows(frame), notes, replay=replay)
+
+
+def markdown_lines(r: RunRecord) -> list[str]:
+    """Nsight Compute's kernels in a Markdown report: why each takes its time, then the roofline picture."""
+    from perfconsole.core.reports.roofline import roofline_lines
+
+    why = kernel_why(r)
+    time, gain = ("ncu replay (ms)", "could save (ms of replay)") if why.replay else ("ms/step", "could save (ms/step)")
+    out = ["", "## Why the kernels take their time (Nsight Compute)", "",
+           f"| # | kernel | {time} | {gain} | compute (%) | memory (%) | TFLOP/s | GB/s | "
+           "FLOP/byte | side | bound | top rule |",
+           "| --: | --- | --: | --: | --: | --: | --: | --: | --: | --- | --- | --- |"]
+    for i, w in enumerate(why.rows, 1):
+        cells = [_f(w.get(k), d) for k, d in (("ms_per_step", 3), ("gain_ms", 3), ("compute_pct", 1), ("memory_pct", 1),
+                                              ("tflops", 2), ("gbps", 0), ("intensity", 2))]
+        name = str(w.get("name") or "")[:70].replace("|", "/")
+        out.append(f"| {i} | {name} | {' | '.join(cells)} | {w.get('side') or '-'} | {w.get('bound') or '-'} | "
+                   f"{w.get('rule') or '-'} |")
+    out += ["", *(f"- {n}" for n in why.notes)]
+    picture = roofline_lines(why.rows, peaks_of(r), ascii_only=True, replay=why.replay)
+    if picture:
+        out += ["", "Roofline (log-log; the run's measured peaks as roofs):", "", "```", *picture, "```"]
+    return out
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"

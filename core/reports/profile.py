@@ -7,6 +7,7 @@ by core.profiling.categories from the stored tables; nothing here is stored.
 from __future__ import annotations
 
 from perfconsole.core.profiling.attribution import Attribution, attribute
+from perfconsole.core.profiling.ncu_summary import REPLAY_WORDS, replay_times
 from perfconsole.core.profiling.categories import (category_shares, forward_check, phase_shares,
                                                    softmax_vs_matmuls, top_kernels)
 from perfconsole.core.record import Profile
@@ -29,10 +30,11 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
     source = {"nsys": "Nsight Systems", "torch": "the PyTorch profiler", "import": "imported files"}.get(
         profile.profiler, profile.profiler)
     lines = ["", f"## Profile ({source})", ""]
+    replay = f" ({REPLAY_WORDS})" if replay_times(tables) else ""  # ncu's pages alone: times of its replays
     shares = category_shares(tables)
     if shares:
         total = sum(c.total_ns for c in shares)
-        lines += [f"Kernel time in all: {_ms(total)} ms.", "",
+        lines += [f"Kernel time in all{replay}: {_ms(total)} ms.", "",
                   "| category | total (ms) | share |", "| --- | --: | --: |"]
         lines += [f"| {c.category} | {_ms(c.total_ns)} | {c.share:.1%} |" for c in shares]
     lines += overhead_lines(profile.overhead)
@@ -51,7 +53,7 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
                          + " | ".join(f"{by[c]:.1%}" if c in by else "-" for c in cats) + " |")
     top = top_kernels(tables, n=10)
     if top.kernels:
-        lines += ["", "Top kernels:", "", "| # | kernel | category | total (ms) | calls | avg (us) | share |",
+        lines += ["", f"Top kernels{replay}:", "", "| # | kernel | category | total (ms) | calls | avg (us) | share |",
                   "| --: | --- | --- | --: | --: | --: | --: |"]
         lines += [f"| {k.rank} | `{_name(k.name)}` | {k.category} | {_ms(k.total_ns)} | {k.instances:,} | "
                   f"{k.avg_ns / 1e3:,.1f} | {k.share:.1%} |" for k in top.kernels]

@@ -28,10 +28,13 @@ def _mark(share: float | None, marks: tuple[str, str, str]) -> str:
 
 
 def roofline_lines(rows: list[dict[str, Any]], peaks: dict[str, Any] | None, ascii_only: bool = False,
-                   highlight: str | None = None, width: int = WIDTH, height: int = HEIGHT) -> list[str]:
+                   highlight: str | None = None, width: int = WIDTH, height: int = HEIGHT,
+                   replay: bool = False) -> list[str]:
     """The picture and its legend; [] where no kernel has both an intensity and a FLOP rate. `highlight`: the key
-    of a kernel drawn as `@` (the console's kernel under the cursor)."""
+    of a kernel drawn as `@` (the console's kernel under the cursor). `replay`: the times are ncu's replay
+    durations (an import of its pages alone), not per step."""
     marks = ASCII_MARKS if ascii_only else MARKS
+    per, whole = ("ms of ncu replay", "all the replay time") if replay else ("ms/step", "the step")
     placed = [(i + 1, r) for i, r in enumerate(rows) if _ok(r.get("intensity")) and _ok(r.get("tflops"))]
     if not placed:
         return []
@@ -74,17 +77,17 @@ def roofline_lines(rows: list[dict[str, Any]], peaks: dict[str, Any] | None, asc
     out.append(f"roofs, the run's measured peaks: {'copy ' + format(bw, ',.0f') + ' GB/s (/), ' if _ok(bw) else ''}"
                f"{roofs or 'none for these precisions'} (-)")
     below = [n for n, r in placed if r["tflops"] < 10 ** ylo]
-    out.append(f"marks: {marks[0]} 10 % of the step or more, {marks[1]} 1 % or more, {marks[2]} less"
+    out.append(f"marks: {marks[0]} 10 % of {whole} or more, {marks[1]} 1 % or more, {marks[2]} less"
                + (", @ the kernel shown" if highlight else "")
                + (f"; below {10 ** ylo:g} TFLOP/s, on the bottom edge: {', '.join(f'#{n}' for n in below)}" if below else ""))
     for rank, r in placed:
         out.append(f"  #{rank} {_mark(r.get('step_share'), marks)} {r.get('intensity'):,.2f} FLOP/byte, "
-                   f"{r.get('tflops'):,.2f} TFLOP/s {r.get('precision') or ''}, {r.get('ms_per_step') or 0:,.3f} ms/step: "
+                   f"{r.get('tflops'):,.2f} TFLOP/s {r.get('precision') or ''}, {r.get('ms_per_step') or 0:,.3f} {per}: "
                    f"{_short(r.get('name'))}")
     left = [(i + 1, r) for i, r in enumerate(rows) if (i + 1, r) not in placed]
     if left:
         ms = sum(r.get("ms_per_step") or 0.0 for _, r in left)
-        out.append(f"not placed (no counted FLOPs, so no intensity): {len(left)} kernels, {ms:,.3f} ms/step "
+        out.append(f"not placed (no counted FLOPs, so no intensity): {len(left)} kernels, {ms:,.3f} {per} "
                    f"({', '.join(f'#{n}' for n, _ in left)})")
     return out
 

@@ -60,11 +60,18 @@ def run_document(r: RunRecord) -> dict[str, Any]:
     }
     if r.profile is not None:
         from perfconsole.core.reports.profile import attribution  # pandas: only where a profile is
+        from perfconsole.core.profiling.ncu_summary import REPLAY, replay_times
 
         attr = attribution(r.profile, r.summary, len(r.steps) or None)
         doc["profile"] = {"profiler": r.profile.profiler, "files": r.profile.files,
                           "warnings": r.profile.warnings, "reports": sorted(r.profile.tables),
-                          "overhead": r.profile.overhead, "attribution": attr.to_dict() if attr else None}
+                          "overhead": r.profile.overhead, "attribution": attr.to_dict() if attr else None,
+                          "kernel_times": REPLAY if replay_times(r.profile.tables) else "profile"}
+        if r.profile.tables.get("ncu_kernels"):  # Nsight Compute's why, as `kernels --why --json` gives it
+            from perfconsole.core.reports.kernel_why import kernel_why
+
+            why = kernel_why(r)
+            doc["profile"]["why"] = {"kernels": why.rows, "notes": why.notes}
     return doc
 
 
@@ -115,10 +122,9 @@ def model_text(r: RunRecord) -> str:
 
 def markdown(r: RunRecord) -> str:
     if r.status == "imported":  # profiler tables only: there is no model or timing to describe
-        lines = [f"# {r.name}", "", "- imported profile, no timings"]
-        if r.profile is not None:
-            lines += _profile_lines(r.profile, None, None)
-        return "\n".join(lines) + "\n"
+        from perfconsole.core.reports.imported import markdown as imported_markdown
+
+        return imported_markdown(r)
     s, sm = r.spec, r.summary
     env = r.environment
     lines = [f"# {r.name}", "",
@@ -168,31 +174,10 @@ def markdown(r: RunRecord) -> str:
     if r.profile is not None:
         lines += _profile_lines(r.profile, sm, len(r.steps) or None)
         if r.profile.tables.get("ncu_kernels"):
-            lines += _why_lines(r)
+            from perfconsole.core.reports.kernel_why import markdown_lines as why_lines  # pandas: only where ncu ran
+
+            lines += why_lines(r)
     return "\n".join(lines) + "\n"
-
-
-def _why_lines(r: RunRecord) -> list[str]:
-    """Nsight Compute's kernels (`--profile ncu`): why each takes its time, then the roofline picture."""
-    from perfconsole.core.reports.kernel_why import kernel_why, peaks_of
-    from perfconsole.core.reports.roofline import roofline_lines
-
-    why = kernel_why(r)
-    out = ["", "## Why the kernels take their time (Nsight Compute)", "",
-           "| # | kernel | ms/step | could save (ms/step) | compute (%) | memory (%) | TFLOP/s | GB/s | "
-           "FLOP/byte | side | bound | top rule |",
-           "| --: | --- | --: | --: | --: | --: | --: | --: | --: | --- | --- | --- |"]
-    for i, w in enumerate(why.rows, 1):
-        cells = [_f(w.get(k), d) for k, d in (("ms_per_step", 3), ("gain_ms", 3), ("compute_pct", 1), ("memory_pct", 1),
-                                              ("tflops", 2), ("gbps", 0), ("intensity", 2))]
-        name = str(w.get("name") or "")[:70].replace("|", "/")
-        out.append(f"| {i} | {name} | {' | '.join(cells)} | {w.get('side') or '-'} | {w.get('bound') or '-'} | "
-                   f"{w.get('rule') or '-'} |")
-    out += ["", *(f"- {n}" for n in why.notes)]
-    picture = roofline_lines(why.rows, peaks_of(r), ascii_only=True)
-    if picture:
-        out += ["", "Roofline (log-log; the run's measured peaks as roofs):", "", "```", *picture, "```"]
-    return out
 
 
 def _profile_lines(*args: Any) -> list[str]:
@@ -203,7 +188,12 @@ def _profile_lines(*args: Any) -> list[str]:
 
 def csv_text(r: RunRecord) -> str:
     """One row per step (warm-up flagged), with the spec's key fields repeated for pivoting; `process` is
-    the replicate process a step came from (1 without --repeat), `gpu_flags` the run's telemetry flags."""
+    the replicate process a step came from (1 without --repeat), `gpu_flags` the run's telemetry flags. An import
+    has no steps: a row per kernel (core.reports.imported)."""
+    if r.status == "imported":
+        from perfconsole.core.reports.imported import csv_text as imported_csv
+
+        return imported_csv(r)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["run", "size", "ctx", "batch", "precision", "mode", "step", "warmup",

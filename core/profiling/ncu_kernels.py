@@ -8,7 +8,10 @@ TFLOP/s there while its tensor pipes run near their peak. Where the report holds
 (`sm__ops_path_tensor_src_<type>[_dst_<type>].sum`, 2 per multiply-add), a kernel's FLOPs are those plus the
 SASS ones, and `flops_source` says `tensor pipes + sass`; where it holds only the SASS counters it says `sass`
 (tensor-core work not counted); where neither, the FLOPs are None. `ncu_roofline_flops` keeps what ncu's own
-roofline reads, the SASS count alone, so the two can be told apart.
+roofline reads, the SASS count alone, so the two can be told apart. A page made without `--metrics` holds the
+roofline section's rates instead of counts (`dram__bytes.sum.per_second`, the SASS counters'
+`.sum.per_cycle_elapsed` with `smsp__cycles_elapsed.avg.per_second`): times the launch's duration they are the
+same bytes and FLOPs.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "dram_bytes": ("dram__bytes.sum",),
 }
 SASS = {"fp32": "f", "fp16": "h", "fp64": "d"}
+DRAM_RATE, CYCLE_RATE = "dram__bytes.sum.per_second", "smsp__cycles_elapsed.avg.per_second"
 _SASS_METRIC = "smsp__sass_thread_inst_executed_op_{}{}_pred_on.sum"
 _TENSOR = re.compile(r"^sm__ops_path_tensor_src_(?P<src>[a-z0-9]+?)(?:_dst_(?P<dst>[a-z0-9]+))?\.sum$")
 _TENSOR_PRECISION = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8": "fp8", "fp64": "fp64", "fp4": "fp4"}
@@ -168,13 +172,24 @@ def _tensor_flops(w: pd.DataFrame) -> dict[str, pd.Series]:
     return out
 
 
-def _sass_flops(w: pd.DataFrame) -> dict[str, pd.Series]:
+def _count(w: pd.DataFrame, name: str, cycles: pd.Series) -> pd.Series | None:
+    """A SASS counter's count: its `.sum`, else its rate per elapsed cycle times the cycles, as ncu's roofline
+    section collects it (`.sum.per_cycle_elapsed`: a raw page with no --metrics); None where the page has neither."""
+    rate = name + ".per_cycle_elapsed"
+    count = w[name].astype(float) if name in w else None
+    if rate in w and cycles.notna().any():
+        from_rate = w[rate].astype(float) * cycles
+        count = from_rate if count is None else count.fillna(from_rate)
+    return count
+
+
+def _sass_flops(w: pd.DataFrame, cycles: pd.Series) -> dict[str, pd.Series]:
     out = {}
     for precision, p in SASS.items():
-        cols = {op: _SASS_METRIC.format(p, op) for op in ("add", "mul", "fma")}
-        if not any(c in w for c in cols.values()):
+        got = {op: _count(w, _SASS_METRIC.format(p, op), cycles) for op in ("add", "mul", "fma")}
+        if all(c is None for c in got.values()):
             continue
-        get = {op: (w[c].astype(float).fillna(0) if c in w else 0.0) for op, c in cols.items()}
+        get = {op: (c.fillna(0) if c is not None else 0.0) for op, c in got.items()}
         out[precision] = get["add"] + get["mul"] + 2 * get["fma"]
     return out
 
@@ -188,8 +203,12 @@ def launch_frame(pages: NcuPages) -> pd.DataFrame:
     for field, names in FIELDS.items():
         out[field] = _field(w, names)
     parts = _field(w, FIELDS["dram_read_bytes"]) + _field(w, FIELDS["dram_write_bytes"])
-    out["dram_bytes"] = out["dram_bytes"].fillna(parts)
-    tensor, sass = _tensor_flops(w), _sass_flops(w)
+    # Without --metrics, the roofline section's rates: bytes/s and SASS ops per elapsed cycle (of an SMSP), each
+    # over the launch's duration, as ncu's roofline turns them into throughput (cycles/s: smsp__cycles_elapsed)
+    duration = out["duration_s"]
+    out["dram_bytes"] = out["dram_bytes"].fillna(parts).fillna(_field(w, (DRAM_RATE,)) * duration)
+    cycles = _field(w, ("smsp__cycles_elapsed.avg",)).fillna(_field(w, (CYCLE_RATE,)) * duration)
+    tensor, sass = _tensor_flops(w), _sass_flops(w, cycles)
     zero = pd.Series(0.0, index=w.index)
     tensor_total = sum(tensor.values(), zero)
     sass_total = sum(sass.values(), zero)

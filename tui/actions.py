@@ -22,6 +22,11 @@ from perfconsole.core.spec import RunSpec
 SNAPSHOTS = "snapshots"
 EXPORTS = "exports"
 GRID_KINDS = ("sweep", "attention", "ladder")
+# What `i` imports: every input core.profiling.load reads (docs/import.md lists them), in lines that fit the
+# dialog at 80 columns (its title does not wrap)
+IMPORT_TITLE = ("Import a profile: nsys stats CSVs or a stats log, an .nsys-rep,\n"
+                "an nvprof log, a torch.profiler trace (torch_trace.json), or\n"
+                "Nsight Compute's CSV pages (--csv --page details|raw) or .ncu-rep")
 
 
 def snapshot_choices() -> list[Path]:
@@ -276,8 +281,7 @@ class SessionActions:
             if path is not None:
                 self.import_profile(path)
 
-        self.push_screen(OpenScreen("Import nsys stats CSVs, a stats log or an nvprof log", [],
-                                    "a directory of nsys stats CSVs, or one file"), chosen)
+        self.push_screen(OpenScreen(IMPORT_TITLE, [], "a directory of profiler files, or one file"), chosen)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="import")
     def import_profile(self, path: Path) -> None:

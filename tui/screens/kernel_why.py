@@ -28,13 +28,16 @@ def _num(v: Any, fmt: str, unit: str = "") -> str:
     return format(v, fmt) + unit
 
 
-def figures(row: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, value with its unit) of one kernel's row, in the order the view shows them."""
+def figures(row: dict[str, Any], replay: bool = False) -> list[tuple[str, str]]:
+    """(label, value with its unit) of one kernel's row, in the order the view shows them. `replay`: the times are
+    ncu's replay durations (an import of its pages alone), not a timed program's."""
     share = row["step_share"] * 100 if row.get("step_share") is not None else None
+    per, whole, where = ((" ms of ncu replay", " % of all the replay time", "under ncu's replay") if replay else
+                         (" ms/step", " % of the step", "in the timed program"))
     return [
-        ("time", f"{_num(row['ms_per_step'], ',.3f', ' ms/step')} ({_num(share, '.1f', ' % of the step')}), "
-                 f"avg {_num(row['avg_us'], ',.1f', ' us')} a launch in the timed program"),
-        ("could save", f"{_num(row['gain_ms'], ',.3f', ' ms/step')} (time x (1 - the higher of compute and memory))"),
+        ("time", f"{_num(row['ms_per_step'], ',.3f', per)} ({_num(share, '.1f', whole)}), "
+                 f"avg {_num(row['avg_us'], ',.1f', ' us')} a launch {where}"),
+        ("could save", f"{_num(row['gain_ms'], ',.3f', per)} (time x (1 - the higher of compute and memory))"),
         ("compute", f"{_num(row['compute_pct'], '.1f', ' %')} of the SMs' peak throughput (ncu)"),
         ("memory", f"{_num(row['memory_pct'], '.1f', ' %')} of peak (ncu), DRAM {_num(row['dram_pct'], '.1f', ' %')}"),
         ("bound", str(row.get("bound") or "-")),
@@ -83,7 +86,7 @@ class KernelWhyScreen(ModalScreen[None]):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold cyan", no_wrap=True)
         t.add_column()
-        for label, value in figures(row):
+        for label, value in figures(row, why.replay):
             t.add_row(label, value)
         rules = [r for r in (self.record.profile.tables.get("ncu_rules") or [])  # type: ignore[union-attr]
                  if kernel_key(r["kernel"]) == row["key"]]
@@ -109,7 +112,7 @@ class KernelWhyScreen(ModalScreen[None]):
             return ""
         width = max(24, min(WIDTH, self.app.size.width - 30))
         picture = roofline_lines(why.rows, peaks_of(self.record), ascii_only=getattr(self.app, "ascii_only", False),
-                                 highlight=row["key"], width=width)
+                                 highlight=row["key"], width=width, replay=why.replay)
         if not picture:
             return "roofline: no profiled kernel has both counted FLOPs and DRAM bytes"
         axes = HEIGHT + 4  # the y label, the grid, the x axis and its labels

@@ -37,6 +37,8 @@ STATUS_WORDS = {"ok": "finished", "oom": "OUT OF MEMORY", "error": "FAILED", "ca
 
 
 def spec_header(r: RunRecord) -> str:
+    if r.status == "imported":  # a profiler's files: there was no spec, and the defaults are not one
+        return f"{r.name} · an imported profile: no run spec, no timed steps"
     s = r.spec
     extra = f" · attention {s.attention}" + (" · compile" if s.compile else "") + (" · tf32" if s.tf32 else "")
     prof = f" · profiler {s.profile}" if s.profile != "none" else ""
@@ -183,6 +185,8 @@ class LivePane(VerticalScroll, can_focus=False):
                 t.append(f" · step {done}/{r.spec.steps}")
         elif r.replicates:
             t.append(f" · {len(r.steps)} measured steps in {len(r.replicates)}/{r.spec.repeat} processes")
+        elif r.status == "imported":
+            t.append(" · its tables are in Kernels (3) and NVTX (4)")
         else:
             t.append(f" · {done}/{r.spec.steps} measured steps")
         if self.started is not None:

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static
 from perfconsole.core.profiling.lazy_imports import numpy as np
 from perfconsole.core.profiling.categories import CATEGORIES, category_shares, row_units, top_kernels
 from perfconsole.core.profiling.category_frames import categorize_column
+from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS, replay_times
 from perfconsole.core.profiling.table import frame_of
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
@@ -123,10 +124,12 @@ class KernelsPane(FilterKey, Vertical):
         self.record = record
         rows = (record.profile.tables.get(KERNELS) if record and record.profile else None) or []
         title = self.query_one("#kernels-title", Static)
-        text = (f"{record.name}: {len(rows)} {_units(record)} ({record.profile.profiler})" if rows and record
-                else _no_profile(record, KERNELS))
+        replay = bool(rows and record and replay_times(record.profile.tables))  # ncu's pages alone
+        text = (f"{record.name}: {len(rows)} {_units(record)} ({record.profile.profiler}"
+                f"{f', {REPLAY_WORDS}' if replay else ''})" if rows and record else _no_profile(record, KERNELS))
         if rows and record:
-            line = headline(record.profile, record.summary, len(record.steps) or None)
+            line = (f"{REPLAY_NOTE}; Enter on a kernel: why it takes its time" if replay else
+                    headline(record.profile, record.summary, len(record.steps) or None))
             text += f"\n{line}" if line else ""
         self.title_text = text
         title.update(text)
@@ -134,7 +137,8 @@ class KernelsPane(FilterKey, Vertical):
         units = _units(record)
         self.one = "CPU op" if units == "CPU ops" else "kernel"
         table = self.query_one("#kernel-table", SortableTable)
-        table.cols = [*KERNEL_COLUMNS[:-1], dataclasses.replace(KERNEL_COLUMNS[-1], label=self.one)]
+        total = dataclasses.replace(KERNEL_COLUMNS[0], label="replay ms") if replay else KERNEL_COLUMNS[0]
+        table.cols = [total, *KERNEL_COLUMNS[1:-1], dataclasses.replace(KERNEL_COLUMNS[-1], label=self.one)]
         self.query_one("#kernel-filter", Input).placeholder = f"filter {units} by text (/)"
         frame = frame_of(rows).reset_index(drop=True)
         cats = categorize_column(frame["name"]) if len(frame) else None  # for the whole table at once
@@ -211,9 +215,14 @@ class NvtxPane(FilterKey, Vertical):
     def show_record(self, record: RunRecord | None) -> None:
         self.record = record
         rows = (record.profile.tables.get(NVTX) if record and record.profile else None) or []
+        ncu_only = bool(record and record.profile and record.profile.tables.get("ncu_kernels")
+                        and record.status == "imported")
         self.query_one("#nvtx-title", Static).update(
             f"{record.name}: {len(rows)} NVTX ranges; move the cursor to a range to see its {_units(record)}"
-            if rows and record else _no_profile(record, NVTX))
+            if rows and record else
+            f"{record.name}: Nsight Compute's pages hold no NVTX ranges (ranges come from an nsys capture or a torch "
+            "trace imported beside them); its kernels are in Kernels (3)" if ncu_only and record else
+            _no_profile(record, NVTX))
         self.query_one("#nvtx-table", SortableTable).set_rows(rows)
         self._show_range(None)
 

@@ -70,7 +70,7 @@ class RunsPane(Vertical):
             order = str(marked.index(r.id) + 1) if r.id in marked else ""
             sm = r.summary
             rows.append([mark, order, r.name, Text(r.status, style=STATUS_STYLE.get(r.status, "")),
-                         Text(f"{len(r.steps)}/{r.spec.steps}", justify="right"),
+                         Text("-" if r.status == "imported" else f"{len(r.steps)}/{r.spec.steps}", justify="right"),
                          Text("-" if sm is None else f"{sm.total_ms.mean:,.3f}", justify="right"),
                          Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
                          _source(sources.get(r.id))])

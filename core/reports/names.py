@@ -4,7 +4,11 @@ file name.
 A run's name is its spec in words ("tiny ctx256 b4 fp32 fwd_bwd torch"), so the runs of a session share
 most of their words, and a name cut to a column's width (80 columns) lost the very word that told it from
 the others: a queue of fp32, bf16 and fp16 runs read "tiny ctx256 b4 .." three times. Here the words
-that the spec fields differing among the listed runs put into the name come first.
+that the spec fields differing among the listed runs put into the name come first, and of those first the
+words that tell a run from the runs most like it: three fp32 ctx256 runs listed beside one bf16 ctx512 run
+are told apart by their mode and profiler, which then lead ("train torch ctx256 fp32"), not by "ctx256
+fp32", which the three share. `cut` fits a name to a width and never cuts the number that tells two runs of
+one name apart ("#2").
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from perfconsole.core.spec import RunSpec
 
 SEP = " · "
 _TWIN = re.compile(r" (#\d+)$")     # "x #2": the console's number for a second run of one name
+_TAG = re.compile(r"(?:^| )(#\d+)(?= |$)")   # that number, where differs_first put it
 
 # A field the name does not show, written as the name would ("ctx256", "b4", "bf16"), else key=value.
 _BARE = ("size", "precision", "mode", "attention")
@@ -27,20 +32,34 @@ _PREFIX = {"ctx": "ctx", "batch": "b"}
 
 def differs_first(runs: Sequence[RunRecord]) -> list[str]:
     """Each run's name with the words of the fields that differ among `runs` first: "bf16 torch · tiny
-    ctx256 b4 fwd_bwd". Runs of one name that differ in a field the name does not show are told apart by
-    it ("steps=9"); a name that is not its spec's words (an imported profile's) is left as it is."""
+    ctx256 b4 fwd_bwd". Of those, the words that tell the run from the runs nearest it (those that differ
+    from it in the fewest fields) come first, in the name's order among equals. Runs of one name that differ in a field the name does not show are told
+    apart by it ("steps=9"); a name that is not its spec's words (an imported profile's) is left as it is."""
     specs = [r.spec.to_dict() for r in runs]
     differing = [k for k in (specs[0] if specs else {}) if len({json.dumps(s[k]) for s in specs}) > 1]
+    values = [{k: json.dumps(s[k]) for k in differing} for s in specs]
     hidden = _hidden_differences(runs)
     out = []
-    for r, own, extra in zip(runs, specs, hidden):
+    for i, (r, extra) in enumerate(zip(runs, hidden)):
         base, twin = _split_twin(r.name)
         words = base.split()
-        shown = _field_words(r.spec, own, differing, specs)
-        apart = [w for w in words if w in shown] + extra + twin
+        shown = _field_words(r.spec, i, differing, values, specs)
+        apart = sorted((w for w in words if w in shown), key=lambda w: (shown[w], words.index(w))) + extra + twin
         rest = [w for w in words if w not in shown]
         out.append(SEP.join(" ".join(p) for p in (apart, rest) if p))
     return out
+
+
+def cut(head: str, width: int) -> str:
+    """`head` in `width` characters, cut at its end ("..."), but for its "#2", which is kept whole at the end:
+    two runs of one name differ in nothing else the name shows."""
+    if len(head) <= width:
+        return head
+    m = _TAG.search(head)
+    tag = f" {m.group(1)}" if m else ""
+    rest = head[:m.start()] + head[m.end():] if m else head
+    room = max(0, width - len(tag))
+    return (rest[:max(0, room - 3)] + "...")[:room] + tag
 
 
 def short_title(runs: Sequence[RunRecord]) -> str:
@@ -57,16 +76,24 @@ def _split_twin(name: str) -> tuple[str, list[str]]:
     return (name[:m.start()], [m.group(1)]) if m else (name, [])
 
 
-def _field_words(spec: RunSpec, own: dict[str, Any], differing: list[str], specs: list[dict[str, Any]]) -> set[str]:
-    """The words of `spec`'s name that its values of the `differing` fields put there: those that go when
-    the field takes another run's value ("fp32" for precision, "torch" for profile, "compile")."""
+def _field_words(spec: RunSpec, i: int, differing: list[str], values: list[dict[str, str]],
+                 specs: list[dict[str, Any]]) -> dict[str, int]:
+    """The words of run `i`'s name that its values of the `differing` fields put there: those that go when
+    the field takes another run's value ("fp32" for precision, "torch" for profile, "compile"); each with
+    the distance (fields that differ) to the nearest run it tells run `i` apart from."""
     label = set(spec.label().split())
-    words: set[str] = set()
+    own = values[i]
+    distance = [sum(own[k] != v[k] for k in differing) for v in values]
+    words: dict[str, int] = {}
     for k in differing:
-        others = {json.dumps(s[k]): s[k] for s in specs}
-        others.pop(json.dumps(own[k]))
-        for value in others.values():
-            words |= label - set(spec.with_(**{k: value}).label().split())
+        nearest: dict[str, int] = {}   # each other value of k: the distance to the nearest run that has it
+        for j, v in enumerate(values):
+            if v[k] != own[k]:
+                nearest[v[k]] = min(nearest.get(v[k], distance[j]), distance[j])
+        for value, d in nearest.items():
+            other = specs[next(j for j, v in enumerate(values) if v[k] == value)][k]
+            for w in label - set(spec.with_(**{k: other}).label().split()):
+                words[w] = min(words.get(w, d), d)
     return words
 
 

@@ -108,8 +108,34 @@ async def test_at_80_columns_a_run_s_name_starts_with_the_fields_that_differ_amo
         await pilot.pause()
         shown = _names_shown(app)
         assert any(len(s) < len(r.name) for s, r in zip(shown, app.runs)), shown   # the names were cut
-        assert shown == ["tiny fp32 fwd · ctx1024 ...", "small fp32 train · ctx10...", "small bf16 train · ctx10...",
-                         "small fp16 train · ctx10..."], shown         # size, precision and mode differ: first
+        # size, precision and mode differ: first, and first of them what tells a run from the runs nearest it
+        assert shown == ["tiny fwd fp32 · ctx1024 ...", "fp32 small train · ctx10...", "bf16 small train · ctx10...",
+                         "fp16 small train · ctx10..."], shown
+
+
+async def test_at_80_columns_runs_alike_but_for_mode_and_profiler_lead_with_them_and_keep_their_number():
+    # Three fp32 ctx256 runs (one twice) beside a bf16 ctx512 one, from files with long names: the name column
+    # is cut to about 16, where all three read "ctx256 fp32 ..." and the "#2" was lost.
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        changes = ({}, {"mode": "train", "profile": "torch"}, {"mode": "train", "profile": "torch"},
+                   {"ctx": 512, "precision": "bf16", "mode": "train"})
+        for i, change in enumerate(changes):
+            r = store.load(shipped("tiny-cpu-train-fp32.json"))
+            r.spec = r.spec.with_(**{**dict(size="small", ctx=256, batch=4, mode="fwd_bwd", profile="none"), **change})
+            r.id, r.name = f"2026112{i}-194841-41949c", r.spec.label()
+            app.unique_name(r)
+            app.runs.append(r)
+            app.sources[r.id] = f"/data/snapshots/{r.name.replace(' ', '_')}-{r.id}.json"
+        app.refresh_runs()
+        await pilot.press("5")
+        await pilot.pause()
+        shown = _names_shown(app)
+        assert all(len(s) < len(r.name) for s, r in zip(shown, app.runs)), shown     # every name was cut
+        assert shown[0].startswith("fwd_bwd ")
+        assert shown[1].startswith("train torch") and shown[2].startswith("train torch"), shown
+        assert shown[2].endswith(" #2") and not shown[1].endswith(" #2")
+        assert shown[3].startswith("ctx512 bf16"), shown
 
 
 async def test_runs_fit_a_terminal_resized_while_they_are_shown():

@@ -13,9 +13,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.names import differs_first
+from perfconsole.core.reports.names import cut, differs_first
 from perfconsole.core.reports.sweep import grid_status
-from perfconsole.tui.format import shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
 from perfconsole.tui.screens.live import STATUS_STYLE
@@ -87,10 +86,11 @@ class RunsPane(Vertical):
         t.clear(columns=True)
         for col, w in zip(HEADS, widths):
             t.add_column(col, key=col or "mark", width=w)
-        # Where a run's name does not fit, every run's starts with the fields that differ among them, so they
-        # line up; a grid's name starts with its kind ("sweep", "attention") and is cut in the middle.
-        cut = any(len(r.name) > name_w for r in runs)
-        names = [shorten(head, name_w) for head in differs_first(runs)] if cut else [r.name for r in runs]
+        # Where a run's name does not fit, every run's starts with the fields that differ among them, first what
+        # tells it from the runs nearest it, and keeps its "#2" whole; a grid's name starts with its kind ("sweep",
+        # "attention") and is cut in the middle.
+        too_long = any(len(r.name) > name_w for r in runs)
+        names = [cut(head, name_w) for head in differs_first(runs)] if too_long else [r.name for r in runs]
         names += [cut_middle(g.name, name_w) for g in grids]
         for key, cells, name in zip(self.ids, rows, names):
             t.add_row(*cells[:2], name, *cells[3:7], cut_middle(cells[7], source_w), key=key)

@@ -39,6 +39,7 @@ KINDS: dict[str, str] = {
     "attention": "perfconsole.core.grids.attention:AttentionRecord",
     "comparison": "perfconsole.core.reports.compare:Comparison",
     "ladder": "perfconsole.core.grids.ladder:LadderRecord",
+    "scale": "perfconsole.core.grids.scale:ScaleRecord",
 }
 
 

@@ -1,4 +1,4 @@
-"""The headless CLI: `perfconsole run | sweep | attention | import | export`.
+"""The headless CLI: `perfconsole run | sweep | attention | ladder | scale | import | export`.
 
 Each sub-command lives in its own module with `add_parser(subparsers)`; the parser it adds sets
 `func(args) -> int`. Bad input exits 2 with one line on stderr and no traceback. With no sub-command
@@ -29,17 +29,18 @@ COMMANDS = [
     "perfconsole.core.cli.compare",
     "perfconsole.core.cli.ladder",
     "perfconsole.core.cli.kernels",
+    "perfconsole.core.cli.scale",
 ]
 
 # Each sub-command's name and module. A command line that begins with one builds only that command's parser:
 # importing every command's module cost `perfconsole run` about 0.7 s on a 2-core machine before its worker
 # started (pandas and pyarrow, which only the profile readers need).
-COMMAND_MODULES = dict(zip(("run", "export", "import", "sweep", "attention", "compare", "ladder", "kernels"),
-                           COMMANDS))
+COMMAND_MODULES = dict(zip(("run", "export", "import", "sweep", "attention", "compare", "ladder", "kernels",
+                            "scale"), COMMANDS))
 
 # The commands that keep files in the data directory (the peaks and FLOP caches, profiles, the console's warm
 # process they fork from): a data directory that cannot be one is bad input for them, said before any work.
-DATA_DIR_COMMANDS = ("run", "sweep", "attention", "compare", "ladder")
+DATA_DIR_COMMANDS = ("run", "sweep", "attention", "compare", "ladder", "scale")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130
 

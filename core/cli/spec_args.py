@@ -137,8 +137,14 @@ def check_device(device: str, nproc: int = 1) -> None:
 
     if device == "cuda" and gpu_count() == 0:
         raise SpecError("device", "cuda, but no NVIDIA GPU is visible on this machine; use cpu")
-    if device == "cuda" and nproc > len(visible_gpus()):
-        raise SpecError("nproc", f"{nproc} processes need {nproc} GPUs, but {len(visible_gpus())} are visible")
+    if device == "cuda":
+        check_gpus(nproc, len(visible_gpus()))
+
+
+def check_gpus(nproc: int, visible: int) -> None:
+    """A job of `nproc` processes takes one GPU each: more than the `visible` ones is bad input."""
+    if nproc > visible:
+        raise SpecError("nproc", f"{nproc} processes need {nproc} GPUs, but {visible} are visible")
 
 
 def spec_from_args(args: argparse.Namespace, validate: bool = True, command: Any = None) -> RunSpec:

@@ -52,6 +52,12 @@ def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
     return ev.Baseline("ok", saved.summary.to_dict())
 
 
+def rank_threads(env: dict[str, str] | None) -> dict[str, str]:
+    """The OMP_NUM_THREADS torchrun gives each rank unless it is set (1): a one process given the same
+    compares like with like, not a multi-threaded host against single-threaded ranks."""
+    return {"OMP_NUM_THREADS": {**os.environ, **(env or {})}.get("OMP_NUM_THREADS", "1")}
+
+
 class ScalingLaunch(LaunchSequence):
     """`known`: a one-process run of the same program measured already (a ladder's earlier rung, its `source`
     in words); it is the baseline, and only the job runs."""
@@ -62,9 +68,7 @@ class ScalingLaunch(LaunchSequence):
         self.spec = spec
         self.known = known
         base_out = out_dir / "one-process" if out_dir is not None else None
-        # torchrun gives each rank OMP_NUM_THREADS=1 unless it is set; the one process gets the same,
-        # or it would compare a multi-threaded host against single-threaded ranks.
-        threads = {"OMP_NUM_THREADS": {**os.environ, **(env or {})}.get("OMP_NUM_THREADS", "1")}
+        threads = rank_threads(env)
         # The baseline is never profiled: its profile would cost time and answer nothing asked here.
         self.baseline = Launch(one_process(spec).with_(profile="none"), out_dir=base_out, env={**(env or {}), **threads},
                                executor=executor)

@@ -1,4 +1,4 @@
-"""Turn any snapshot (run, sweep, attention grid, comparison, ladder) into Markdown, CSV or JSON text, and a
+"""Turn any snapshot (run, sweep, attention grid, comparison, ladder, scaling curve) into Markdown, CSV or JSON text, and a
 run into a Chrome trace-event document (`trace`, for ui.perfetto.dev and chrome://tracing).
 
 The table below is the one place that says which kind exports how; the report modules only format.
@@ -13,6 +13,7 @@ from perfconsole.core.reports import attention as report_attention
 from perfconsole.core.reports import compare as report_compare
 from perfconsole.core.reports import ladder as report_ladder
 from perfconsole.core.reports import run as report_run
+from perfconsole.core.reports import scale as report_scale
 from perfconsole.core.reports import sweep as report_sweep
 from perfconsole.core.reports import trace as report_trace
 
@@ -35,6 +36,9 @@ _EXPORTERS: dict[tuple[str, str], Callable[[Any], str]] = {
     ("ladder", "md"): report_ladder.markdown,
     ("ladder", "csv"): report_ladder.csv_text,
     ("ladder", "json"): report_ladder.json_text,
+    ("scale", "md"): report_scale.markdown,
+    ("scale", "csv"): report_scale.csv_text,
+    ("scale", "json"): report_scale.json_text,
 }
 
 

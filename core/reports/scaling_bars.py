@@ -59,15 +59,43 @@ def lines(items: list[ScalingBar], full: str = "█", comm: str = "▒", width: 
             continue
         one = ("1 GPU ".ljust(7) + _bar(b.one_ms, scale, full).ljust(width) + f"  {b.one_ms:,.1f} ms"
                if b.one_ms else "1 GPU ".ljust(7) + "(not measured)")
-        if b.compute_ms is not None and b.exposed_ms is not None:
-            job = _bar(b.compute_ms, scale, full) + _bar(max(b.exposed_ms, 0.0), scale, comm)
-            note = f"exposed {b.exposed_ms:,.1f} ms"
-        else:
-            job = _bar(b.job_ms, scale, full)
-            note = "communication not separated (FSDP runs no step without its collectives)"
+        job, note = _job_bar(b, scale, full, comm)
         eff = f" · weak scaling {b.efficiency:.1%}" if b.efficiency is not None else ""
         out.append(f"{head}  {one}")
         out.append(f"{' ' * label_w}  {f'{n} GPUs'.ljust(7)}{job.ljust(width)}  {b.job_ms:,.1f} ms · {note}{eff}")
+    return out
+
+
+def _job_bar(b: ScalingBar, scale: float, full: str, comm: str) -> tuple[str, str]:
+    """A job's bar, split where the step without the all-reduce was measured, and what the line says of it."""
+    if b.compute_ms is not None and b.exposed_ms is not None:
+        return (_bar(b.compute_ms, scale, full) + _bar(max(b.exposed_ms, 0.0), scale, comm),
+                f"exposed {b.exposed_ms:,.1f} ms")
+    if b.nproc == 1:
+        return _bar(b.job_ms, scale, full), "one process, no communication"  # type: ignore[arg-type]
+    return (_bar(b.job_ms, scale, full),  # type: ignore[arg-type]
+            "communication not separated (FSDP runs no step without its collectives)")
+
+
+def count_lines(items: list[ScalingBar], efficiency: str = "weak scaling", full: str = "█", comm: str = "▒",
+                width: int = WIDTH) -> list[str]:
+    """A scaling curve's bars (core.reports.scale): one line per process count (`nproc` each its own), the
+    step split into compute and the communication it waited for, on one scale; a legend first."""
+    top = max([b.job_ms for b in items if b.job_ms] or [0.0])
+    if not top:
+        return []
+    scale = width / top
+    label_w = max(len(b.label) for b in items)
+    out = [f"{full} compute (and the communication it hid)   {comm} communication the step waited for "
+           "(step minus the step without DDP's all-reduce)"]
+    for b in items:
+        head = b.label.ljust(label_w)
+        if b.job_ms is None:
+            out.append(f"{head}  {b.why_not or 'no figures'}")
+            continue
+        bar, note = _job_bar(b, scale, full, comm)
+        eff = f" · {efficiency} {b.efficiency:.1%}" if b.efficiency is not None else ""
+        out.append(f"{head}  {bar.ljust(width)}  {b.job_ms:,.1f} ms · {note}{eff}")
     return out
 
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "attention": ["attention", "--d", "8", "--seq", "16", "--batch", "1", "--iters", "2", "--device", "cpu"],
     "compare": ["compare", *TINY_ARGS, *STEPS, "--vary", "precision=fp32,bf16"],
     "ladder": ["ladder", *TINY_ARGS, *STEPS],
+    "scale": ["scale", *TINY_ARGS, *STEPS, "--nproc", "1,2"],
     "serve": ["serve", "--port", "8765", *TINY_ARGS],   # refused before it listens: the port need not be free
 }
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import Summary, between_processes, compute_summary, with_job_fields, with_nvml_busy
+from perfconsole.core.stats import Stat
+from perfconsole.core.summary import (Summary, between_processes, compute_summary, refit_intervals, with_job_fields,
+                                      with_nvml_busy)
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported", "unsupported")
 
@@ -227,10 +229,7 @@ class RunRecord:
         base = (self.baseline or {}).get("summary")
         if self.summary is not None and base and (self.baseline or {}).get("status") == "ok":
             single = Summary.from_dict(base).total_ms.median
-            spread = (self.summary.between_processes or {}).get("total_ms")
-            ci = None
-            if spread is not None and spread.ci95_low and spread.ci95_low > 0:
-                ci = [single / spread.ci95_high, single / spread.ci95_low]
+            ci = efficiency_interval(single, (self.summary.between_processes or {}).get("total_ms"))
             self.summary = replace(self.summary, single_process_ms=single,
                                    scaling_efficiency=single / self.summary.total_ms.median, scaling_efficiency_ci95=ci)
 
@@ -274,6 +273,15 @@ class RunRecord:
     def from_dict(cls, d: dict[str, Any]) -> RunRecord:
         r = cls._from_dict(d)
         r.summary = with_nvml_busy(r.summary, r.telemetry)  # a record saved when the events were the only figure
+        for part in [*r.replicates, *r.ranks]:  # saved before intervals were the median's: recomputed from the steps
+            part.summary = refit_intervals(part.summary, part.steps, [])
+        processes = ([p.summary for p in r.replicates if p.status == "ok"] if r.replicates
+                     else [p.summary for p in r.ranks])
+        sm = r.summary = refit_intervals(r.summary, r.steps, [s for s in processes if s is not None])
+        saved = ((d.get("summary") or {}).get("between_processes") or {}).get("total_ms")
+        if sm is not None and sm.single_process_ms and saved is not None and "ci95_of" not in saved:
+            r.summary = replace(sm, scaling_efficiency_ci95=efficiency_interval(
+                sm.single_process_ms, (sm.between_processes or {}).get("total_ms")))  # over the refit interval
         p = r.profile
         if p is not None and p.overhead and "kernel_ms_per_step" not in p.overhead:  # saved before it was summed
             p.overhead = _with_kernel_count(p.overhead, p.tables, _one_stream(r.spec))
@@ -298,6 +306,14 @@ class RunRecord:
             collectives=d.get("collectives"),
             baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
         )
+
+
+def efficiency_interval(single_ms: float, spread: Stat | None) -> list[float] | None:
+    """Weak-scaling efficiency (one process's median step over the job's) at the ends of the interval between
+    the ranks' (or processes') medians; None where that has no interval (fewer than six)."""
+    if spread is None or not spread.ci95_low or not spread.ci95_high:
+        return None
+    return [single_ms / spread.ci95_high, single_ms / spread.ci95_low]
 
 
 def _busy(overhead: dict[str, Any] | None) -> float | None:

@@ -1,21 +1,29 @@
-"""Summary statistics of repeated timings: mean, std, median, min, max and a 95% interval.
+"""Summary statistics of repeated timings: mean, std, median, min, max and a 95% interval of the median.
 
-Times and their ratios are positive and skewed (a slow first step, a stall), so both intervals are taken
-on the log scale, where a symmetric t-interval maps back to a positive, asymmetric one: the step's is a
-t-interval of the mean of log times (an interval of the geometric mean), the speedup's puts the ratio's
-relative standard error on log(ratio). Ranges read `[low, high]` wherever they are printed (`interval_text`).
+Times are positive and skewed (a slow first step, a stall), and a run may have only a few of them, so the
+step's interval is the distribution-free one of the median: two order statistics of the sorted values,
+chosen from the binomial distribution so that they hold the median with at least 95% confidence whatever the
+times' distribution. It always lies within [min, max], stands beside the median it bounds, and exists only
+from MEDIAN_CI_MIN_N values on; with fewer there is none, and the screens say so. A comparison's speedup is a
+ratio of means: its interval puts the ratio's relative standard error on log(ratio), so it is positive.
+Ranges read `[low, high]` wherever they are printed (`interval_text`).
 """
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 # Two-sided 97.5% quantiles of Student's t for n-1 = 1..30 degrees of freedom; beyond, the normal's.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
          2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
          2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+# The fewest values whose extremes hold the median with 95% confidence: 1 - 2 / 2**6 = 96.9%; with five,
+# min and max hold it only 1 - 2 / 2**5 = 93.8% of the time, so no interval of the median exists.
+MEDIAN_CI_MIN_N = 6
 
 
 def t_quantile_975(dof: int) -> float:
@@ -33,15 +41,26 @@ class Stat:
     median: float
     min: float
     max: float
-    ci95_low: float | None    # None with fewer than 2 values: no interval, and JSON has no NaN
+    # The 95% interval of the median (`median_interval`); None with fewer than MEDIAN_CI_MIN_N values.
+    ci95_low: float | None
     ci95_high: float | None
+    # What the interval bounds. None in a record saved before it was the median's (its interval was of the
+    # geometric mean, and is not shown beside the median): core.summary.refit_intervals recomputes it there.
+    ci95_of: str | None = "median"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stat:
+        if "ci95_of" not in d:  # an older record's interval of the geometric mean
+            d = {**d, "ci95_low": None, "ci95_high": None, "ci95_of": None}
         return cls(**d)
+
+    @property
+    def too_few(self) -> bool:
+        """Spread was measured (two values or more) but too few values for an interval of the median."""
+        return self.ci95_of == "median" and 1 < self.n < MEDIAN_CI_MIN_N
 
 
 def summarize(values: list[float]) -> Stat:
@@ -50,28 +69,42 @@ def summarize(values: list[float]) -> Stat:
     n = len(values)
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else 0.0
-    if n < 2:
-        return Stat(n, mean, std, statistics.median(values), min(values), max(values), None, None)
-    low, high = log_interval(values)
+    low, high = median_interval(values) or (None, None)
     return Stat(n, mean, std, statistics.median(values), min(values), max(values), low, high)
 
 
-def log_interval(values: list[float]) -> tuple[float, float]:
-    """The 95% t-interval of the mean of log(values), mapped back: positive wherever the values are.
+@lru_cache(maxsize=None)
+def median_rank(n: int) -> int:
+    """The largest j with P(Binomial(n, 1/2) < j) <= 2.5%: the j-th smallest and the j-th largest of n values
+    hold their median with at least 95% confidence. 0 where no j does (n < MEDIAN_CI_MIN_N)."""
+    if n > 2000:  # the normal approximation, within one rank of the exact count here
+        return max(1, math.floor((n - 1.959964 * math.sqrt(n)) / 2))
+    whole, below, term, j = 1 << n, 0, 1, 0    # below: ways to have fewer than j values under the median
+    while (below + term) * 40 <= whole:         # P(B < j + 1) <= 1/40
+        below += term
+        term = term * (n - j) // (j + 1)
+        j += 1
+    return j
 
-    A short run with one slow step (a CPU run's first measured step, say) gave the arithmetic t-interval
-    a negative low end; on the log scale the interval stays above zero and leans toward the slow tail.
-    A value at or below zero has no log: then the arithmetic interval, held within [min, max], where the
-    mean always lies.
-    """
-    n = len(values)
-    t = t_quantile_975(n - 1)
-    if min(values) > 0:
-        logs = [math.log(v) for v in values]
-        centre, half = statistics.fmean(logs), t * statistics.stdev(logs) / math.sqrt(n)
-        return math.exp(centre - half), math.exp(centre + half)
-    mean, half = statistics.fmean(values), t * statistics.stdev(values) / math.sqrt(n)
-    return max(mean - half, min(values)), min(mean + half, max(values))
+
+def median_interval(values: list[float]) -> tuple[float, float] | None:
+    """The distribution-free 95% interval of the median: the j-th smallest and j-th largest value
+    (`median_rank`), inside [min, max] by construction; None with too few values for one."""
+    j = median_rank(len(values))
+    if j == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[j - 1], ordered[-j]
+
+
+def refit(old: Stat | None, fresh: Stat | None) -> Stat | None:
+    """An older record's statistics with today's interval, taken from `fresh` (summarize of the values they were
+    computed from) where those are the same values: same count, same median. Else unchanged."""
+    if old is None or old.ci95_of is not None or fresh is None:
+        return old
+    if fresh.n != old.n or not math.isclose(fresh.median, old.median, rel_tol=1e-9, abs_tol=1e-12):
+        return old
+    return replace(old, ci95_low=fresh.ci95_low, ci95_high=fresh.ci95_high, ci95_of=fresh.ci95_of)
 
 
 def interval_text(low: float | None, high: float | None, fmt: str = ",.3f") -> str:
@@ -79,6 +112,14 @@ def interval_text(low: float | None, high: float | None, fmt: str = ",.3f") -> s
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return "-"
     return f"[{format(low, fmt)}, {format(high, fmt)}]"
+
+
+def median_interval_text(st: Stat, fmt: str = ",.3f", of: str = "steps") -> str:
+    """The cell beside a median: its interval, "too few steps" (or processes) where there are two to five
+    values, "-" for one value (no spread) or an older record whose values are gone."""
+    if st.too_few:
+        return f"too few {of}"
+    return interval_text(st.ci95_low, st.ci95_high, fmt)
 
 
 def ratio_text(ratio: float | None, digits: int = 2, faster: bool = True) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from perfconsole.core.events import Step
 from perfconsole.core.flops import busy_label, peak_tflops, speed_of_light, step_flops
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.stats import Stat, summarize
+from perfconsole.core.stats import Stat, refit, summarize
 
 PHASES = ("total_ms", "forward_ms", "backward_ms", "optimizer_ms")
 
@@ -91,7 +91,7 @@ class Summary:
 
 
 def between_processes(summaries: list[Summary]) -> dict[str, Stat] | None:
-    """Each phase's statistics over the processes' medians (mean, median and a t-interval of the mean)."""
+    """Each phase's statistics over the processes' medians (mean, median and the median's interval)."""
     if len(summaries) < 2:
         return None
     out = {}
@@ -100,6 +100,21 @@ def between_processes(summaries: list[Summary]) -> dict[str, Stat] | None:
         if len(medians) == len(summaries):
             out[name] = summarize(medians)
     return out
+
+
+def refit_intervals(summary: Summary | None, steps: list[Step], processes: list[Summary]) -> Summary | None:
+    """A summary loaded from an older record, whose intervals were of the geometric mean, with the median's
+    recomputed from the values it was computed from: each phase's from `steps`, those between processes from
+    `processes` (the replicates' or the ranks' summaries). Statistics whose values are gone keep none."""
+    if summary is None:
+        return None
+    fresh = {name: summarize(values) for name in PHASES
+             if steps and None not in (values := [getattr(s, name) for s in steps])}
+    changes: dict[str, Any] = {name: refit(getattr(summary, name), fresh.get(name)) for name in PHASES}
+    if summary.between_processes:
+        between = between_processes(processes) or {}
+        changes["between_processes"] = {k: refit(v, between.get(k)) for k, v in summary.between_processes.items()}
+    return replace(summary, **changes)
 
 
 def compute_summary(spec: RunSpec, steps: list[Step], warmup_steps: list[Step],

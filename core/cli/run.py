@@ -24,7 +24,7 @@ from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.reports.run import tflops_text
-from perfconsole.core.stats import interval_text
+from perfconsole.core.stats import MEDIAN_CI_MIN_N, Stat, interval_text, median_interval_text
 from perfconsole.core.summary import busy_sentence
 
 # unsupported: the spec asks for what this machine lacks (a GPU, perfconsole[fast]); like bad input, not a crash.
@@ -80,19 +80,19 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
 
 
 def summary_table(r: RunRecord) -> CliTable:
-    """Step statistics per phase; printed fitted to a terminal or tab-separated (core/cli/tables.py)."""
+    """Step statistics per phase; printed fitted to a terminal or tab-separated (core/cli/tables.py). The
+    interval is the median's, beside it (core.stats.median_interval)."""
     t = CliTable(f"{r.name} — {r.status}", [Column("phase", "label")] + [Column(f"{k} (ms)") for k in
-                 ("mean", "std", "median", "min", "max", "95% CI")], title_justify="left")
+                 ("mean", "std", "median", "median 95% CI", "min", "max")], title_justify="left")
     sm = r.summary
     if sm is None:
         return t
     for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
         st = getattr(sm, name)
         if st is not None:
-            ci = interval_text(st.ci95_low, st.ci95_high) if st.n > 1 else "-"
             std = f"{st.std:,.3f}" if st.n > 1 else "-"  # one step has no spread, not a spread of 0
-            t.add_row(name[:-3], f"{st.mean:,.3f}", std, *(f"{getattr(st, k):,.3f}" for k in ("median", "min", "max")),
-                      ci)
+            t.add_row(name[:-3], f"{st.mean:,.3f}", std, f"{st.median:,.3f}", median_interval_text(st),
+                      f"{st.min:,.3f}", f"{st.max:,.3f}")
     t.caption = (f"{sm.tokens_per_s:,.0f} tokens/s · {tflops_text(sm.achieved_tflops)} TFLOP/s"
                  + (f" · MFU {sm.mfu:.1%}" if sm.mfu is not None else "")
                  + (f" · peak {sm.peak_allocated_mib:,.0f} MiB allocated" if sm.peak_allocated_mib else "")
@@ -116,15 +116,26 @@ def summary_table(r: RunRecord) -> CliTable:
                                    if r.ranks else "")
     b = (sm.between_processes or {}).get("total_ms")
     if b is not None:
-        t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms, "
-                      f"95% CI {interval_text(b.ci95_low, b.ci95_high)} ms; the rows above pool their steps") + nodes_note(r)
-    elif sm.processes == 1 and sm.total_ms.n > 1 and job is None:
-        t.caption += "\nthe 95% CI covers this one process; --repeat N measures the spread between processes"
+        t.caption += (f"\nstep between {b.n} processes (statistics of their medians): median {b.median:.3f} ms"
+                      f"{between_interval(b)}; the rows above pool their steps") + nodes_note(r)
+    if sm.total_ms.too_few:
+        t.caption += (f"\n{sm.total_ms.n} measured steps: too few for the median's 95% interval ({MEDIAN_CI_MIN_N} "
+                      f"needed, --steps {MEDIAN_CI_MIN_N} or more); min and max bound them")
+    elif b is None and sm.processes == 1 and sm.total_ms.n > 1 and job is None:
+        t.caption += "\nthe median's 95% interval covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:
         t.caption += "\none measured step: no spread and no interval (--steps 2 or more for those)"
     if r.profile is not None:
         t.caption += "\n" + profile_caption(r)
     return t
+
+
+def between_interval(b: Stat) -> str:
+    """The interval of the processes' median, or why there is none: too few processes, with their range."""
+    if b.too_few:
+        return (f", too few processes for its 95% interval ({MEDIAN_CI_MIN_N} needed), "
+                f"range {interval_text(b.min, b.max)} ms")
+    return f", 95% CI {interval_text(b.ci95_low, b.ci95_high)} ms" if b.ci95_low is not None else ""
 
 
 def profile_caption(r: RunRecord) -> str:

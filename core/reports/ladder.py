@@ -4,9 +4,10 @@ MFU, fraction of speed of light, the GPU's busy share, the loss against the firs
 categories that moved; as Markdown (like the hand-written reports), CSV and JSON.
 
 Speedups divide median step times; the previous rung is the last one above with a time, and a line under the
-table says which other rungs' changes a ratio over it includes. The interval (core.stats: a t-interval on log times) is between processes
-(of the processes' medians) with `--repeat` 2 or more, else of the one process's steps, and the header says
-which. Numerics: each of the first NUMERICS_STEPS steps' loss against the first rung's loss at the same
+table says which other rungs' changes a ratio over it includes. The interval, beside the median, is the
+median's (core.stats.median_interval): between processes (of the processes' medians) with `--repeat` 2 or
+more, else of the one process's steps, and the header says which, and that fewer than six have none.
+Numerics: each of the first NUMERICS_STEPS steps' loss against the first rung's loss at the same
 step index (the same data, seed and number of updates before it); the largest relative difference is
 flagged past the precision's tolerance, unless the rung, or a rung below it whose change it carries,
 changes rounding on purpose (bf16 weights, fp8: their names say so). Only the first steps: every step trains on the same batch, and once the model starts to
@@ -29,7 +30,7 @@ from perfconsole.core.record import RunRecord
 
 from perfconsole.core.grids.ladder import rung as rung_named
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.stats import interval_text, ratio_text
+from perfconsole.core.stats import MEDIAN_CI_MIN_N, interval_text, ratio_text
 from perfconsole.core.summary import BUSY_SOURCES
 from perfconsole.core.summary import busy_text as summary_busy_text
 
@@ -264,11 +265,13 @@ def markdown(ladder: LadderRecord) -> str:
     env = ladder.environment
     rs = rows(ladder)
     reps = b.repeat
+    of = "the processes' medians" if reps > 1 else "the steps of one process"
     lines = [f"# {ladder.name}", "",
              f"- device: {env.get('gpu_name') or env.get('device') or b.device}; torch {env.get('torch', '?')}",
              f"- {b.size}, ctx {b.ctx}, batch {b.batch}, {b.precision}, train; warm-up {b.warmup}, steps {b.steps}, "
              f"processes per rung {reps}",
-             f"- interval: 95%, a t-interval on log times of {'the medians of the processes' if reps > 1 else 'the steps of one process'}",
+             f"- interval: 95%, of the median of {of} (order statistics); '-' with fewer than {MEDIAN_CI_MIN_N} "
+             f"{'processes' if reps > 1 else 'steps'}, too few for one",
              "- speed of light: the step's matmul FLOPs at the measured matmul peak plus AdamW's bytes at the "
              "measured copy bandwidth, over the median step", ""]
     sol = next(((r.summary.speed_of_light or {}).get("peaks") for r in ladder.runs if r.summary), None)

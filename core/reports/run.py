@@ -9,7 +9,7 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.memory import markdown_lines as memory_lines
 from perfconsole.core.reports.parallel import markdown_lines as parallel_lines
 from perfconsole.core.reports.telemetry import markdown_lines as telemetry_lines
-from perfconsole.core.stats import Stat, interval_text
+from perfconsole.core.stats import MEDIAN_CI_MIN_N, Stat, median_interval_text
 from perfconsole.core.summary import busy_sentence
 from perfconsole.core.telemetry.summary import Telemetry
 
@@ -19,7 +19,8 @@ STAT_KEYS = ("mean", "std", "median", "min", "max")
 def _stat(s: Stat | None) -> dict[str, float] | None:
     if s is None:
         return None
-    return {k: getattr(s, k) for k in STAT_KEYS} | {"n": s.n, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high}
+    return {k: getattr(s, k) for k in STAT_KEYS} | {"n": s.n, "ci95_low": s.ci95_low, "ci95_high": s.ci95_high,
+                                                    "ci95_of": s.ci95_of}
 
 
 def _step(s) -> dict[str, Any]:
@@ -91,11 +92,13 @@ def between_lines(sm, r: RunRecord) -> list[str]:
             f"the table above pools their {sm.total_ms.n} measured steps")
     lines = ["", f"Between processes ({sm.processes} processes, {held}; below, statistics of each process's "
              f"median):", "",
-             "| phase | median (ms) | mean (ms) | std (ms) | 95% CI (ms) | n |",
-             "| --- | --: | --: | --: | --- | --: |"]
+             "| phase | median (ms) | median 95% CI (ms) | mean (ms) | std (ms) | min (ms) | max (ms) | n |",
+             "| --- | --: | --- | --: | --: | --: | --: | --: |"]
     for name, st in sm.between_processes.items():
-        ci = interval_text(st.ci95_low, st.ci95_high) if st.n > 1 else "-"
-        lines.append(f"| {name[:-3]} | {_f(st.median)} | {_f(st.mean)} | {_f(st.std)} | {ci} | {st.n} |")
+        lines.append(f"| {name[:-3]} | {_f(st.median)} | {median_interval_text(st, of='processes')} | {_f(st.mean)} | "
+                     f"{_f(st.std)} | {_f(st.min)} | {_f(st.max)} | {st.n} |")
+    if any(st.too_few for st in sm.between_processes.values()):
+        lines += ["", f"An interval of the median needs {MEDIAN_CI_MIN_N} processes or more; min and max bound these."]
     if r.replicates:
         lines.append("")
         lines.append("Per process, median step (ms): " + ", ".join(
@@ -141,14 +144,16 @@ def markdown(r: RunRecord) -> str:
         lines.append(f"| {s.model_label()} | {s.ctx} | {s.mode} | {s.precision} | {_f(t.mean)} | {_f(t.std)} | "
                      f"{_f(t.median)} | {sm.tokens_per_s:,.0f} | {tflops_text(sm.achieved_tflops)} | "
                      f"{'-' if sm.mfu is None else f'{sm.mfu:.1%}'} | {_f(sm.peak_allocated_mib, 0)} |")
-        lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | min (ms) | max (ms) | 95% CI (ms) |",
-                  "| --- | --: | --: | --: | --: | --: | --- |"]
+        lines += ["", "| phase | mean (ms) | std (ms) | median (ms) | median 95% CI (ms) | min (ms) | max (ms) |",
+                  "| --- | --: | --: | --: | --- | --: | --: |"]
         for name in ("forward_ms", "backward_ms", "optimizer_ms", "total_ms"):
             st = getattr(sm, name)
             if st is not None:
-                ci = interval_text(st.ci95_low, st.ci95_high) if st.n > 1 else "-"
                 lines.append(f"| {name[:-3]} | {_f(st.mean)} | {_f(st.std)} | {_f(st.median)} | "
-                             f"{_f(st.min)} | {_f(st.max)} | {ci} |")
+                             f"{median_interval_text(st)} | {_f(st.min)} | {_f(st.max)} |")
+        if t.too_few:
+            lines += ["", f"{t.n} measured steps: too few for an interval of the median ({MEDIAN_CI_MIN_N} needed); "
+                      f"min and max bound them."]
         if sm.between_processes:
             lines += between_lines(sm, r)
         if sm.warmup_ms:

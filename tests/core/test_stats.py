@@ -1,33 +1,82 @@
-import math
+import random
 
 import pytest
 
 from perfconsole.core.flops import forward_flops, peak_tflops, step_flops
 from perfconsole.core.reports.compare import speedup_text
-from perfconsole.core.stats import interval_text, ratio_text, speedup, summarize
+from perfconsole.core.stats import (MEDIAN_CI_MIN_N, Stat, interval_text, median_interval_text, median_rank, ratio_text,
+                                    speedup, summarize)
 
 
 def test_summarize_known_values():
     s = summarize([1.0, 2.0, 3.0, 4.0])
     assert (s.n, s.mean, s.median, s.min, s.max) == (4, 2.5, 2.5, 1.0, 4.0)
     assert s.std == pytest.approx(1.2909944, rel=1e-6)
-    # The interval is a t-interval of the mean of log times, mapped back: log 1..4 have mean 0.794513 and
-    # std 0.601168; t(0.975, 3 dof) = 3.182, sqrt(4) = 2.
-    half = 3.182 * 0.601168 / 2
-    assert (s.ci95_low, s.ci95_high) == pytest.approx((math.exp(0.794513 - half), math.exp(0.794513 + half)), rel=1e-5)
 
 
-def test_a_short_skewed_run_has_a_positive_interval():
-    # Three CPU steps, one of them slow: the arithmetic t-interval of the mean was [-2,895, 5,101] ms.
-    steps = [152.4, 160.1, 3018.0]
-    s = summarize(steps)
-    assert s.mean - 4.303 * s.std / math.sqrt(3) < 0          # what the old interval did
-    assert 0 < s.ci95_low < s.median < s.ci95_high
-    assert interval_text(s.ci95_low, s.ci95_high) == f"[{s.ci95_low:,.3f}, {s.ci95_high:,.3f}]"
+def test_the_interval_is_the_medians_and_lies_inside_the_data():
+    # Nine values: the 2nd smallest and the 2nd largest hold the median with 1 - 2 * 10 / 512 = 96.1 %.
+    s = summarize([5.0, 1.0, 9.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0])
+    assert (s.median, s.ci95_low, s.ci95_high, s.ci95_of) == (5.0, 2.0, 8.0, "median")
+    assert median_interval_text(s) == "[2.000, 8.000]"
+    # A slow first step and a stall: the interval leans nowhere past the values, whatever their skew.
+    rng = random.Random(59)
+    for n in range(6, 80):
+        values = [rng.lognormvariate(4, 1.5) for _ in range(n)]
+        st = summarize(values)
+        assert st.min <= st.ci95_low <= st.median <= st.ci95_high <= st.max, n
+
+
+def test_the_ranks_are_the_binomials():
+    def below(n: int) -> list[int]:   # [2**n * P(Binomial(n, 1/2) < j) for j = 0..n+1]
+        out, term = [0], 1
+        for i in range(n + 1):
+            out.append(out[-1] + term)
+            term = term * (n - i) // (i + 1)
+        return out
+
+    def exact(n: int) -> int:   # the largest j with P(B < j) <= 2.5 %
+        cum = below(n)
+        return max(j for j in range(n + 2) if cum[j] * 40 <= 2 ** n)
+
+    assert [exact(n) for n in range(1, 10)] == [0, 0, 0, 0, 0, 1, 1, 1, 2]
+    for n in range(1, 400):
+        assert median_rank(n) == exact(n), n
+    for n in (2001, 2500, 5000):   # the normal approximation: never narrower than the exact count, one rank at most
+        assert exact(n) - 1 <= median_rank(n) <= exact(n), n
+
+
+def test_the_interval_holds_the_median_95_times_in_100():
+    rng = random.Random(1)
+    for n in (6, 9, 20):
+        # lognormal(0, 1): skewed like step times, its median is exactly 1
+        hits = sum(s.ci95_low <= 1.0 <= s.ci95_high
+                   for s in (summarize([rng.lognormvariate(0, 1) for _ in range(n)]) for _ in range(2000)))
+        assert hits / 2000 >= 0.94, (n, hits)
+
+
+def test_too_few_steps_have_no_interval_and_say_so():
+    # `run --steps 3` on the CPU printed mean 576.648 and max 1,059.510 ms beside "95% CI [2.848, 28,422.306]":
+    # an interval of the geometric mean, beside the mean, ten thousand times the smallest step.
+    s = summarize([96.7, 573.7, 1059.5])
+    assert (s.ci95_low, s.ci95_high) == (None, None) and s.too_few
+    assert median_interval_text(s) == "too few steps" and median_interval_text(s, of="processes") == "too few processes"
+    for n in range(2, MEDIAN_CI_MIN_N):
+        assert summarize([float(v) for v in range(1, n + 1)]).too_few, n
+    six = summarize([3.0, 1.0, 6.0, 2.0, 5.0, 4.0])   # from six on, min and max hold the median 96.9 % of the time
+    assert (six.ci95_low, six.ci95_high) == (1.0, 6.0) and not six.too_few
+    one = summarize([5.0])   # one value has no spread: "-", as for its std
+    assert not one.too_few and median_interval_text(one) == "-"
     assert interval_text(None, None) == "-"
-    # A zero has no log: the arithmetic interval, held within [min, max] where the mean lies.
-    z = summarize([0.0, 0.0, 9.0])
-    assert z.ci95_low == 0.0 and z.ci95_high == 9.0
+
+
+def test_an_older_stat_loads_without_its_interval_of_the_geometric_mean():
+    saved = {"n": 8, "mean": 10.0, "std": 1.0, "median": 9.5, "min": 9.0, "max": 13.0,
+             "ci95_low": 9.1, "ci95_high": 11.2}   # as records were saved before the interval was the median's
+    s = Stat.from_dict(saved)
+    assert (s.ci95_low, s.ci95_high, s.ci95_of) == (None, None, None)
+    assert median_interval_text(s) == "-" and not s.too_few
+    assert Stat.from_dict(summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).to_dict()).ci95_of == "median"
 
 
 def test_a_noisy_ratio_has_a_positive_interval_and_a_slowdown_is_said_as_one():

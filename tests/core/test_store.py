@@ -1,5 +1,6 @@
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +9,10 @@ from perfconsole.core import store
 from perfconsole.core.reports.export import export
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
+from perfconsole.core.stats import interval_text
+from perfconsole.core.summary import compute_summary
+
+SNAPSHOTS = Path(__file__).resolve().parents[2] / "snapshots"
 
 SPEC = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")
 
@@ -124,6 +129,47 @@ def test_an_older_run_json_document_with_a_profile_says_its_tables_are_elsewhere
     assert "old.json" in back.profile.warnings[-1] and "cuda_gpu_kern_sum" in back.profile.warnings[-1]
 
 
+def _before_median_intervals(d):
+    """A record's dict as it was saved before intervals were the median's: no `ci95_of` in its statistics."""
+    if isinstance(d, dict):
+        return {k: _before_median_intervals(v) for k, v in d.items() if k != "ci95_of"}
+    return [_before_median_intervals(v) for v in d] if isinstance(d, list) else d
+
+
+def test_an_older_record_shows_the_median_s_interval_from_its_steps():
+    path = SNAPSHOTS / "tiny-cpu-train-fp32.json"
+    saved = json.loads(path.read_text())["data"]["summary"]["total_ms"]
+    assert "ci95_of" not in saved   # shipped with an interval of the geometric mean
+    r = store.load(path)
+    totals = sorted(s.total_ms for s in r.steps)
+    t = r.summary.total_ms
+    assert len(totals) == t.n == 8 and (t.ci95_low, t.ci95_high, t.ci95_of) == (totals[0], totals[-1], "median")
+    assert (t.ci95_low, t.ci95_high) != (saved["ci95_low"], saved["ci95_high"])
+    assert f"| {interval_text(t.ci95_low, t.ci95_high)} |" in export(r, "md")
+    # processes: each one's statistics from its steps, those between them from the processes' medians
+    spec = SPEC.with_(repeat=6)
+    rec = RunRecord(spec)
+    for i in range(6):
+        rec.apply(ev.Replicate(i, 6))
+        steps = [ev.Step(k, False, 10.0 + i + k * (i + 1), 5.0, 3.0, 2.0 + i + k * (i + 1)) for k in range(7)]
+        for st in steps:
+            rec.apply(st)
+        rec.apply(ev.SummaryReady(compute_summary(spec, steps, [], None).to_dict()))
+    rec.apply(ev.Finished("ok"))
+    old = RunRecord.from_dict(_before_median_intervals(rec.to_dict()))
+    assert old.to_dict() == rec.to_dict()
+    assert old.summary.between_processes["total_ms"].ci95_low is not None
+    # a job of two ranks: too few for an interval between them, so its weak-scaling efficiency has none (it had
+    # [8.4 %, 62.0 %] around 46.6 % from the geometric mean's interval on one degree of freedom)
+    job = store.load(SNAPSHOTS.parent / "tests" / "fixtures" / "parallel" / "ddp2_tiny_cpu.json")
+    assert job.summary.between_processes["total_ms"].too_few and job.summary.scaling_efficiency_ci95 is None
+    assert job.summary.scaling_efficiency is not None
+    # a statistic whose values the record no longer holds keeps no interval: "-", not the geometric mean's
+    gone = _before_median_intervals(finished_record().to_dict())
+    gone["steps"] = []
+    assert RunRecord.from_dict(gone).summary.total_ms.ci95_of is None
+
+
 def test_save_and_dumps_are_the_same_text(tmp_path):
     r = finished_record()
     assert store.save(r, tmp_path / "r.json").read_text() == store.dumps(r)
@@ -146,7 +192,7 @@ def test_unreadable_inputs_are_snapshot_errors_naming_the_file(tmp_path, data, w
 def test_a_directory_or_a_missing_file(tmp_path):
     with pytest.raises(store.SnapshotError, match="is a directory"):
         store.load(tmp_path)
-    with pytest.raises(store.SnapshotError, match="nope.json: No such file"):
+    with pytest.raises(store.SnapshotError, match="nope.json: no such file or directory"):
         store.load(tmp_path / "nope.json")
 
 

@@ -1,12 +1,12 @@
-"""The run's statistics as they fill in: mean, std, median, CI, tokens/s, TFLOP/s, MFU, fraction of speed of
-light, the GPU's busy share (with host-bound named), peak memory."""
+"""The run's statistics as they fill in: mean, std, median and its 95% interval, tokens/s, TFLOP/s, MFU,
+fraction of speed of light, the GPU's busy share (with host-bound named), peak memory."""
 from __future__ import annotations
 
 from rich.table import Table
 from textual.widgets import Static
 
 from perfconsole.core.flops import sol_fraction
-from perfconsole.core.stats import interval_text
+from perfconsole.core.stats import median_interval_text
 from perfconsole.core.summary import Summary, busy_text
 from perfconsole.tui.format import NA, num, pct
 
@@ -22,12 +22,12 @@ class StatsPanel(Static):
             self.update("no measured steps yet", layout=False)
             return
         st = summary.total_ms
-        ci = interval_text(st.ci95_low, st.ci95_high, ",.2f") if st.n > 1 else NA
         t.add_row("steps", str(st.n))
         t.add_row("mean", f"{st.mean:,.3f} ms")
         t.add_row("std", f"{st.std:,.3f} ms" if st.n > 1 else NA)  # one step has no spread to measure
         t.add_row("median", f"{st.median:,.3f} ms")
-        t.add_row("95% CI", ci)
+        # The median's 95% interval, under it: "too few steps" below MEDIAN_CI_MIN_N, NA for one step.
+        t.add_row("median CI", median_interval_text(st, ",.2f"))
         for name in ("forward_ms", "backward_ms", "optimizer_ms"):
             ph = getattr(summary, name)
             if ph is not None:

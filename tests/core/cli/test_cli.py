@@ -65,7 +65,9 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/measure/tes
     # The tests' data folders hold the session's measured peaks (tests/conftest.py): no run measures them again.
     assert "measuring this device's peaks" not in " ".join(out.stderr.split()), out.stderr
     assert "forward" in out.stdout and "backward" in out.stdout and "tokens/s" in out.stdout
-    assert "covers this one process" in out.stdout.replace("\n", " ")
+    # three steps: no interval of the median, and the caption says why (six give one: test_stats.py)
+    assert "3 measured steps: too few for the median's 95% interval (6 needed" in " ".join(out.stdout.split())
+    assert [line.split("\t")[4] for line in out.stdout.splitlines() if line.startswith("total\t")] == ["too few steps"]
 
 
 @pytest.mark.parametrize("args, words", [

@@ -316,3 +316,12 @@ def test_a_ratio_over_a_rung_below_one_that_did_not_run_says_it_includes_that_ru
     compiled = rows(ladder)[2]
     assert compiled.carries == [] and (compiled.previous_rung, compiled.previous_spans) == (1, ["sdpa"])
     assert "- 3 compile's vs prev is over 1 eager, so it includes sdpa's change too\n" in export.export(ladder, "md")
+
+
+def test_the_interval_beside_the_median_step_is_the_median_s_and_three_steps_have_none():
+    ladder = store.load(RECORDED)   # three steps a rung, one process, saved with intervals of the geometric mean
+    md = export.export(ladder, "md")
+    assert ("- interval: 95%, of the median of the steps of one process (order statistics); '-' with fewer than 6 "
+            "steps, too few for one") in md and "t-interval on log times" not in md
+    timed = [row for row in rows(ladder) if row.median_ms is not None]
+    assert timed and all(row.interval_low_ms is None and row.interval_high_ms is None for row in timed)

@@ -189,9 +189,8 @@ def test_cli_scaling_gives_weak_scaling_efficiency(tmp_path):
     assert sm["between_processes"]["total_ms"]["n"] == 2
     assert sm["between_processes"]["total_ms"]["median"] == pytest.approx(sum(ranks) / 2)
     spread = sm["between_processes"]["total_ms"]
-    if spread["ci95_low"] > 0:
-        assert sm["scaling_efficiency_ci95"] == pytest.approx(
-            [sm["single_process_ms"] / spread["ci95_high"], sm["single_process_ms"] / spread["ci95_low"]])
+    # two ranks are too few for an interval of their median, so the efficiency has none either
+    assert spread["ci95_low"] is None and sm["scaling_efficiency_ci95"] is None
     assert "comm" in done.stdout
 
 

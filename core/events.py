@@ -138,6 +138,23 @@ class ProfileOverhead(Event):
     quiet_step_ms: list[float] = field(default_factory=list)
     # Each plain process's own median step: their spread says how far one process's figure can be trusted.
     plain_process_ms: list[float] = field(default_factory=list)
+    # The profiled process as it read itself during its profiled steps (core.measure.provenance): the profiler
+    # it names is the one the capture ran under.
+    provenance: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Provenance(Event):
+    """The process whose measured steps were just timed, as it read itself right after them
+    (core.measure.provenance): the profiler its variables, its mapped libraries and the torch profiler's state
+    name (None: no profiler), with each sign of it."""
+    type: ClassVar[str] = "provenance"
+    pid: int
+    profiler: str | None
+    signs: list[str] = field(default_factory=list)
+    variables: dict[str, str] = field(default_factory=dict)
+    libraries: list[str] = field(default_factory=list)
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -270,7 +287,7 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed)
+                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed, Provenance)
 }
 
 

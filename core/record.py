@@ -128,6 +128,9 @@ class RunRecord:
     baseline: dict[str, Any] | None = None          # ev.Baseline: the one-process run (--scaling)
     model: dict[str, Any] | None = None             # ev.ModelReady: what the model is, and its FLOPs per step
     jobs: list[dict[str, Any]] = field(default_factory=list)  # ev.Placed: each process's Slurm job
+    # ev.Provenance: each process whose steps are the headline, as it read itself right after them (the profiler
+    # it names must be None; the capture's own is profile.overhead's `provenance`: core.measure.provenance).
+    provenance: list[dict[str, Any]] = field(default_factory=list)
 
     kind = "run"
 
@@ -200,6 +203,8 @@ class RunRecord:
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
             self.summary = with_nvml_busy(self.summary, self.telemetry)
+        elif isinstance(event, ev.Provenance):
+            self.provenance.append(asdict(event))
         elif isinstance(event, ev.Placed):
             self.jobs.append(asdict(event))
         elif isinstance(event, ev.Error):
@@ -266,7 +271,7 @@ class RunRecord:
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
             "comm_steps": self.comm_steps, "collectives": self.collectives,
             "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
-            "jobs": self.jobs,
+            "jobs": self.jobs, "provenance": self.provenance,
         }
 
     @classmethod
@@ -305,6 +310,7 @@ class RunRecord:
             comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"),
             collectives=d.get("collectives"),
             baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
+            provenance=list(d.get("provenance", [])),
         )
 
 

@@ -36,7 +36,7 @@ from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
-from perfconsole.core.measure import flop_count, memory_profile, model_build
+from perfconsole.core.measure import flop_count, memory_profile, model_build, provenance
 from perfconsole.core.measure import peaks as measured_peaks
 from perfconsole.core.spec.settings import converters
 from perfconsole.model import annotate
@@ -248,6 +248,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         if job is None:  # a job's ranks cannot gather after one of them failed
             keep(pipe.salvage())
         raise
+    emit(ev.Provenance(**provenance.read().to_dict()))  # the process that timed the headline's steps, as it is now
 
     peak_alloc = peak_reserved = None
     if cuda:
@@ -299,6 +300,7 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
         for i in range(n):
             done += pipe.step(index + i, warmup=False)
         done += pipe.drain()
+        seen = provenance.read()
     set_ranges(None, False)
     profiled = [s.total_ms for s in done]
     busy = capture.busy_share(sum(profiled)) if spec.device == "cuda" else None
@@ -308,7 +310,7 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
                                 len(profiled), profiled, gpu_busy_share=busy,
                                 profiled_phase_ms=_phase_medians(done),
-                                profiled_host_forward_ms=_host_forward_mean(done)))
+                                profiled_host_forward_ms=_host_forward_mean(done), provenance=seen.to_dict()))
     capture.finish(emit)
     if job and isinstance(capture, _TorchCapture):
         job.overlap(capture.capture.files, emit)

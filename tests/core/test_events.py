@@ -14,6 +14,10 @@ from perfconsole.core import events as ev
     ev.Memory(100.0, 200.0, {"forward": {"peak_allocated_mib": 50.0}}),
     ev.ProfileReady("torch", ["trace.json"], {"cuda_gpu_kern_sum": [{"name": "k", "total_time_ns": 5}]}),
     ev.Error("oom", "CUDA out of memory", "trace"),
+    ev.Provenance(123, "nsys", ["libToolsInjection64.so mapped"], {"NSYS_PROFILING_SESSION_ID": "1"},
+                  ["libToolsInjection64.so"], "/proc/self/maps"),
+    ev.Provenance(124, None),
+    ev.ProfileOverhead("torch", 1.0, 2.0, 2.0, 3, 3, provenance={"pid": 123, "profiler": "torch"}),
     ev.Finished("ok"),
 ])
 def test_round_trip(event):

@@ -13,6 +13,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch import profiled
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
+from perfconsole.core.measure.provenance import headline_problems
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.export import export
 from perfconsole.core.reports.profile import headline, outside_capture, overhead_lines
@@ -69,6 +70,17 @@ def test_the_headline_is_the_plain_processes_and_the_profile_the_capture_process
     # The capture's progress reads as the profile's, its quiet steps included.
     details = [e.detail for e in seen if isinstance(e, ev.Progress)]
     assert any(d.startswith("under torch, not capturing: step 3/3") for d in details), details
+
+
+@pytest.mark.e2e
+def test_the_headline_s_processes_ran_no_profiler_and_the_capture_s_did(two_plain_then_capture):
+    """By construction, not by times: each plain process read itself after its steps and named no profiler; the
+    capture's process, another one, named the profiler during its profiled steps (core.measure.provenance)."""
+    _launch, record, _seen = two_plain_then_capture
+    assert [p["profiler"] for p in record.provenance] == [None, None]  # one for each plain process
+    capture = record.profile.overhead["provenance"]
+    assert capture["profiler"] == "torch" and capture["pid"] not in {p["pid"] for p in record.provenance}
+    assert headline_problems(record) == []
 
 
 @pytest.mark.e2e

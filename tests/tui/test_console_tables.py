@@ -209,10 +209,23 @@ async def test_a_cpu_profile_s_rows_are_called_cpu_ops():
                 table = pilot.app.query_one("#kernel-table")
                 heads = [str(c.label).strip() for c in table.columns.values()]
                 placeholder = pilot.app.query_one("#kernel-filter").placeholder
+        inside = pilot.app.query_one("#range-kernels")
+        range_heads = [str(c.label).strip() for c in inside.columns.values()]
+        assert inside.row_count
+        # A GPU run's ranges hold kernels, and its table says so again after the CPU run's.
+        await _view(pilot.app, pilot, store.load(ROOT / "tests" / "fixtures" / "nsys_perfconsole" /
+                                                 "h200_2.7B_compiled_nsys_run.json"))
+        await pilot.press("4")
+        await pilot.pause()
+        gpu_inside = pilot.app.query_one("#range-kernels")
+        gpu_heads = [str(c.label).strip() for c in gpu_inside.columns.values()]
+        assert gpu_inside.row_count
     assert f"{cpu.name}: {n} CPU ops (torch)" in titles["#kernels-title"]
     assert "to see its CPU ops" in titles["#nvtx-title"]
     assert titles["#range-title"].startswith("CPU ops in ")
     assert heads[-1] == "CPU op" and placeholder == "filter CPU ops by text (/)"   # the table says so too
+    assert range_heads[-1] == "CPU op in range", range_heads                      # and the range's table: was "kernel"
+    assert gpu_heads[-1] == "kernel in range", gpu_heads
 
 
 async def test_live_status_flags_a_throttled_run():

@@ -236,13 +236,16 @@ class NvtxPane(FilterKey, Vertical):
             title.update(f"no range matches '{self.filter_text}'" if empty else "")
             kernels.set_rows([])
             return
+        units = _units(self.record)
+        # The table's head says what its rows are, as the title above it does: a CPU run's are CPU ops.
+        one = "CPU op" if units == "CPU ops" else "kernel"
+        kernels.cols = [*RANGE_KERNEL_COLUMNS[:-1], dataclasses.replace(RANGE_KERNEL_COLUMNS[-1], label=f"{one} in range")]
         if not tables.get("nvtx_kern_sum"):
-            title.update(f"{range_name}: no nvtx_kern_sum table, so kernels cannot be tied to ranges")
+            title.update(f"{range_name}: no nvtx_kern_sum table, so {units} cannot be tied to ranges")
             kernels.set_rows([])
             return
         top = top_kernels(tables, range_name, n=200)
-        title.update(f"{_units(self.record)} in {shorten(range_name, 50)}: {len(top.kernels)}, "
-                     f"{top.total_ns / 1e6:,.3f} ms")
+        title.update(f"{units} in {shorten(range_name, 50)}: {len(top.kernels)}, {top.total_ns / 1e6:,.3f} ms")
         kernels.set_rows([k.to_dict() for k in top.kernels])
 
     @on(DataTable.CellHighlighted, "#nvtx-table")

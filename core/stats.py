@@ -5,8 +5,8 @@ step's interval is the distribution-free one of the median: two order statistics
 chosen from the binomial distribution so that they hold the median with at least 95% confidence whatever the
 times' distribution. It always lies within [min, max], stands beside the median it bounds, and exists only
 from MEDIAN_CI_MIN_N values on; with fewer there is none, and the screens say so. A comparison's speedup is a
-ratio of means: its interval puts the ratio's relative standard error on log(ratio), so it is positive.
-Ranges read `[low, high]` wherever they are printed (`interval_text`).
+ratio of means: its interval puts the ratio's relative standard error on log(ratio), so it is positive, and
+needs SPEEDUP_MIN_N values a side. Ranges read `[low, high]` wherever they are printed (`interval_text`).
 """
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 # The fewest values whose extremes hold the median with 95% confidence: 1 - 2 / 2**6 = 96.9%; with five,
 # min and max hold it only 1 - 2 / 2**5 = 93.8% of the time, so no interval of the median exists.
 MEDIAN_CI_MIN_N = 6
+# The fewest values a side for a speedup's interval: with two, Student's quantile is 12.706, and two CPU
+# processes that differed 1.6x gave "1.09x, 95% CI [0.00, 1858.54]", which says nothing the values did not.
+SPEEDUP_MIN_N = 3
 
 
 def t_quantile_975(dof: int) -> float:
@@ -137,10 +140,12 @@ def ratio_text(ratio: float | None, digits: int = 2, faster: bool = True) -> str
 
 @dataclass(frozen=True)
 class Speedup:
-    """Ratio baseline/candidate of mean times with a 95% interval (delta method on log(ratio): positive)."""
+    """Ratio baseline/candidate of mean times with a 95% interval (delta method on log(ratio): positive); NaN
+    bounds where either side has fewer than SPEEDUP_MIN_N values (`n`, the smaller side's count)."""
     ratio: float
     ci95_low: float
     ci95_high: float
+    n: int = 0
 
     @property
     def significant(self) -> bool:
@@ -151,12 +156,12 @@ class Speedup:
 
 def speedup(baseline: Stat, candidate: Stat) -> Speedup:
     ratio = baseline.mean / candidate.mean
-    if min(baseline.n, candidate.n) < 2:  # one step a side has no spread: no interval (NaN, never significant)
-        return Speedup(ratio, math.nan, math.nan)
+    n = min(baseline.n, candidate.n)
+    if n < SPEEDUP_MIN_N:  # no interval (NaN, never significant): the text says too few
+        return Speedup(ratio, math.nan, math.nan, n)
     # Relative standard errors add in quadrature for a ratio of independent means; a relative error is the
     # standard error of a log, so the interval is symmetric in log(ratio) and never reaches zero.
     rel = math.sqrt((baseline.std / math.sqrt(baseline.n) / baseline.mean) ** 2
                     + (candidate.std / math.sqrt(candidate.n) / candidate.mean) ** 2)
-    dof = max(1, min(baseline.n, candidate.n) - 1)
-    factor = math.exp(t_quantile_975(dof) * rel)
-    return Speedup(ratio, ratio / factor, ratio * factor)
+    factor = math.exp(t_quantile_975(n - 1) * rel)
+    return Speedup(ratio, ratio / factor, ratio * factor, n)

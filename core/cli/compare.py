@@ -19,7 +19,7 @@ from perfconsole.core.cli.executor import add_executor_arguments, executor_from_
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.reports.compare import Comparison, speedup_text
+from perfconsole.core.reports.compare import Comparison
 from perfconsole.core.reports.names import differs_first
 from perfconsole.core.spec.settings import convert, declared
 from perfconsole.core.spec import RunSpec, SpecError
@@ -99,9 +99,9 @@ def comparison_table(c: Comparison) -> CliTable:
                                           Column("processes"), Column("speedup vs run 1", "label")],
                  title_justify="left")
     heads = differs_first(c.runs)  # what tells the runs apart first: a cut name keeps it
-    for i, (r, st, s) in enumerate(zip(c.runs, c.speedup_stats(), c.speedups())):
+    for i, (r, st, s) in enumerate(zip(c.runs, c.speedup_stats(), c.speedup_texts())):
         t.add_row(f"{i + 1}: {heads[i]}", r.status, *(("-", "-") if st is None else (f"{st.mean:,.3f}", f"{st.median:,.3f}")),
-                  str(r.summary.processes if r.summary else 0), speedup_text(s))
-    note = c.work_note()
-    t.caption = f"processes ran interleaved; {c.speedup_rule()}; {c.interval_basis()}" + (f"\n{note}" if note else "")
+                  str(r.summary.processes if r.summary else 0), s)
+    notes = [n for n in (c.work_note(), c.throughput_note()) if n]
+    t.caption = "\n".join([f"processes ran interleaved; {c.speedup_rule()}; {c.interval_basis()}", *notes])
     return t

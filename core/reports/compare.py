@@ -1,10 +1,12 @@
 """A comparison of two or more runs: what differs in their specs and what that did to the numbers.
 
 The first run is the baseline. Speedups are baseline time / run time with a 95% interval; an interval
-that holds 1.0 reads "no significant difference". Category shares and the kernels whose time moved
-most come from the runs' profiles where they have one. Saved as snapshot kind "comparison" (the runs
-themselves are stored inside, so a comparison reopens without the run files) and exported as
-Markdown, CSV or JSON.
+that holds 1.0 reads "no significant difference", and fewer than three steps (or processes) a side read
+"too few ... for an interval". With several processes a run, the speedup is of the mean of each process's median
+step and tokens/s of every step pooled; where the two disagree, `throughput_note` says so and why. Category
+shares and the kernels whose time moved most come from the runs' profiles where they have one. Saved as
+snapshot kind "comparison" (the runs themselves are stored inside, so a comparison reopens without the run
+files) and exported as Markdown, CSV or JSON.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from perfconsole.core.profiling.categories import categorize, category_shares
 from perfconsole.core.record import RunRecord
-from perfconsole.core.stats import Speedup, Stat, interval_text, ratio_text, speedup
+from perfconsole.core.stats import SPEEDUP_MIN_N, Speedup, Stat, interval_text, ratio_text, speedup
 
 # Fields that change what a step computes; the others (precision, attention, compile, ...) change how.
 WORK_FIELDS = ("model", "model_args", "size", "d_model", "d_ff", "n_layers", "n_heads", "ctx", "batch", "mode", "vocab_size")
@@ -39,7 +41,7 @@ class NoSpeedup(Speedup):
 
 def _no_speedup(base: Stat | None) -> NoSpeedup:
     why = "no baseline steps" if base is None or not base.mean > 0 else "no measured steps"
-    return NoSpeedup(math.nan, math.nan, math.nan, why)
+    return NoSpeedup(math.nan, math.nan, math.nan, reason=why)
 
 
 @dataclass(frozen=True)
@@ -130,8 +132,35 @@ class Comparison:
                        else _no_speedup(base))
         return out
 
+    def speedup_texts(self, phase: str = "total_ms") -> list[str]:
+        """Each run's speedup in words (`speedup_text`), too few values counted as steps or processes."""
+        of = "processes" if self.between_processes() else "steps"
+        return [speedup_text(s, of) for s in self.speedups(phase)]
+
     def tokens_per_s(self) -> list[float | None]:
         return [r.summary.tokens_per_s if r.summary else None for r in self.runs]
+
+    def tokens_per_s_ratios(self) -> list[float | None]:
+        """Each run's tokens/s over the baseline's (1.0 for the baseline; None where either has none)."""
+        tps = self.tokens_per_s()
+        return [t / tps[0] if t and tps[0] else None for t in tps]
+
+    def throughput_note(self) -> str | None:
+        """Why tokens/s and the speedup disagree, where they do. With several processes a run the speedup is
+        a ratio of the mean of each process's median step, and tokens/s divide by the mean of every step
+        pooled: a process's slow steps weigh in the second only. With one process a run both are of the same
+        mean step; unlike work has its own warning (`work_note`)."""
+        if not self.between_processes() or self.unlike_work():
+            return None
+        parts = [f"run {i}: {ratio_text(t)} by tokens/s, {ratio_text(s.ratio)} by the speedup"
+                 for i, (t, s) in enumerate(zip(self.tokens_per_s_ratios(), self.speedups()), start=1)
+                 if i > 1 and t is not None and s is not None and not isinstance(s, NoSpeedup)
+                 and ratio_text(t) != ratio_text(s.ratio)]
+        if not parts:
+            return None
+        return (f"tokens/s and the speedup differ ({'; '.join(parts)}): tokens/s divide by the mean of every step of "
+                f"every process pooled, the speedup by the mean of each process's median step, so a process's "
+                f"slow steps weigh in tokens/s and not in the speedup")
 
     def scaling(self) -> list[str]:
         """Each data-parallel run's weak-scaling efficiency against its one-process run, with the interval
@@ -215,9 +244,10 @@ class Comparison:
         return cls([RunRecord.from_dict(r) for r in d["runs"]], name=d.get("name", ""))
 
 
-def speedup_text(s: Speedup | None) -> str:
-    """"1.85x faster (95% CI [1.70, 2.01])", "4.80x slower (95% CI [4.40, 5.24])", or "no significant
-    difference" when the interval holds 1. A slowdown's interval is the speedup's turned over (1/high, 1/low),
+def speedup_text(s: Speedup | None, of: str = "steps") -> str:
+    """"1.85x faster (95% CI [1.70, 2.01])", "4.80x slower (95% CI [4.40, 5.24])", "no significant
+    difference" when the interval holds 1, or "too few steps for an interval" (`of`: steps, or processes
+    where the speedup is between them). A slowdown's interval is the speedup's turned over (1/high, 1/low),
     so the figures in brackets always bound the figure before them; the JSON keeps the speedup's own."""
     if s is None:
         return "baseline"
@@ -225,7 +255,7 @@ def speedup_text(s: Speedup | None) -> str:
         return s.reason
     words = ratio_text(s.ratio)
     if math.isnan(s.ci95_low):
-        return f"{words} (too few steps for an interval)"
+        return f"{words} (too few {of} for an interval: {s.n} a side, {SPEEDUP_MIN_N} needed)"
     low, high = (s.ci95_low, s.ci95_high) if s.ratio >= 1 else (1 / s.ci95_high, 1 / s.ci95_low)
     if not s.significant:
         return f"no significant difference ({ratio_text(s.ratio, faster=False)}, 95% CI {interval_text(low, high, '.2f')})"
@@ -238,14 +268,16 @@ def document(c: Comparison) -> dict[str, Any]:
     """The JSON form of a comparison: derived numbers, with run ids to tie them to the runs."""
     def stat(s: Stat | None) -> dict[str, float] | None:
         return None if s is None else {k: getattr(s, k) for k in ("n", "mean", "std", "median", "min", "max",
-                                                                   "ci95_low", "ci95_high")}
+                                                                   "ci95_low", "ci95_high", "ci95_of")}
+
+    of = "processes" if c.between_processes() else "steps"
 
     def sp(s: Speedup | None) -> dict[str, Any] | None:
         if isinstance(s, NoSpeedup):
             return {"ratio": None, "ci95_low": None, "ci95_high": None, "significant": False, "text": s.reason}
         return None if s is None else {"ratio": s.ratio, "ci95_low": _num(s.ci95_low),
                                        "ci95_high": _num(s.ci95_high), "significant": s.significant,
-                                       "text": speedup_text(s)}
+                                       "text": speedup_text(s, of)}
 
     return {
         "name": c.name,
@@ -258,6 +290,8 @@ def document(c: Comparison) -> dict[str, Any]:
         "speedup_of": {"name": c.basis(), "ms": [None if s is None else s.mean for s in c.speedup_stats()]},
         "unlike_work": c.unlike_work(),
         "tokens_per_s": c.tokens_per_s(),
+        "tokens_per_s_ratio": c.tokens_per_s_ratios(),
+        "throughput_note": c.throughput_note(),
         "scaling_efficiency": [r.summary.scaling_efficiency if r.summary else None for r in c.runs],
         "scaling_efficiency_ci95": [r.summary.scaling_efficiency_ci95 if r.summary else None for r in c.runs],
         "communication": c.communication(),
@@ -298,12 +332,15 @@ def markdown(c: Comparison) -> str:
                                                        for s in stats) + " |")
     lines.append(f"| {c.basis()} (ms) | " + " | ".join(_f(None if s is None else s.mean) for s in c.speedup_stats())
                  + " |")
-    lines.append("| speedup (step) | " + " | ".join(speedup_text(s) for s in c.speedups()) + " |")
+    lines.append("| speedup (step) | " + " | ".join(c.speedup_texts()) + " |")
     lines.append("| tokens/s | " + " | ".join(_f(v, ",.0f") for v in c.tokens_per_s()) + " |")
     lines.append("| peak allocated (MiB) | " + " | ".join(_f(v, ",.0f") for v in c.peak_memory_mib()) + " |")
     if any(s != "-" for s in c.scaling()):
         lines.append("| weak-scaling efficiency | " + " | ".join(c.scaling()) + " |")
     lines += [f"| {k} | " + " | ".join(_f(v, ",.2f") for v in vals) + " |" for k, vals in c.communication().items()]
+    throughput = c.throughput_note()
+    if throughput:
+        lines += ["", f"Note: {throughput}."]
     shares = c.category_shares()
     if any(s is not None for s in shares):
         cats = sorted({k for s in shares if s for k in s}, key=lambda k: -max((s or {}).get(k, 0) for s in shares))
@@ -346,6 +383,7 @@ def csv_text(c: Comparison) -> str:
     rows("speedup", "total_ms.ci95_low", [None if s is None else _num(s.ci95_low) for s in sps])
     rows("speedup", "total_ms.ci95_high", [None if s is None else _num(s.ci95_high) for s in sps])
     rows("throughput", "tokens_per_s", c.tokens_per_s())
+    rows("throughput", "tokens_per_s.ratio", c.tokens_per_s_ratios())
     rows("memory", "peak_allocated_mib", c.peak_memory_mib())
     rows("scaling", "efficiency", [r.summary.scaling_efficiency if r.summary else None for r in c.runs])
     for k, vals in c.communication().items():

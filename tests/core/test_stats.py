@@ -1,3 +1,4 @@
+import math
 import random
 
 import pytest
@@ -79,6 +80,16 @@ def test_an_older_stat_loads_without_its_interval_of_the_geometric_mean():
     assert Stat.from_dict(summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).to_dict()).ci95_of == "median"
 
 
+def test_two_values_a_side_are_too_few_for_a_speedup_interval():
+    # `compare --repeat 2` on the CPU: "no significant difference (1.09x, 95% CI [0.00, 1858.54])", an interval
+    # from Student's 12.706 on one degree of freedom, a thousand times the ratio of any two processes.
+    sp = speedup(summarize([300.0, 480.0]), summarize([260.0, 455.0]))
+    assert math.isnan(sp.ci95_low) and not sp.significant and sp.n == 2
+    assert speedup_text(sp, "processes") == "1.09x faster (too few processes for an interval: 2 a side, 3 needed)"
+    three = speedup(summarize([300.0, 480.0, 390.0]), summarize([260.0, 455.0, 350.0]))
+    assert three.n == 3 and 0 < three.ci95_low < three.ratio < three.ci95_high
+
+
 def test_a_noisy_ratio_has_a_positive_interval_and_a_slowdown_is_said_as_one():
     base = summarize([10.0, 10.5, 9.5, 10.2])
     noisy = summarize([20.0, 95.0, 30.0, 48.0])   # the delta method's linear interval reaches below zero here
@@ -93,7 +104,8 @@ def test_a_noisy_ratio_has_a_positive_interval_and_a_slowdown_is_said_as_one():
     assert low < 4.80 < high                                   # the slowdown's interval bounds the slowdown
     fast = speedup_text(speedup(summarize([13.0, 13.1, 12.9]), summarize([10.0, 10.1, 9.9])))
     assert fast.startswith("1.30x faster (95% CI [")
-    assert speedup_text(speedup(summarize([10.0]), summarize([5.0]))) == "2.00x faster (too few steps for an interval)"
+    assert (speedup_text(speedup(summarize([10.0]), summarize([5.0])))
+            == "2.00x faster (too few steps for an interval: 1 a side, 3 needed)")
 
 
 def test_single_value_has_no_interval():

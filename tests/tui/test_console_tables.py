@@ -101,6 +101,37 @@ async def test_mark_two_runs_and_compare():
         assert f"{c.runs[1].summary.tokens_per_s:,.0f}" in text
 
 
+async def test_compare_says_why_tokens_per_s_and_the_speedup_differ_between_processes(tmp_path):
+    # The screen showed tokens/s 1.56x apart beside "no significant difference (1.09x, 95% CI [0.00, 1858.54])".
+    from perfconsole.core import events as ev
+    from perfconsole.core import store
+    from perfconsole.core.record import RunRecord
+    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.summary import compute_summary
+
+    paths = []
+    for name, processes in (("fp32", [[100.0, 100.0, 100.0, 900.0], [100.0] * 4]), ("bf16", [[80.0] * 4] * 2)):
+        spec = RunSpec(size="tiny", device="cpu", precision=name, steps=4, repeat=2)
+        r = RunRecord(spec)
+        for i, times in enumerate(processes):
+            r.apply(ev.Replicate(i, 2))
+            steps = [ev.Step(k, False, t, t / 2, t / 4, t / 4) for k, t in enumerate(times)]
+            for step in steps:
+                r.apply(step)
+            r.apply(ev.SummaryReady(compute_summary(spec, steps, [], None).to_dict()))
+        r.apply(ev.Finished("ok"))
+        paths.append(store.save(r, tmp_path / f"{name}.json"))
+    app = make_app(snapshots=paths)
+    async with app.run_test(size=(120, 34)) as pilot:
+        await pilot.pause()
+        await pilot.press("5", "space", "down", "space", "c")
+        await pilot.pause()
+        text = " ".join(plain(app.query_one("#compare-body", Static).content).split())
+        assert "1.25x faster (too few processes for an interval: 2 a side, 3 needed)" in text
+        assert " ".join(app.comparison.throughput_note().split()) in text
+        assert "run 2: 2.50x faster by tokens/s, 1.25x faster by the speedup" in text
+
+
 async def test_compare_needs_two_marked_runs():
     app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json")])
     async with app.run_test(size=(120, 34)) as pilot:

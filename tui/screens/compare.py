@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from perfconsole.core.reports.compare import PHASE_NAMES, Comparison, speedup_text
+from perfconsole.core.reports.compare import PHASE_NAMES, Comparison
 from perfconsole.core.reports.names import differs_first
 from perfconsole.tui.format import num, shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
@@ -88,13 +88,16 @@ class ComparePane(VerticalScroll):
         if note:  # a ratio of unlike work is no speedup: say so before the numbers
             sp.append(f"  {note}\n", style="bold red")
         heads = differs_first(c.runs)
-        for i, s in enumerate(c.speedups()):
+        for i, (s, text) in enumerate(zip(c.speedups(), c.speedup_texts())):
             if i == 0:
                 continue
             style = "dim" if s is None or not s.significant else ("green" if s.ratio > 1 else "red")
             sp.append(f"  {i + 1} {shorten(heads[i], 30)}: ", style="")
-            sp.append(speedup_text(s) + "\n", style=style)
+            sp.append(text + "\n", style=style)
         sp.append(f"  ({c.speedup_rule()}; {c.interval_basis()})\n", style="dim")
+        throughput = c.throughput_note()
+        if throughput:  # tokens/s above and the speedup are of different statistics here: say why they disagree
+            sp.append(f"  {throughput}\n", style="bold")
         out += [sp]
         shares = c.category_shares()
         if any(s is not None for s in shares):

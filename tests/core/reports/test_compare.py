@@ -15,6 +15,7 @@ from perfconsole.core.reports.compare import Comparison, CompareError, speedup_t
 from perfconsole.core.launch.queue import RunQueue, precision_ladder
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.summary import compute_summary
 
 SNAPSHOTS = Path(__file__).resolve().parents[3] / "snapshots"
 
@@ -214,3 +215,47 @@ def test_the_figure_a_speedup_is_the_ratio_of_is_printed_with_its_name_by_the_cl
     assert "pooled" in md.split("## Step and phase times")[1].splitlines()[0]   # the ± rows say what they are
     one = Comparison([_run([10.0, 10.2, 9.8]), _run([5.0, 5.1, 4.9])])
     assert one.basis() == "mean step" and "| mean step (ms) | 10.000 | 5.000 |" in markdown(one)
+
+
+def _folded(processes: list[list[float]], **spec) -> RunRecord:
+    """A run of several processes folded from events, each process's summary as its worker sends it."""
+    s = RunSpec(size="tiny", device="cpu", steps=len(processes[0]), repeat=len(processes), **spec)
+    r = RunRecord(s)
+    for i, times in enumerate(processes):
+        r.apply(ev.Replicate(i, len(processes)))
+        steps = [ev.Step(k, False, t, t / 2, t / 4, t / 4) for k, t in enumerate(times)]
+        for step in steps:
+            r.apply(step)
+        r.apply(ev.SummaryReady(compute_summary(s, steps, [], None).to_dict()))
+    r.apply(ev.Finished("ok"))
+    return r
+
+
+def test_tokens_per_s_and_a_speedup_between_processes_say_why_they_differ():
+    # `compare --repeat 2` said "no significant difference (1.09x, 95% CI [0.00, 1858.54])" while its tokens/s
+    # differed 1.56x: the speedup is of each process's median step, tokens/s of every step pooled.
+    from perfconsole.core.cli.compare import comparison_table
+    from perfconsole.core.reports.compare import document, markdown
+
+    base = _folded([[100.0, 100.0, 100.0, 900.0], [100.0, 100.0, 100.0, 100.0]])   # one process stalled once
+    fast = _folded([[80.0, 80.0, 80.0, 80.0], [80.0, 80.0, 80.0, 80.0]], precision="bf16")
+    c = Comparison([base, fast])
+    assert c.between_processes()
+    tps = c.tokens_per_s()
+    assert tps[1] / tps[0] == pytest.approx(2.5) and c.speedups()[1].ratio == pytest.approx(1.25)
+    verdict = "1.25x faster (too few processes for an interval: 2 a side, 3 needed)"
+    assert c.speedup_texts() == ["baseline", verdict]
+    note = c.throughput_note()
+    assert note is not None and "run 2: 2.50x faster by tokens/s, 1.25x faster by the speedup" in note
+    assert "every step of every process pooled" in note and "each process's median step" in note
+    md = markdown(c)
+    assert f"| speedup (step) | baseline | {verdict} |" in md and note in md
+    doc = document(c)
+    assert doc["throughput_note"] == note and doc["speedup"]["total_ms"][1]["text"] == verdict
+    assert doc["speedup"]["total_ms"][1]["ci95_low"] is None
+    table = comparison_table(c)
+    assert note in table.caption and verdict in table.plain()
+    rows = {(r["metric"], r["run"]): r["value"] for r in csv.DictReader(io.StringIO(export.export(c, "csv")))}
+    assert float(rows[("tokens_per_s.ratio", "2")]) == pytest.approx(2.5)
+    # one process a run: tokens/s and the speedup are ratios of the same mean step, and need no note
+    assert Comparison([_run([10.0, 10.2, 9.8]), _run([5.0, 5.1, 4.9])]).throughput_note() is None

@@ -10,6 +10,11 @@ class PathError(ValueError):
     pass
 
 
+# A file that is not there, said alike by every command and the console (the OS's own words, in lower case as
+# every other error line here is).
+NO_SUCH_FILE = "no such file or directory"
+
+
 def data_dir() -> Path:
     """PERFCONSOLE_DATA_DIR, else $XDG_DATA_HOME/perfconsole, else ~/.local/share/perfconsole."""
     env = os.environ.get("PERFCONSOLE_DATA_DIR")
@@ -72,7 +77,7 @@ def output_file(path: str | os.PathLike[str], overwrite: bool = True) -> Path:
 def input_file(path: str | os.PathLike[str]) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
-        raise PathError(f"{p}: no such file")
+        raise PathError(f"{p}: {NO_SUCH_FILE}")
     if not p.is_file():
         raise PathError(f"{p}: not a file")
     return p

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
-from perfconsole.core.paths import PathError, output_file
+from perfconsole.core.paths import NO_SUCH_FILE, PathError, output_file
 
 SCHEMA_VERSION = 1
 
@@ -210,6 +210,8 @@ def load(path: str | os.PathLike[str], stdin: bool = True) -> Any:
         raise SnapshotError(f"{p}: is a directory, not a snapshot file")
     try:
         data = p.read_bytes()
+    except FileNotFoundError:
+        raise SnapshotError(f"{p}: {NO_SUCH_FILE}") from None
     except OSError as exc:
         raise SnapshotError(f"{p}: {exc.strerror or exc}") from exc
     return loads(decode_text(data, str(p)), str(p))

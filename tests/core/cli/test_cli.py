@@ -77,7 +77,7 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/measure/tes
     (["run", "--size", "tiny", "--device", "cpu", "--steps", "0"], "steps: must be from 1"),
     (["run", "--size", "tiny", "--device", "cpu", "--compile", "--warmup", "0"], "warmup: compile needs at least 1"),
     (["run", *TINY, "--save", "/nonexistent/dir/x.json"], "no such directory"),
-    (["export", "/nonexistent.json"], "No such file"),
+    (["export", "/nonexistent.json"], "no such file or directory"),
     (["export", "x.json", "--format", "xlsx"], ""),
     # An option is never read as the prefix of another (it was "ambiguous option: --mode could match --model").
     (["ladder", "--device", "cpu", "--mode", "fwd"], "argument --mode: invalid choice: 'fwd' (choose from 'train')"),

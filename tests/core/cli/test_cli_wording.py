@@ -43,7 +43,7 @@ def test_a_missing_baseline_is_named_once(tmp_path):
     missing = tmp_path / "nofile.json"
     out = pc("run", *TINY, "--mode", "train", "--nproc", "2", "--baseline", str(missing))
     assert out.returncode == 2
-    assert out.stderr.strip() == f"perfconsole: error: {missing}: No such file or directory"
+    assert out.stderr.strip() == f"perfconsole: error: {missing}: no such file or directory"
 
 
 def test_size_custom_names_the_flags_it_lacks():
@@ -62,3 +62,13 @@ def test_progress_reads_as_sentences():
     # The test's data folder holds the session's measured peaks: a cached figure is said nowhere (the line a
     # measurement says is tested in tests/core/measure/test_peaks_fast_paths.py, on an empty folder).
     assert not [line for line in lines if line.startswith("peaks:")]
+
+
+@pytest.mark.parametrize("command", [["export", "{f}"], ["kernels", "{f}"], ["import", "{f}"],
+                                     ["ladder", "--resume", "{f}", *TINY]])
+def test_a_missing_file_is_said_one_way_by_every_command(tmp_path, command):
+    # export and kernels said "No such file or directory", import "no such file or directory"
+    missing = tmp_path / "gone.json"
+    out = pc(*(a.format(f=missing) for a in command))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == f"perfconsole: error: {missing}: no such file or directory"

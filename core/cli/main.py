@@ -140,6 +140,16 @@ def reader_may_be_gone() -> Iterator[None]:
                 os.dup2(devnull, stream.fileno())
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's `version`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("perfconsole")
+    except PackageNotFoundError:  # run from a checkout that was never installed: no metadata to read
+        return "(not installed: no package metadata)"
+
+
 def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | None = None,
                  only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `only`, a command's name, that command's alone (the rest are not imported)."""
@@ -147,6 +157,8 @@ def build_parser(console_options: Callable[[argparse.ArgumentParser], None] | No
     parser = _Parser(prog="perfconsole", allow_abbrev=False,
                      description="Benchmark and profile Transformer LMs on NVIDIA GPUs. "
                                  "With no command, opens the console.")
+    parser.add_argument("--version", action="version", version=f"perfconsole {package_version()}",
+                        help="print perfconsole's version and exit")
     if console_options:
         console_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

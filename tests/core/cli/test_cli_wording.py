@@ -72,3 +72,12 @@ def test_a_missing_file_is_said_one_way_by_every_command(tmp_path, command):
     out = pc(*(a.format(f=missing) for a in command))
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == f"perfconsole: error: {missing}: no such file or directory"
+
+
+def test_version_prints_the_package_version():
+    import tomllib
+
+    declared = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]["version"]
+    out = pc("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"perfconsole {declared}\n" and out.stderr == ""

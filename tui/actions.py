@@ -21,7 +21,7 @@ from perfconsole.core.spec import RunSpec
 
 SNAPSHOTS = "snapshots"
 EXPORTS = "exports"
-GRID_KINDS = ("sweep", "attention", "ladder")
+GRID_KINDS = ("sweep", "attention", "ladder", "scale")
 # What `i` imports: every input core.profiling.load reads (docs/import.md lists them), in lines that fit the
 # dialog at 80 columns (its title does not wrap)
 IMPORT_TITLE = ("Import a profile: nsys stats CSVs or a stats log, an .nsys-rep,\n"

@@ -164,7 +164,7 @@ async def test_save_mark_and_delete_a_grid():
         await pilot.pause()
         assert app.grids == [] and app.grid is None and len(app.runs) == 1
         assert saved[0].exists()  # the file came from the fixtures, not the data directory
-        assert "open a sweep, an attention grid or a ladder" in _text(app, "#grids-head")
+        assert "open a sweep, an attention grid, a ladder or a scaling curve" in _text(app, "#grids-head")
 
 
 async def test_shipped_tiny_cpu_sweep_opens_from_the_open_dialog():

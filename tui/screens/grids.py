@@ -24,6 +24,7 @@ from perfconsole.core.reports import sweep as report_sweep
 from perfconsole.core.reports.sweep import GRID_STATUSES, GridCell, GridTable, grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.grid_chart import GridChart
+from perfconsole.tui.widgets.scale_table import scale_table
 from perfconsole.tui.widgets.sol_bars import busy_text, sol_table
 
 STATUS_WORD = {"ok": "ok", "oom": "OOM", "error": "error", "cancelled": "cancelled", "not_run": "not run",
@@ -33,7 +34,7 @@ STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "bold red", "cancelle
 # The header's counts, in this order; "pending": a cell waiting its turn while the grid runs.
 COUNT_ORDER = (*GRID_STATUSES[:4], "unsupported", "running", "pending", GRID_STATUSES[4])
 UNFINISHED = ("running", "pending", "not_run")
-EMPTY = "open a sweep, an attention grid or a ladder in Runs (5, o) and press Enter on it"
+EMPTY = "open a sweep, an attention grid, a ladder or a scaling curve in Runs (5, o) and press Enter on it"
 # The chart plots one number per cell: an attention cell's forward and backward add up to its step.
 CHART_LABELS = {"fwd_bwd_ms": "forward + backward (ms)"}
 CHART_MIN_H = 14
@@ -41,16 +42,18 @@ NATURAL_MAX = 10_000     # "as wide as it likes" when measuring a table's own wi
 
 
 LADDER_METRICS = {"step_ms": "median step time (ms)"}
+# The kinds drawn as one table of rows (a run each), not as grids of cells.
+ROW_KINDS = ("ladder", "scale")
 
 
 def metrics_of(grid: Any) -> dict[str, str]:
-    if grid.kind == "ladder":
+    if grid.kind in ROW_KINDS:
         return LADDER_METRICS
     return report_sweep.SWEEP_METRICS if grid.kind == "sweep" else report_attention.ATTENTION_METRICS
 
 
 def cells_of(grid: Any) -> list[Any]:
-    return grid.runs if grid.kind in ("sweep", "ladder") else grid.cells
+    return grid.runs if grid.kind in ("sweep", *ROW_KINDS) else grid.cells
 
 
 def _short_ms(v: float) -> str:
@@ -97,6 +100,10 @@ def findings_of(grid: Any) -> list[str]:
 
 
 def setup_line(grid: Any) -> str:
+    if grid.kind == "scale":
+        b = grid.spec.base
+        return (f"{b.precision} batch {b.batch}{' global' if grid.spec.strong else '/rank'} ctx {b.ctx}, "
+                f"{b.warmup} warm-up + {b.steps} steps, {b.parallel} over {','.join(map(str, grid.spec.counts))}")
     if grid.kind == "ladder":
         b = grid.spec.base
         return f"{b.precision} batch {b.batch} ctx {b.ctx}, {b.warmup} warm-up + {b.steps} steps x{b.repeat}"
@@ -176,8 +183,9 @@ class GridsPane(ScrollableContainer):
         if self.grid is None:
             self.app.notify("no grid open", severity="warning")
             return
-        if self.grid.kind == "ladder":
-            self.app.notify("a ladder has no chart; its bars are speed of light", severity="warning")
+        if self.grid.kind in ROW_KINDS:
+            bars = "speed of light" if self.grid.kind == "ladder" else "each count's step"
+            self.app.notify(f"a {self.grid.kind} has no chart; its bars are {bars}", severity="warning")
             return
         self.chart = not self.chart
         self.refresh_bindings()
@@ -216,10 +224,11 @@ class GridsPane(ScrollableContainer):
         text.append(g.name, style="bold")
         text.append(f"\n{device} · torch {env.get('torch', '?')} · {setup_line(g)} · {g.status} · {counts_line(g)}"
                     f"{jobs_line(getattr(self.app, 'grid_jobs', {}).get(g.id))}\n")
-        if g.kind == "ladder":
+        if g.kind in ROW_KINDS:
             head.update(text)
             self.set_class(False, "-chart")
-            body.update(ladder_view(g, self.glyphs))
+            body.update(ladder_view(g, self.glyphs) if g.kind == "ladder" else Unsqueezed(
+                *scale_table(g, self.glyphs, lambda status: STATUS_WORD[shown_status(g, status)])))
             notes.update("")
             return
         tables = tables_of(g, self.metric)

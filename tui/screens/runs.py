@@ -74,7 +74,7 @@ class RunsPane(Vertical):
                          Text("-" if sm is None else f"{sm.tokens_per_s:,.0f}", justify="right"),
                          _source(sources.get(r.id))])
         for g in grids:
-            cells = g.runs if g.kind in ("sweep", "ladder") else g.cells
+            cells = g.runs if g.kind in ("sweep", "ladder", "scale") else g.cells
             done = sum(grid_status(c.status) != "not_run" for c in cells)
             rows.append([" ", "", g.name, Text(g.status, style=STATUS_STYLE.get(g.status, "")),
                          Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),

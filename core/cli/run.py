@@ -41,8 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, metavar="FILE",
                    help="a saved one-process run of the same spec, for a job's weak-scaling efficiency")
     p.add_argument("--nsys", default=None, metavar="PATH", help="the nsys binary for --profile nsys")
-    p.add_argument("--out-dir", default=None, help="where profiler files go (default: beside --save, "
-                                                  "else the data directory)")
+    p.add_argument("--out-dir", default=None, help="where profiler files go (default: a folder beside --save named "
+                                                  "after it, prof/ for prof.json; else the data directory's runs/)")
     add_executor_arguments(p, nodes=True)
     p.set_defaults(func=run)
 

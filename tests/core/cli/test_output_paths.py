@@ -122,3 +122,18 @@ def test_every_command_that_takes_a_file_to_write_takes_force():
         flags = {o for a in p._actions for o in a.option_strings}
         if flags & {"--save", "--output"}:
             assert "--force" in flags, name
+
+
+@pytest.mark.e2e
+def test_a_profiled_run_keeps_its_profiler_files_in_a_folder_named_after_its_snapshot_as_the_docs_say(tmp_path):
+    from helpers import pc
+
+    out = pc("run", *CPU, "--size", "tiny", "--ctx", "16", "--batch", "1", "--warmup", "1", "--steps", "2",
+             "--profile", "torch", "--save", str(tmp_path / "prof.json"))
+    assert out.returncode == 0, out.stderr
+    files = [Path(f) for f in store.load(tmp_path / "prof.json").profile.files]
+    assert files and all(f.parent == tmp_path / "prof" and f.is_file() for f in files), files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prof", "prof.json"]
+    # cli.md said a --save creates nothing; it tells of this folder now (and the --help of --out-dir)
+    docs = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    assert "keeps the profiler's files in a folder beside it named after it (`prof/` for `--save prof.json`" in docs

@@ -9,9 +9,10 @@ variables or libraries), and that the two are different processes. A torch-profi
 headline steps come before the profiler starts: the record must say that those steps' process named no
 profiler and the profiled steps' named the torch profiler.
 
-Nothing here compares one process's step time with another's. Plain processes of one host-bound spec differ by
-22 to 78 % on these hosts (docs/results/nsys_headline_h100.md, process_spread_2xh200.md), so such a comparison
-could not pass there, and a headline that happened to match could have come from the profiled process anyway.
+Nothing here compares one process's step time with another's. The process medians of one host-bound spec spread
+by tens of per cent on these hosts (35-88 % from lowest to highest on H100s, docs/results/nsys_headline_h100.md;
+28.0 to 59.7 % on 2x H200, process_spread_2xh200.md), so such a comparison could not pass there, and a headline
+that happened to match could have come from the profiled process anyway.
 No nsys agent may be left behind either. PERFCONSOLE_EVIDENCE_DIR, where set, receives each run's figures and
 provenance (headline_runs.json, as scripts/gpu_headline.sh reads it).
 

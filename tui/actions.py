@@ -69,6 +69,8 @@ class SessionActions:
         return self._grid(self.main(RunsPane).current_id())
 
     def action_toggle_mark(self) -> None:
+        if self.on_listed_comparison("mark"):
+            return
         r = self._cursor_run()
         if r is None:
             if self._cursor_grid() is not None:
@@ -81,6 +83,8 @@ class SessionActions:
         self.refresh_runs()
 
     def action_view_run(self) -> None:
+        if self.on_listed_comparison("view"):
+            return
         g = self._cursor_grid()
         if g is not None:
             self.show_grid(g)
@@ -128,6 +132,8 @@ class SessionActions:
         return path
 
     def action_save_run(self) -> None:
+        if self.on_listed_comparison("save"):
+            return
         g = self._cursor_grid()
         if g is not None:
             self._save_grid(g)
@@ -159,7 +165,7 @@ class SessionActions:
         if self.comparison is None:
             self.notify("nothing compared yet", severity="warning")
         else:
-            self._save(self.comparison, comparison_file_name(self.comparison))
+            self.save_comparison(self.comparison)  # listed in Runs, as after a restart (tui/saved_items.py)
 
     def action_open_snapshot(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen
@@ -186,6 +192,7 @@ class SessionActions:
         elif isinstance(obj, Comparison):
             for r in obj.runs:
                 self._add_loaded(r, str(path))
+            self.list_comparison(obj, str(path))
             self.refresh_runs()
             self.show_comparison(obj)
         elif obj.kind in GRID_KINDS:
@@ -199,45 +206,6 @@ class SessionActions:
                 self.show_grid(g, switch=switch)
         else:
             self.notify(f"{path}: a {obj.kind} snapshot; open it with `perfconsole export`", severity="warning")
-
-    # --- what earlier sessions saved -------------------------------------------------------------
-    @work(thread=True, exclusive=True, exit_on_error=False, group="saved")
-    def load_saved_snapshots(self) -> None:
-        """List the runs and grids saved in the data directory, newest first, as a new session starts.
-
-        Read on a worker thread: a data directory of many snapshots (each run carries its steps and
-        profile tables) must not hold up the first frame or the keys.
-        """
-        folder = data_dir() / SNAPSHOTS
-        files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.is_dir() else []
-        found: list[tuple[Any, str]] = []
-        unreadable = 0
-        for path in files:
-            try:
-                obj = store.load(path, stdin=False)
-            except (store.SnapshotError, OSError):
-                unreadable += 1
-                continue
-            if isinstance(obj, RunRecord) or getattr(obj, "kind", None) in GRID_KINDS:
-                found.append((obj, str(path)))  # comparisons open with `o`: their runs would list twice
-        self.call_from_thread(self._saved_loaded, found, unreadable, folder)
-
-    def _saved_loaded(self, found: list[tuple[Any, str]], unreadable: int, folder: Path) -> None:
-        for obj, source in found:
-            if isinstance(obj, RunRecord):
-                self._add_loaded(obj, source)
-            elif self._grid(obj.id) is None:
-                self.grids.append(obj)
-                self.sources[obj.id] = source
-        self.refresh_runs()
-        if unreadable:
-            self.notify(f"{unreadable} file(s) in {folder} are not snapshots this version reads", severity="warning")
-
-    def _own_file(self, item_id: str) -> str:
-        """The item's file if it lies in the data directory (deleting the item deletes it), else ""."""
-        source = self.sources.get(item_id, "")
-        own = bool(source) and Path(source).resolve().is_relative_to(data_dir().resolve())
-        return source if own else ""
 
     def _delete_grid(self, g: Any) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
@@ -322,6 +290,8 @@ class SessionActions:
         self.push_screen(ExportScreen(name, data_dir() / EXPORTS / safe_name(name)), write)
 
     def action_export_run(self) -> None:
+        if self.on_listed_comparison("export"):
+            return
         g = self._cursor_grid()
         if g is not None:
             self._export(g, g.name)
@@ -347,6 +317,8 @@ class SessionActions:
     def action_delete_run(self) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
 
+        if self.on_listed_comparison("delete"):
+            return
         g = self._cursor_grid()
         if g is not None:
             self._delete_grid(g)

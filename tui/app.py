@@ -39,6 +39,7 @@ from perfconsole.tui.gpu_sampling import GpuSampling
 from perfconsole.tui.ladder_driver import LadderDriver
 from perfconsole.tui.messages import RunFeed
 from perfconsole.tui.run_driver import RunDriver
+from perfconsole.tui.saved_items import SavedItems
 from perfconsole.tui.screens.compare import ComparePane
 from perfconsole.tui.screens.console_screen import ConsoleScreen
 from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
@@ -60,7 +61,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS = [" "] * 8
 
 
-class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]):
+class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedItems, App[int]):
     TITLE = "perfconsole"
     CSS_PATH = Path(__file__).with_name("console.tcss")  # absolute: subclasses may live anywhere
     ENABLE_COMMAND_PALETTE = True
@@ -108,6 +109,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.active: RunRecord | None = None     # the run streaming now
         self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
         self.comparison = None
+        self.comparisons: dict[str, Any] = {}    # saved comparisons listed in Runs, by id (tui/saved_items.py)
         self.grids: list = []                    # sweeps and attention grids opened from disk
         self.grid = None                         # the one the grids pane shows
         self.executor: Any = None                # core.launch.slurm.SlurmExecutor: the ladder's rungs as Slurm jobs
@@ -268,7 +270,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, App[int]
         self.main(NvtxPane).show_record(r)
 
     def refresh_runs(self) -> None:
-        self.main(RunsPane).show_runs(self.runs, self.marked, self.sources, self.grids)
+        self.main(RunsPane).show_runs(self.runs, self.marked, self.sources, self.grids, self.comparisons)
 
     # --- quitting: q, ctrl+q and the palette leave as a stop signal does, keeping every run -----------
     def action_quit_console(self) -> None:

@@ -137,3 +137,37 @@ async def test_e_then_a_path_in_one_burst_exports_to_that_path(tmp_path):
         await pilot.pause()
         await pilot.pause(0.3)
         assert wanted.is_file() and wanted.read_text().startswith("#")
+
+
+async def test_a_saved_comparison_is_listed_in_runs_now_and_after_a_restart_and_opens_into_compare():
+    from console_helpers import plain, screen_lines, wait_for
+
+    from perfconsole.core.paths import data_dir
+
+    app = make_app(snapshots=[shipped(n) for n in ("tiny-cpu-train-fp32.json", "tiny-cpu-train-bf16.json")])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5", "space", "down", "space", "c")
+        await pilot.pause()
+        await pilot.press("s")                                  # saved from Compare
+        await pilot.pause()
+        ids = [r.id for r in app.runs]
+        assert app.query_one("#runs-table", DataTable).row_count == 3     # the two runs, and the comparison
+    [saved] = (data_dir() / "snapshots").glob("compare-*.json")
+
+    again = make_app()                                          # the next console, on the same data directory
+    async with again.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: again.query_one("#runs-table", DataTable).row_count == 1, timeout=20)
+        await pilot.press("5")
+        await pilot.pause()
+        assert plain(again.query_one("#runs-title").content).startswith("0 runs, 1 comparison (Enter shows one)")
+        assert any("compare fp32 vs bf" in line and "2 runs" in line for line in screen_lines(again)), \
+            screen_lines(again)
+        await pilot.press("space")                              # a comparison is shown, not marked
+        await pilot.press("enter")
+        await pilot.pause()
+        assert again.query_one("#tabs").active == "compare"
+        assert [r.id for r in again.comparison.runs] == ids and again.runs == []   # its runs are not listed twice
+        await pilot.press("5", "d", "y")
+        await pilot.pause()
+        assert not again.comparisons and not saved.exists()     # off the list, and its file in the data directory
+        assert again.comparison is None

@@ -1,8 +1,9 @@
 """Every run of the session and every snapshot opened from disk, with marks for comparing; sweeps and
-attention grids opened from disk are listed after the runs and open into the Grids pane."""
+attention grids opened from disk are listed after the runs and open into the Grids pane, saved comparisons
+after them, opening into Compare."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.names import cut, differs_first
+from perfconsole.core.reports.names import cut, differs_first, short_title
 from perfconsole.core.reports.sweep import grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
@@ -58,11 +59,12 @@ class RunsPane(Vertical):
             t.add_column(col, key=col or "mark")
 
     def show_runs(self, runs: list[RunRecord], marked: list[str], sources: dict[str, str],
-                  grids: Sequence[Any] = ()) -> None:
-        self._shown = (runs, marked, sources, grids)
+                  grids: Sequence[Any] = (), comparisons: Mapping[str, Any] | None = None) -> None:
+        comparisons = dict(comparisons or {})
+        self._shown = (runs, marked, sources, grids, comparisons)
         t = self.query_one("#runs-table", DataTable)
         row = t.cursor_row
-        self.ids = [r.id for r in runs] + [g.id for g in grids]
+        self.ids = [r.id for r in runs] + [g.id for g in grids] + list(comparisons)
         rows: list[list[Any]] = []
         for r in runs:
             mark = self.glyphs.mark if r.id in marked else " "
@@ -79,6 +81,11 @@ class RunsPane(Vertical):
             rows.append([" ", "", g.name, Text(g.status, style=STATUS_STYLE.get(g.status, "")),
                          Text(f"{done}/{len(cells)} cells", justify="right"), Text("-", justify="right"),
                          Text("-", justify="right"), _source(sources.get(g.id))])
+        compared = []
+        for cid, c in comparisons.items():  # "compare fp32 vs bf16 · tiny ...", its runs' count where steps go
+            compared.append(f"compare {short_title(c.runs)}")
+            rows.append([" ", "", compared[-1], Text("-"), Text(f"{len(c.runs)} runs", justify="right"),
+                         Text("-", justify="right"), Text("-", justify="right"), _source(sources.get(cid))])
         widths = self._fit_widths(rows)
         name_w, source_w = widths[2], widths[7]
         # New columns of the widths computed here: a DataTable column stays as wide as its widest cell ever
@@ -91,14 +98,15 @@ class RunsPane(Vertical):
         # "attention") and is cut in the middle.
         too_long = any(len(r.name) > name_w for r in runs)
         names = [cut(head, name_w) for head in differs_first(runs)] if too_long else [r.name for r in runs]
-        names += [cut_middle(g.name, name_w) for g in grids]
+        names += [cut_middle(g.name, name_w) for g in grids] + [cut(name, name_w) for name in compared]
         for key, cells, name in zip(self.ids, rows, names):
             t.add_row(*cells[:2], name, *cells[3:7], cut_middle(cells[7], source_w), key=key)
         if self.ids:
             t.move_cursor(row=min(row, len(self.ids) - 1))
         n = len(marked)
+        listed = [_count(n, noun) for n, noun in ((len(grids), "grid"), (len(comparisons), "comparison")) if n]
         self.query_one("#runs-title", Static).update(
-            _count(len(runs), "run") + (f", {_count(len(grids), 'grid')} (Enter shows one)" if grids else "")
+            _count(len(runs), "run") + (f", {', '.join(listed)} (Enter shows one)" if listed else "")
             + f", {n} marked" + (" (c compares them, first marked is the baseline)" if n >= 2 else
                                               " (space marks; mark two or more to compare)"))
 
@@ -110,7 +118,9 @@ class RunsPane(Vertical):
         room = width - 2 * len(HEADS) - sum(cols[:2]) - sum(cols[3:7])   # a cell's padding is 1 a side
         name, source = cols[2], cols[7]
         if name + source > room:
-            source = min(source, max(10, room // 2))   # a file's start and its end (its date, its kind)
+            # a file's start and its end (its date, its kind), in a third of the room: the names, which tell the
+            # runs apart, take the rest
+            source = min(source, max(12, room // 3))
             name = max(12, room - source)
         return [*cols[:2], name, *cols[3:7], source]
 

@@ -176,3 +176,26 @@ async def test_a_saved_comparison_s_file_name_keeps_the_fields_that_differ():
         await pilot.pause()
         saved = [p.name for p in (data_dir() / "snapshots").glob("compare-*.json")]
         assert len(saved) == 1 and saved[0].startswith("compare-fp32_vs_bf16_small_ctx1024_b16"), saved
+
+
+async def test_compare_heads_take_the_width_there_is():
+    # At 120 columns with two runs the heads were cut to 24 ("fp32 · small ctx1024 b..."), 60 columns left empty;
+    # at 80 they are cut to what fits, and the tables stay inside the pane.
+    from console_helpers import screen_lines
+
+    from perfconsole.core.reports.names import differs_first
+
+    for width in (120, 80):
+        app = make_app()
+        async with app.run_test(size=(width, 34)) as pilot:
+            app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16")]
+            app.refresh_runs()
+            await pilot.press("5", "m", "down", "m", "c")
+            await pilot.pause()
+            heads = differs_first(app.runs)           # "fp32 · small ctx1024 b16 train ...", 37 or more wide
+            lines = screen_lines(app)
+            whole = all(any(h in line for line in lines) for h in heads)
+            assert whole == (width == 120), (width, heads, lines[:8])
+            assert all(len(line.rstrip()) <= width for line in lines)
+            body = app.query_one("#compare-body")
+            assert body.virtual_region.width <= app.query_one("#compare-pane").size.width

@@ -12,18 +12,28 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from perfconsole.core.reports.compare import PHASE_NAMES, Comparison
-from perfconsole.core.reports.names import differs_first
+from perfconsole.core.reports.names import cut, differs_first
 from perfconsole.tui.format import num, shorten
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
 from perfconsole.tui.widgets.step_distribution import StepDistribution
 
 
-HEAD_WIDTH = 24
+MIN_HEAD = 16   # a run's column head is never cut shorter than this, however many runs share the width
 
 
-def column_heads(c: Comparison) -> list[str]:
-    """Each run's column head: what tells it apart first (core.reports.names.differs_first), cut to fit."""
-    return [shorten(head, HEAD_WIDTH) for head in differs_first(c.runs)]
+def row_labels(c: Comparison) -> list[str]:
+    """Every row label the tables below may show (their first column)."""
+    shares = c.category_shares()
+    return [*c.spec_differences(), "(identical specs)", *(p[:-3] for p in PHASE_NAMES), "median", c.basis(),
+            "tokens/s", "peak MiB", "scaling eff.", *c.communication(), *(k for s in shares if s for k in s)]
+
+
+def column_heads(c: Comparison, width: int) -> list[str]:
+    """Each run's column head: what tells it apart first (core.reports.names.differs_first), cut to its share
+    of `width` once the row labels have theirs: whole where it fits."""
+    label = max(map(len, row_labels(c)))
+    each = max(MIN_HEAD, (width - label - 2 * len(c.runs)) // len(c.runs))   # a column is padded 1 a side
+    return [cut(head, each) for head in differs_first(c.runs)]
 
 
 class ComparePane(VerticalScroll):
@@ -36,6 +46,7 @@ class ComparePane(VerticalScroll):
         super().__init__(**kw)
         self.glyphs = glyphs
         self.comparison: Comparison | None = None
+        self.room = 0
 
     def compose(self) -> ComposeResult:
         yield Static("mark two or more runs in Runs (5, space) and press c", id="compare-body")
@@ -43,6 +54,8 @@ class ComparePane(VerticalScroll):
 
     def show(self, c: Comparison | None) -> None:
         self.comparison = c
+        # The width it has, or, hidden (shown before its tab is), the terminal's, which it spans less its scrollbar.
+        self.room = (self.size.width or self.app.size.width) - 2
         body = self.query_one("#compare-body", Static)
         self.query_one("#compare-dist", StepDistribution).show(c.runs if c is not None else [])
         if c is None:
@@ -50,11 +63,15 @@ class ComparePane(VerticalScroll):
             return
         body.update(Group(*self._tables(c)))
 
+    def on_resize(self) -> None:
+        if self.comparison is not None:
+            self.show(self.comparison)
+
     def _table(self, title: str, c: Comparison) -> Table:
         t = Table(title=title, title_justify="left", title_style="bold", expand=False, pad_edge=False,
                   box=None, show_edge=False)
         t.add_column("")
-        for i, head in enumerate(column_heads(c)):
+        for i, head in enumerate(column_heads(c, self.room)):
             t.add_column(f"{i + 1}{' (base)' if i == 0 else ''}\n{head}", justify="right")
         return t
 
@@ -92,7 +109,7 @@ class ComparePane(VerticalScroll):
             if i == 0:
                 continue
             style = "dim" if s is None or not s.significant else ("green" if s.ratio > 1 else "red")
-            sp.append(f"  {i + 1} {shorten(heads[i], 30)}: ", style="")
+            sp.append(f"  {i + 1} {cut(heads[i], max(30, self.room - 6 - len(text)))}: ", style="")
             sp.append(text + "\n", style=style)
         sp.append(f"  ({c.speedup_rule()}; {c.interval_basis()})\n", style="dim")
         throughput = c.throughput_note()

@@ -28,6 +28,22 @@ async def test_the_live_chart_grows_with_the_terminal():
     assert heights[(120, 40)] >= heights[(80, 24)] + 6
 
 
+async def test_the_live_chart_spreads_a_few_steps_over_its_width():
+    # Ten steps were ten one-column bars at the chart's left, the rest of its 38 to 78 columns empty.
+    for size in ((80, 24), (120, 40)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await _show(app, pilot, shipped("tiny-cpu-train-fp32.json"))
+            chart = app.query_one("#chart")
+            plot = [line[8:] for line in chart.render().plain.splitlines()[:-2]]   # past the axis labels
+            room = chart.size.width - 8
+            used = max(len(line.rstrip()) for line in plot)
+            # as wide as the steps share the room: at most a column per step and the last step's gap left over
+            assert len(chart.steps) == 10 and used > room - len(chart.steps) - 1, (size, room, used, plot)
+            columns = ["".join(line[x] if x < len(line) else " " for line in plot) for x in range(used)]
+            assert sum(c.strip() == "" for c in columns) >= len(chart.steps) - 1   # the steps stand apart
+
+
 async def test_at_80_columns_runs_and_nvtx_keep_every_column_in_view():
     from console_helpers import fixture_profile_record, screen_lines
 

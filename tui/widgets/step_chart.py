@@ -52,13 +52,18 @@ class StepChart(Widget):
                 rest = round(s.total_ms / top * plot_h) - len(cells)  # time outside the three phases
                 cells += [(self.glyphs.phases[-1], "grey70")] * max(0, rest)
             columns.append(cells)
+        # Each step as wide as the plot allows, so a few steps fill it as many do; from 3 columns a step on, a
+        # space between steps keeps them apart.
+        each = max(1, cols // len(columns))
+        filled = each - 1 if each >= 3 else each
         text = Text(no_wrap=True, overflow="crop")
         for row in range(plot_h - 1, -1, -1):
             label = f"{top:>6.1f}ms" if row == plot_h - 1 else ("     0ms" if row == 0 else "")
             text.append(f"{label:<{axis_w}}"[:axis_w], style="dim")
             for cells in columns:
                 ch, style = cells[row] if row < len(cells) else (" ", "")
-                text.append(ch, style=style)
+                text.append(ch * filled, style=style)
+                text.append(" " * (each - filled))
             text.append("\n")
         first = steps[0].index
         text.append(" " * axis_w + f"step {first}..{steps[-1].index}", style="dim")

@@ -3,7 +3,8 @@
 `RUNGS` climbs one process from eager to fp8 (core.grids.ladder); its `sdpa-causal` rung is for hf: models
 alone (`Rung.models`). `DP_RUNGS` climbs a data-parallel job (`ladder --nproc N`): from DDP's defaults through
 the settings that decide how much the gradients' collectives carry and how much of them the backward hides
-(bucket size, gradients as bucket views, the bf16 hook, bf16 weights, torch.compile with DDP's graph splitting),
+(bucket size, gradients as bucket views, the bf16 hook, bf16 weights, torch.compile with DDP's graph splitting,
+NCCL's streams at high priority),
 then FSDP2 with and without resharding and with bf16 gathers.
 Each data-parallel rung runs with its one-process program first (`scaling`), so its weak scaling is against
 the same model, batch and settings on one GPU (bf16 weights and compile change that program too).
@@ -70,8 +71,8 @@ _DDP_KNOBS = {"bucket_mb": None, "grad_as_bucket_view": False, "comm_hook": "non
 # The first rung sets every data-parallel knob and the one-process settings the ladder keeps fixed
 # (sdpa, fused AdamW, eager), so every rung means the same program whatever the base says.
 DP_RUNGS: tuple[Rung, ...] = (
-    Rung("ddp", {"parallel": "ddp", **_DDP_KNOBS, "reshard": True, "fsdp_bf16": False, "compile": False,
-                 "compile_mode": "default", "attention": "sdpa", "optimizer": "fused", "kernels": "torch",
+    Rung("ddp", {"parallel": "ddp", **_DDP_KNOBS, "reshard": True, "fsdp_bf16": False, "nccl_priority": False,
+                 "compile": False, "compile_mode": "default", "attention": "sdpa", "optimizer": "fused", "kernels": "torch",
                  "fp8": False, "scaling": True},
          "DistributedDataParallel with its defaults: 25 MB buckets, each all-reduced once its gradients are ready"),
     Rung("bucket-100", {"bucket_mb": 100.0}, "100 MB gradient buckets: fewer, larger all-reduces"),
@@ -83,6 +84,8 @@ DP_RUNGS: tuple[Rung, ...] = (
          "fp32 master copy): the all-reduce carries bf16 without a hook", "precision bf16", same_numerics=False),
     Rung("compile", {"compile": True},
          "torch.compile, the graph split at DDP's buckets (DDPOptimizer) so their all-reduces start in the backward"),
+    Rung("nccl-priority", {"nccl_priority": True}, "NCCL's streams at high priority: the all-reduces' kernels take "
+         "SMs ahead of the backward's queued kernels, so more of them hide behind it", "device cuda"),
     Rung("fsdp", {"parallel": "fsdp", **_DDP_KNOBS, "compile": False, "weights": "fp32"},
          "FSDP2 fully_shard per block: fp32 parameters, gradients and AdamW state sharded; eager"),
     Rung("no-reshard", {"reshard": False},

@@ -77,7 +77,9 @@ def init(spec: RunSpec) -> Rank:
     if spec.device == "cuda":
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
-        dist.init_process_group("nccl", timeout=TIMEOUT, device_id=device)
+        # NCCL's streams at high priority where the spec asks (spec.nccl_priority); torch's default otherwise.
+        options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=spec.nccl_priority)
+        dist.init_process_group("nccl", timeout=TIMEOUT, device_id=device, pg_options=options)
         exchange = dist.new_group(backend="gloo")
     else:
         device = torch.device("cpu")

@@ -224,6 +224,12 @@ class RunSpec:
                                 "(torch._dynamo.config.optimize_ddp): split the graph at DDP's buckets, or compile it "
                                 "whole (needs --compile)", choices=OPTIMIZE_DDP, metavar="MODE", form="  optimize ddp",
                                 row=25, tag=lambda v, s: "no-ddp-optimizer" if v == "no_optimization" else None)
+    nccl_priority: bool = setting(False, "parallel", "NCCL's streams at high priority (ProcessGroupNCCL.Options."
+                                  "is_high_priority_stream): the collectives' kernels take SMs ahead of the compute "
+                                  "kernels queued beside them, so the backward can hide more of them (nproc > 1 on "
+                                  "cuda)", tag=_on("nccl-priority"),
+                                  needs=lambda v, s: "nccl priority is NCCL's: it needs device cuda and nproc 2 or "
+                                  "more" if v and (s.device != "cuda" or s.nproc < 2) else None)
     scaling: bool = setting(False, "parallel", "also run the one-process spec first, for weak-scaling efficiency",
                             form="  scaling", row=28)
     repeat: int = setting(1, "execution", "run the spec in N fresh processes, one after the other, for the spread "
@@ -317,7 +323,7 @@ def _section_class(name: str) -> type:
 # A sweep's cells each run one process: a data-parallel job or a custom shape is not a sweep's cell.
 SWEEP = Command("sweep", defaults={"ctx": (128, 256, 512)}, axes=True, omit=frozenset(
     ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "reshard", "fsdp_bf16", "optimize_ddp",
-     "scaling", "d_model", "d_ff", "n_layers", "n_heads")))
+     "nccl_priority", "scaling", "d_model", "d_ff", "n_layers", "n_heads")))
 
 
 def same_program() -> tuple[str, ...]:

@@ -32,6 +32,10 @@ def test_each_data_parallel_rung_is_the_last_plus_its_change():
     assert cells["bf16-hook"].comm_hook == "bf16" and cells["bf16-hook"].weights == "fp32"
     assert cells["bf16-weights"].weights == "bf16" and cells["bf16-weights"].comm_hook == "none"
     assert cells["compile"].compile and cells["compile"].weights == "bf16"
+    # NCCL's priority is one rung's change; on the CPU (this base) gloo rules it out, so nothing above carries it
+    assert cells["nccl-priority"].nccl_priority and not cells["fsdp"].nccl_priority
+    on_gpu = dict(zip(spec.rungs_in_order(), LadderSpec(BASE.with_(device="cuda")).cells()))
+    assert on_gpu["nccl-priority"].nccl_priority and on_gpu["fsdp"].nccl_priority and on_gpu["compile"].compile
     # FSDP sets DDP's own settings and the weights back and starts eager; its rungs then carry up
     fsdp = cells["fsdp"]
     assert (fsdp.parallel, fsdp.bucket_mb, fsdp.grad_as_bucket_view, fsdp.comm_hook, fsdp.compile, fsdp.weights) == (
@@ -43,9 +47,10 @@ def test_a_rung_the_precision_rules_out_ends_unsupported_before_it_starts():
     spec = LadderSpec(BASE.with_(precision="fp32")).validate()
     record = LadderRecord.new(spec)
     ruled = {name: r for name, r in zip(spec.rungs_in_order(), record.runs) if r.status == "unsupported"}
-    assert sorted(ruled) == ["bf16-weights", "fsdp-bf16"]
-    assert all("precision bf16" in r.error.message for r in ruled.values())
-    assert sum(r.status == "pending" for r in record.runs) == len(record.runs) - 2
+    assert sorted(ruled) == ["bf16-weights", "fsdp-bf16", "nccl-priority"]
+    assert all("precision bf16" in ruled[n].error.message for n in ("bf16-weights", "fsdp-bf16"))
+    assert "device cuda" in ruled["nccl-priority"].error.message  # the base runs on the CPU: gloo has no NCCL streams
+    assert sum(r.status == "pending" for r in record.runs) == len(record.runs) - 3
     cells = dict(zip(spec.rungs_in_order(), spec.cells()))
     assert cells["compile"].weights == "fp32"  # a change the precision rules out is not carried up
     assert "bf16-weights" in dict(spec.not_carried())

@@ -1,0 +1,40 @@
+"""The table of scripts/gpu_four.sh: each program's median step, and for perfconsole's records the ranks'
+medians, the host's issue time per step and the allocator's retries. `python3 scripts/four_probe_table.py DIR`."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def main(folder: Path) -> None:
+    print(f"{'program':<26} {'median (ms)':>11}  details")
+    for path in sorted(p for p in folder.glob("*.json") if p.stem.startswith(("ind_", "pc_"))):
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            print(f"{path.stem:<26} {'-':>11}  no output (see {path.stem}.log)")
+            continue
+        try:
+            data = json.loads(text.splitlines()[-1] if path.stem.startswith("ind_") else text)
+        except ValueError:
+            print(f"{path.stem:<26} {'-':>11}  unreadable")
+            continue
+        if data.get("program") == "independent_ddp":
+            print(f"{path.stem:<26} {data['median_step_ms']:>11.2f}  ranks {[round(r, 1) for r in data['rank_median_ms']]} "
+                  f"retries {data['alloc_retries']} peak MiB {data['peak_allocated_mib']}")
+            continue
+        data = data.get("data", data)
+        s = data.get("summary") or {}
+        median = (s.get("total_ms") or {}).get("median") or 0
+        ranks = [round(((r.get("summary") or {}).get("total_ms") or {}).get("median") or 0, 1)
+                 for r in data.get("ranks") or []]
+        hosts = [round(statistics.median(h), 1) for r in data.get("ranks") or []
+                 if (h := [st["host_ms"] for st in r.get("steps", []) if st.get("host_ms") is not None])]
+        print(f"{path.stem:<26} {median:>11.2f}  status {data.get('status')} ranks {ranks} host issue {hosts} "
+              f"retries {(data.get('memory') or {}).get('alloc_retries')} peak MiB {s.get('peak_allocated_mib')} "
+              f"exposed {s.get('exposed_comm_ms')} comm_free {s.get('comm_free_ms')}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Four GPUs: perfconsole's data-parallel step against the independent script (scripts/independent_ddp.py), their
+# processes interleaved, at 1, 2 and 4 GPUs; the candidate programs for >= 90 % weak scaling; the scaling curve
+# (`perfconsole scale`); a torch-profiler capture over all ranks of the best rung. 2.7B bf16 train, sdpa, ctx 512,
+# batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
+# From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
+set -uo pipefail
+D=${D:-"${OUT:-$PWD/out}/four"}
+mkdir -p "$D"
+export PERFCONSOLE_DATA_DIR="$D/data"
+# One compile cache for every process of the call: a program compiled once compiles from the cache after
+# (the compile is no step's time either way; this only shortens the call).
+export TORCHINDUCTOR_CACHE_DIR="$D/inductor"
+SIZE=${SIZE:-2.7B}
+SECTIONS=${SECTIONS:-truth}
+T0=$(date +%s)
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; nvidia-smi topo -m;
+  python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"; git rev-parse --short HEAD; } > "$D/environment.txt" 2>&1
+COMMON=(--size "$SIZE" --ctx 512 --batch 4 --warmup 3 --steps 10)
+indep() {  # name nproc cap flags...
+    local name=$1 n=$2 cap=$3; shift 3
+    echo "$name: torchrun --standalone --nproc-per-node $n scripts/independent_ddp.py ${COMMON[*]} $*" >> "$D/commands.txt"
+    timeout -k 10 "$cap" torchrun --standalone --nproc-per-node "$n" scripts/independent_ddp.py "${COMMON[@]}" "$@" \
+        > "$D/$name.json" 2> "$D/$name.log"
+    echo "$name exit $? at $(( $(date +%s) - T0 )) s"
+}
+pc() {  # name cap command args...
+    local name=$1 cap=$2 cmd=$3; shift 3
+    echo "$name: perfconsole $cmd ${COMMON[*]} --precision bf16 --attention sdpa --device cuda $*" >> "$D/commands.txt"
+    timeout -s INT -k 20 "$cap" python3 -m perfconsole.tui.main "$cmd" "${COMMON[@]}" --precision bf16 \
+        --attention sdpa --device cuda --force --json --save "$D/$name.json" "$@" > /dev/null 2> "$D/$name.log"
+    echo "$name exit $? at $(( $(date +%s) - T0 )) s"
+}
+if want truth; then  # DDP's defaults, eager: A B A B at 4 GPUs, then A B at 2 and at 1
+    indep ind_ddp_4a 4 90
+    pc pc_ddp_4a 150 run --mode train --nproc 4 --parallel ddp
+    indep ind_ddp_4b 4 90
+    pc pc_ddp_4b 150 run --mode train --nproc 4 --parallel ddp
+    pc pc_ddp_2 120 run --mode train --nproc 2 --parallel ddp
+    indep ind_ddp_2 2 90
+    indep ind_plain_1 1 90 --no-wrap
+    pc pc_plain_1 90 run --mode train
+fi
+BEST=(--compile --bf16-weights --grad-as-bucket-view)
+if want candidates; then  # the independent script at 4 GPUs: which compiled DDP program scales best
+    indep ind_best_1 1 160 --no-wrap "${BEST[@]}"
+    indep ind_b100_4 4 170 "${BEST[@]}" --bucket-mb 100
+fi
+if want candidates2; then
+    indep ind_b400_4 4 150 "${BEST[@]}" --bucket-mb 400
+    indep ind_whole_4 4 150 "${BEST[@]}" --bucket-mb 100 --optimize-ddp no_optimization
+fi
+PCBEST=(--compile --weights bf16 --grad-as-bucket-view --bucket-mb 100 --parallel ddp)
+if want curve; then  # the ladder's best rung (compile) as a curve, the independent script beside it, interleaved
+    indep ind_curve_4 4 150 "${BEST[@]}" --bucket-mb 100
+    echo "scale: perfconsole scale ${COMMON[*]} --precision bf16 --mode train --attention sdpa --nproc 1,2,4 ${PCBEST[*]}" >> "$D/commands.txt"
+    timeout -s INT -k 20 330 python3 -m perfconsole.tui.main scale "${COMMON[@]}" --precision bf16 --mode train \
+        --attention sdpa --device cuda --nproc 1,2,4 "${PCBEST[@]}" --force --save "$D/scale_best.json" \
+        > "$D/scale_best.txt" 2> "$D/scale_best.log"
+    echo "scale exit $? at $(( $(date +%s) - T0 )) s"
+    python3 -m perfconsole.tui.main export "$D/scale_best.json" --format md > "$D/scale_best.md" 2>&1 && cat "$D/scale_best.md"
+    indep ind_curve_2 2 110 "${BEST[@]}" --bucket-mb 100
+    indep ind_curve_1 1 100 --no-wrap "${BEST[@]}"
+fi
+if want xl; then  # DDP's defaults at xl, whose fp32 state leaves room on an 80 GB card (2.7B's leaves the independent none)
+    KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)
+    pc pc_xl_4 120 run --mode train --nproc 4 --parallel ddp
+    indep ind_xl_4 4 90
+    COMMON=("${KEPT[@]}")
+fi
+before() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; }  # whether the call is still under N s: the last parts are optional
+if want priority && before 440; then  # NCCL's streams at high priority: the rung after compile, both programs
+    indep ind_prio_4 4 80 "${BEST[@]}" --bucket-mb 100 --nccl-high-priority
+    before 480 && pc pc_prio_4 100 run --mode train --nproc 4 "${PCBEST[@]}" --nccl-priority
+fi
+echo "total $(( $(date +%s) - T0 )) s"
+python3 scripts/four_gpu_table.py "$D"

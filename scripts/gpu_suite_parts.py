@@ -1,12 +1,14 @@
-"""The parts of the GPU suite that scripts/gpu_suite_split.sh runs on a two-GPU machine, derived from the
-collection and balanced by the durations the last run recorded.
+"""The parts of the GPU suite that scripts/gpu_suite_split.sh runs on a two- or four-GPU machine, derived from
+the collection and balanced by the durations the last run recorded.
 
-    python3 scripts/gpu_suite_parts.py split --dir D [--durations tests/gpu_durations.json] [-- PYTEST_ARGS]
-        collects `pytest -m gpu` (PYTEST_ARGS, such as the setup's IGNORES, go with it) and writes
-        D/collected.json and D/part-NAME.txt for each of PARTS, one node id a line: the tests marked
-        `two_gpus` go to `both`; those marked `shares_gpu` (they time nothing and hold little GPU memory) to
-        the four shared parts, two to a GPU (shared0a and shared0b on GPU 0, shared1a and shared1b on GPU 1),
-        run side by side after the exclusive parts; the rest to `gpu0` and `gpu1`, each alone on its GPU.
+    python3 scripts/gpu_suite_parts.py split --dir D [--gpus 2|4] [--durations tests/gpu_durations.json] [-- PYTEST_ARGS]
+        collects `pytest -m gpu` (PYTEST_ARGS, such as the setup's IGNORES, go with it; on two GPUs without the
+        tests marked `four_gpus`) and writes D/collected.json, D/part-NAME.txt for each part of the `Layout`
+        (one node id a line) and D/layout.txt (a line a part: its phase, name and CUDA_VISIBLE_DEVICES): the
+        tests marked `four_gpus` go to `four`, those marked `two_gpus` to `both` (on four GPUs to `both0` on
+        GPUs 0,1 and `both1` on 2,3, side by side); those marked `shares_gpu` (they time nothing and hold little
+        GPU memory) to the shared parts, two to a GPU (shared0a and shared0b on GPU 0, ...), run side by side
+        after the exclusive parts; the rest to `gpu0`, `gpu1`, ..., each alone on its GPU.
         Within each kind, by longest time first, each to the part with less time so far. Tests that share a
         fixture wider than a test (module, class, package scope) stay in one part (a shared part only where
         all of them are marked). A test with no recorded time counts as the median of the recorded ones on as
@@ -39,9 +41,39 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-EXCLUSIVE = ("gpu0", "gpu1")  # one pytest process alone on each GPU, side by side
-SHARED = ("shared0a", "shared0b", "shared1a", "shared1b")  # then two on each GPU (the digit), side by side
-PARTS = (*EXCLUSIVE, *SHARED, "both")  # then the two-GPU tests on both
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parts on a machine of `gpus` GPUs (2 or 4), in the phases gpu_suite_split.sh runs one after the other,
+    the parts of a phase side by side: one part alone on each GPU (`gpu<g>`); then two on each GPU (`shared<g>a`,
+    `shared<g>b`); then the two-GPU tests, on GPUs 0,1 (`both`) or, on four, on 0,1 and 2,3 (`both0`, `both1`);
+    then, on four, the four-GPU tests on all of them (`four`)."""
+    gpus: int = 2
+
+    exclusive = property(lambda self: tuple(f"gpu{g}" for g in range(self.gpus)))
+    shared = property(lambda self: tuple(f"shared{g}{x}" for g in range(self.gpus) for x in "ab"))
+    pairs = property(lambda self: ("both",) if self.gpus < 4 else tuple(f"both{i}" for i in range(self.gpus // 2)))
+    fours = property(lambda self: ("four",) if self.gpus >= 4 else ())
+    parts = property(lambda self: (*self.exclusive, *self.shared, *self.pairs, *self.fours))
+
+    def phases(self) -> list[tuple[str, ...]]:
+        return [p for p in (self.exclusive, self.shared, self.pairs, self.fours) if p]
+
+    def devices(self, part: str) -> str:
+        """The part's CUDA_VISIBLE_DEVICES."""
+        if part == "four":
+            return ",".join(str(g) for g in range(self.gpus))
+        if part.startswith("both"):
+            i = int(part[4:] or 0)
+            return f"{2 * i},{2 * i + 1}"
+        return part[len("shared"):-1] if part.startswith("shared") else part[len("gpu"):]
+
+
+TWO = Layout(2)
+EXCLUSIVE = TWO.exclusive  # one pytest process alone on each GPU, side by side
+SHARED = TWO.shared  # then two on each GPU (the digit), side by side
+PARTS = TWO.parts  # then the two-GPU tests on both
 DEFAULT_SECONDS = 30.0  # a test's time where nothing at all is recorded
 WIDE_SCOPES = {"class": 0, "module": 0, "package": 1}  # 0: the group is the file, 1: its folder
 ENV = "GPU_SUITE_PARTS_COLLECTED"
@@ -53,6 +85,7 @@ SUMMARY_LINE = re.compile(r"^(?:PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+::\S+?)(?: 
 class GpuTest:
     id: str
     two_gpus: bool = False
+    four_gpus: bool = False
     group: str | None = None
     shares_gpu: bool = False  # times nothing, holds little GPU memory: may run beside another such test  # tests of one group share a fixture and run in one process
 
@@ -71,6 +104,7 @@ def pytest_collection_finish(session) -> None:
     with open(path, "w") as out:
         for item in session.items:
             out.write(json.dumps({"id": item.nodeid, "two_gpus": item.get_closest_marker("two_gpus") is not None,
+                                  "four_gpus": item.get_closest_marker("four_gpus") is not None,
                                   "group": _group(item),
                                   "shares_gpu": item.get_closest_marker("shares_gpu") is not None}) + "\n")
 
@@ -84,13 +118,14 @@ def _group(item) -> str | None:
     return str(path.parent) + "/" if max(ups) else str(path)
 
 
-def collect(pytest_args: list[str], python: str = sys.executable) -> list[GpuTest]:
-    """The `-m gpu` tests, as `python -m pytest -m gpu --collect-only` finds them from the current folder."""
+def collect(pytest_args: list[str], python: str = sys.executable, marks: str = "gpu") -> list[GpuTest]:
+    """The `-m gpu` tests (or `marks`), as `python -m pytest -m gpu --collect-only` finds them from the current
+    folder."""
     scripts = str(Path(__file__).resolve().parent)
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as found:
         env = dict(os.environ, **{ENV: found.name})
         env["PYTHONPATH"] = scripts + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        done = subprocess.run([python, "-m", "pytest", "-m", "gpu", "--collect-only", "-q", "-p", "no:cacheprovider",
+        done = subprocess.run([python, "-m", "pytest", "-m", marks, "--collect-only", "-q", "-p", "no:cacheprovider",
                                "-p", "gpu_suite_parts", *pytest_args], capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise SystemExit(f"collecting the gpu tests failed (exit {done.returncode}):\n"
@@ -125,31 +160,46 @@ def _longest_first(units: dict[str, float], names: tuple[str, ...]) -> dict[str,
     return where
 
 
-def partition(tests: list[GpuTest], seconds: dict[str, float]) -> dict[str, list[str]]:
-    """The two-GPU tests in `both`; the one-GPU units (a group, or a test alone) whose tests all share a GPU
-    in the SHARED parts, the rest in the EXCLUSIVE ones, each kind by longest processing time first; each
-    part keeps the collection's order."""
-    times, _ = fill_in([t for t in tests if not t.two_gpus], seconds)
-    units: dict[str, float] = {}
-    exclusive: set[str] = set()
-    for t in tests:
-        if not t.two_gpus:
+def _kind(t: GpuTest) -> str:
+    return "four" if t.four_gpus else "two" if t.two_gpus else "one"
+
+
+def partition(tests: list[GpuTest], seconds: dict[str, float], layout: Layout = TWO) -> dict[str, list[str]]:
+    """The two-GPU tests in the layout's pairs (`both`, or `both0` and `both1` on four GPUs) and the four-GPU
+    tests in `four`; the one-GPU units (a group, or a test alone) whose tests all share a GPU in the shared
+    parts, the rest in the exclusive ones, each kind by longest processing time first; each part keeps the
+    collection's order. A four-GPU test on a layout of two is in no part (`problems` says so)."""
+    where: dict[str, str] = {}
+    for kind, names in (("two", layout.pairs), ("four", layout.fours)):
+        mine = [t for t in tests if _kind(t) == kind]
+        times, _ = fill_in(mine, seconds)
+        units: dict[str, float] = {}
+        for t in mine:
             units[t.unit] = units.get(t.unit, 0.0) + times[t.id]
-            if not t.shares_gpu:
-                exclusive.add(t.unit)
-    where = {**_longest_first({u: s for u, s in units.items() if u in exclusive}, EXCLUSIVE),
-             **_longest_first({u: s for u, s in units.items() if u not in exclusive}, SHARED)}
-    parts: dict[str, list[str]] = {p: [] for p in PARTS}
+        if names:
+            where.update(_longest_first(units, names))
+    ones = [t for t in tests if _kind(t) == "one"]
+    times, _ = fill_in(ones, seconds)
+    units = {}
+    exclusive: set[str] = set()
+    for t in ones:
+        units[t.unit] = units.get(t.unit, 0.0) + times[t.id]
+        if not t.shares_gpu:
+            exclusive.add(t.unit)
+    where.update(_longest_first({u: s for u, s in units.items() if u in exclusive}, layout.exclusive))
+    where.update(_longest_first({u: s for u, s in units.items() if u not in exclusive}, layout.shared))
+    parts: dict[str, list[str]] = {p: [] for p in layout.parts}
     for t in tests:
-        parts["both" if t.two_gpus else where[t.unit]].append(t.id)
+        if t.unit in where:
+            parts[where[t.unit]].append(t.id)
     return parts
 
 
-def problems(tests: list[GpuTest], parts: dict[str, list[str]]) -> list[str]:
-    """What is wrong with `parts` for `tests`: a test in none or in two, one not collected, a two-GPU test
-    outside `both` or a one-GPU test in it, a group split over two parts."""
+def problems(tests: list[GpuTest], parts: dict[str, list[str]], layout: Layout = TWO) -> list[str]:
+    """What is wrong with `parts` for `tests`: a test in none or in two, one not collected, a two- or four-GPU
+    test outside its parts or a one-GPU test in them, a group split over two parts."""
     found: dict[str, list[str]] = {}
-    for name in PARTS:
+    for name in layout.parts:
         for i in parts.get(name, []):
             found.setdefault(i, []).append(name)
     out = [f"{i}: in no part" for i in (t.id for t in tests) if i not in found]
@@ -157,12 +207,13 @@ def problems(tests: list[GpuTest], parts: dict[str, list[str]]) -> list[str]:
     ids = {t.id for t in tests}
     out += [f"{i}: in part {p[0]} but not collected" for i, p in found.items() if i not in ids]
     out += [f"{t.id}: not marked shares_gpu, in shared part {found[t.id][0]}" for t in tests
-            if not t.shares_gpu and found.get(t.id, [""])[0] in SHARED]
+            if not t.shares_gpu and found.get(t.id, [""])[0] in layout.shared]
+    home = {"one": (*layout.exclusive, *layout.shared), "two": layout.pairs, "four": layout.fours}
     groups: dict[str, set[str]] = {}
     for t in tests:
         if t.id in found:
-            if (found[t.id][0] == "both") != t.two_gpus:
-                out.append(f"{t.id}: {'two' if t.two_gpus else 'one'}-GPU test in part {found[t.id][0]}")
+            if found[t.id][0] not in home[_kind(t)]:
+                out.append(f"{t.id}: {_kind(t)}-GPU test in part {found[t.id][0]}")
             if t.group:
                 groups.setdefault(t.group, set()).add(found[t.id][0])
     out += [f"group {g}: split over {', '.join(sorted(p))}" for g, p in groups.items() if len(p) > 1]
@@ -170,12 +221,12 @@ def problems(tests: list[GpuTest], parts: dict[str, list[str]]) -> list[str]:
 
 
 def part_seconds(parts: dict[str, list[str]], times: dict[str, float]) -> dict[str, float]:
-    return {p: round(sum(times[i] for i in parts[p]), 1) for p in PARTS}
+    return {p: round(sum(times[i] for i in ids), 1) for p, ids in parts.items()}
 
 
-def suite_seconds(est: dict[str, float]) -> float:
-    """The suite's time by the parts' times: the exclusive parts, then the shared ones, then `both`."""
-    return max(est[p] for p in EXCLUSIVE) + max(est[p] for p in SHARED) + est["both"]
+def suite_seconds(est: dict[str, float], layout: Layout = TWO) -> float:
+    """The suite's time by the parts' times: each phase as long as its longest part, one phase after another."""
+    return sum(max(est[p] for p in phase) for phase in layout.phases())
 
 
 # -- durations files -----------------------------------------------------------------------------------------
@@ -245,7 +296,9 @@ def from_junit(files: list[str | Path], tests: list[GpuTest]) -> tuple[dict[str,
 # -- the command line ----------------------------------------------------------------------------------------
 
 def _split(args) -> int:
-    tests = collect(args.pytest_args)
+    layout = Layout(args.gpus)
+    # On fewer than four GPUs the four-GPU tests are not collected: they would skip and prove nothing.
+    tests = collect(args.pytest_args, marks="gpu" if layout.fours else "gpu and not four_gpus")
     if not tests:
         print("no gpu test collected")
         return 1
@@ -253,23 +306,31 @@ def _split(args) -> int:
     d.mkdir(parents=True, exist_ok=True)
     (d / "collected.json").write_text(json.dumps([t.__dict__ for t in tests], indent=1) + "\n")
     recorded = read_durations(args.durations)
-    parts = partition(tests, recorded)
-    for name in PARTS:
+    parts = partition(tests, recorded, layout)
+    for name in layout.parts:
         (d / f"part-{name}.txt").write_text("".join(i + "\n" for i in parts[name]))
-    ones, twos = [t for t in tests if not t.two_gpus], [t for t in tests if t.two_gpus]
-    times, unknown = fill_in(ones, recorded)
-    times2, unknown2 = fill_in(twos, recorded)
-    est = part_seconds(parts, {**times, **times2})
-    print(f"gpu tests collected: {len(tests)} ({len(ones)} on one GPU, {len(twos)} on two); times from "
-          f"{args.durations or 'nothing recorded'}")
-    for name in PARTS:
-        print(f"part {name}: {len(parts[name])} tests, {est[name]:.0f} s by the recorded times")
-    print(f"the suite by the recorded times: {suite_seconds(est):.0f} s (the longer exclusive part, then the "
-          "longest shared one, then both; tests sharing a GPU run slower than recorded alone)")
-    if unknown + unknown2:
-        print(f"{len(unknown + unknown2)} tests with no recorded time, each counted as the median of those on as "
-              "many GPUs:" + "".join(f"\n  {i}" for i in unknown + unknown2))
-    bad = problems(tests, parts)
+    # One line a part, in the order the phases run: phase number, part, its CUDA_VISIBLE_DEVICES.
+    (d / "layout.txt").write_text("".join(f"{n} {p} {layout.devices(p)}\n"
+                                          for n, phase in enumerate(layout.phases(), 1) for p in phase))
+    times: dict[str, float] = {}
+    unknown: list[str] = []
+    for kind in ("one", "two", "four"):
+        t, u = fill_in([x for x in tests if _kind(x) == kind], recorded)
+        times.update(t)
+        unknown += u
+    est = part_seconds(parts, times)
+    counts = {k: sum(_kind(t) == k for t in tests) for k in ("one", "two", "four")}
+    print(f"gpu tests collected: {len(tests)} ({counts['one']} on one GPU, {counts['two']} on two, {counts['four']} "
+          f"on four) for {layout.gpus} GPUs; times from {args.durations or 'nothing recorded'}")
+    for name in layout.parts:
+        print(f"part {name} (GPUs {layout.devices(name)}): {len(parts[name])} tests, {est[name]:.0f} s by the "
+              "recorded times")
+    print(f"the suite by the recorded times: {suite_seconds(est, layout):.0f} s (each phase as long as its longest "
+          "part; tests sharing a GPU run slower than recorded alone)")
+    if unknown:
+        print(f"{len(unknown)} tests with no recorded time, each counted as the median of those on as "
+              "many GPUs:" + "".join(f"\n  {i}" for i in unknown))
+    bad = problems(tests, parts, layout)
     print(f"every collected test in exactly one part: {'yes' if not bad else 'NO'}")
     for b in bad:
         print("  " + b)
@@ -314,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("split", help="collect and write the parts")
     s.add_argument("--dir", required=True)
     s.add_argument("--durations", default="tests/gpu_durations.json")
+    s.add_argument("--gpus", type=int, choices=(2, 4), default=2, help="the machine's GPUs the parts are for")
     s.add_argument("pytest_args", nargs="*")
     s.set_defaults(run=_split)
     d = sub.add_parser("durations", help="the JUnit files' times into a durations file")

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The whole GPU test suite in one device call on a two-GPU machine (nvidia-h100-x2 or nvidia-h200-x2), within
-# CAP seconds, in three phases, each part a pytest process with its own data folder, pinned to its GPU
-# (CUDA_VISIBLE_DEVICES) and to its share of the CPU cores (taskset: one part's torch.compile workers must not
-# slow another's host-paced steps):
-#   1. the tests that time something, in two parts side by side, each alone on its GPU, so no timing shares one;
-#   2. the tests marked `shares_gpu` (they time nothing and hold little GPU memory), four parts side by side,
-#      two on each GPU;
-#   3. the tests marked `two_gpus`, alone on both.
+# The whole GPU test suite in one device call on a two- or four-GPU machine (nvidia-h100-x2, nvidia-h200-x2,
+# nvidia-h100-x4, nvidia-h200-x4), within CAP seconds, in phases, each part a pytest process with its own data
+# folder, pinned to its GPUs (CUDA_VISIBLE_DEVICES) and to its share of the CPU cores (taskset: one part's
+# torch.compile workers must not slow another's host-paced steps):
+#   1. the tests that time something, a part alone on each GPU, side by side, so no timing shares one;
+#   2. the tests marked `shares_gpu` (they time nothing and hold little GPU memory), two parts on each GPU;
+#   3. the tests marked `two_gpus`: on GPUs 0,1 (and, on four GPUs, a second part on 2,3 beside it);
+#   4. on four GPUs, the tests marked `four_gpus`, on all four (on two they are not collected).
 # scripts/gpu_suite_parts.py makes the parts from the `-m gpu` collection itself, balanced by the times in
 # tests/gpu_durations_<GPU model>.json where there is one for this machine's GPUs, else tests/gpu_durations.json,
 # and checks that every collected test is in exactly one part. Run from the
@@ -32,6 +32,7 @@ if [ "$gpus" -lt 2 ]; then
         | tee "$D/result.txt"
     finish 1
 fi
+G=$(( gpus >= 4 ? 4 : 2 ))  # the layout: four GPUs where there are four or more, else two
 # The times recorded on this GPU model where there are some (an H100 part runs longer than an H200's), else the
 # default file: tests/gpu_durations_<model>.json, the model as nvidia-smi names it, lower case, `_` for the rest.
 model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '_')
@@ -39,7 +40,7 @@ DUR="tests/gpu_durations_${model%_}.json"
 [ -f "$DUR" ] || DUR=tests/gpu_durations.json
 echo "times from $DUR (GPU model: ${model%_})" | tee "$D/result.txt"
 # shellcheck disable=SC2086  # IGNORES is words on purpose
-python3 scripts/gpu_suite_parts.py split --dir "$D" --durations "$DUR" -- $IGNORES ${SELECT:-} 2>&1 \
+python3 scripts/gpu_suite_parts.py split --dir "$D" --gpus "$G" --durations "$DUR" -- $IGNORES ${SELECT:-} 2>&1 \
     | tee -a "$D/result.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || finish 1
 N=$(nproc)
@@ -63,19 +64,20 @@ part() {  # name gpus cpus: one pytest process over the node ids in $D/part-NAME
         "$(tail -1 "$D/pytest-$name.log")" | tee -a "$D/result.txt"
     return $rc
 }
-Q=$(( N / 4 ))
-part gpu0 0 "0-$(( 2 * Q - 1 ))" & pa=$!
-part gpu1 1 "$(( 2 * Q ))-$(( N - 1 ))" & pb=$!
-wait $pa; ra=$?; wait $pb; rb=$?
-shared=(shared0a shared0b shared1a shared1b) pids=()
-for i in 0 1 2 3; do  # two on GPU 0, two on GPU 1, a quarter of the cores each
-    part "${shared[$i]}" $(( i / 2 )) "$(( i * Q ))-$(( i == 3 ? N - 1 : (i + 1) * Q - 1 ))" & pids+=($!)
+# The phases of $D/layout.txt one after the other, the parts of a phase side by side, the cores shared out evenly.
+rs=0
+for phase in $(cut -d' ' -f1 "$D/layout.txt" | uniq); do
+    mapfile -t here < <(awk -v p="$phase" '$1 == p {print $2 " " $3}' "$D/layout.txt")
+    k=${#here[@]} share=$(( N / ${#here[@]} )) pids=()
+    for i in "${!here[@]}"; do
+        read -r name devices <<< "${here[$i]}"
+        part "$name" "$devices" "$(( i * share ))-$(( i == k - 1 ? N - 1 : (i + 1) * share - 1 ))" & pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rs=1; done
 done
-rs=0; for p in "${pids[@]}"; do wait "$p" || rs=1; done
-part both 0,1 "0-$(( N - 1 ))"; rc=$?
 # Every collected test must be in a JUnit file: one that is not did not run (a part cut off by the CAP).
 python3 scripts/gpu_suite_parts.py durations --dir "$D" --previous "$DUR" \
     --out "$OUT/gpu_durations.json" 2>&1 | tee -a "$D/result.txt"
 rd=${PIPESTATUS[0]}  # the durations' own status: read before the next pipeline replaces it
 echo "commit $OUT/gpu_durations.json as tests/gpu_durations_${model%_}.json (or $DUR)" | tee -a "$D/result.txt"
-finish $(( ra || rb || rs || rc || rd ))
+finish $(( rs || rd ))

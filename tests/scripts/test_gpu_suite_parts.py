@@ -209,9 +209,14 @@ def gpu_suite() -> list:
 @pytest.mark.slow
 def test_the_parts_cover_the_real_gpu_collection_exactly(gpu_suite):
     seconds = parts_mod.read_durations(ROOT / "tests" / "gpu_durations.json")
-    parts = partition(gpu_suite, seconds)
-    assert len(gpu_suite) > 30 and problems(gpu_suite, parts) == []
-    assert sorted(sum(parts.values(), [])) == sorted(t.id for t in gpu_suite)
+    four = parts_mod.Layout(4)
+    parts4 = partition(gpu_suite, seconds, four)
+    assert problems(gpu_suite, parts4, four) == [] and parts4["four"] and parts4["both0"] + parts4["both1"]
+    assert all(i.startswith("tests/core/launch/test_four_gpus.py::") for i in parts4["four"])
+    on_two = [t for t in gpu_suite if not t.four_gpus]  # what split collects on two GPUs
+    parts = partition(on_two, seconds)
+    assert len(on_two) > 30 and problems(on_two, parts) == []
+    assert sorted(sum(parts.values(), [])) == sorted(t.id for t in on_two)
     assert parts["both"] and all(i.startswith("tests/core/launch/test_data_parallel_gpu.py::") for i in parts["both"])
     # the chaos test counts every nsys agent on the machine: no other test of the shared parts may start one
     shared = {i for p in parts_mod.SHARED for i in parts[p]}
@@ -221,10 +226,45 @@ def test_the_parts_cover_the_real_gpu_collection_exactly(gpu_suite):
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_every_gpu_test_that_needs_two_gpus_is_marked_two_gpus(gpu_suite):
-    """A test file that skips with fewer than two GPUs holds `two_gpus` tests only, so the split runs it on both."""
+def test_every_gpu_test_that_needs_two_or_four_gpus_is_marked_so(gpu_suite):
+    """A test file that skips with fewer than two (four) GPUs holds `two_gpus` (`four_gpus`) tests only, so the
+    split runs it on two GPUs (on four)."""
     needs_two = re.compile(r"(visible_gpus\(\)\)|device_count\(\))\s*<\s*2")
     files = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py") if needs_two.search(p.read_text())}
     assert "tests/core/launch/test_data_parallel_gpu.py" in files
     for t in gpu_suite:
         assert t.two_gpus == (t.id.split("::")[0] in files), t
+    needs_four = re.compile(r"(visible_gpus\(\)\)|device_count\(\))\s*<\s*4")
+    fours = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py") if needs_four.search(p.read_text())}
+    assert "tests/core/launch/test_four_gpus.py" in fours
+    for t in gpu_suite:
+        assert t.four_gpus == (t.id.split("::")[0] in fours), t
+
+
+def test_on_four_gpus_every_part_has_its_gpus_and_the_two_and_four_gpu_tests_their_own_parts():
+    layout = parts_mod.Layout(4)
+    tests, seconds = made_up(24, 5)
+    tests += [GpuTest(f"tests/dp.py::test_{i}", two_gpus=True) for i in range(4)]
+    tests += [GpuTest("tests/four.py::test_curve", four_gpus=True)]
+    seconds.update({f"tests/dp.py::test_{i}": 40.0 + i for i in range(4)})
+    parts = partition(tests, seconds, layout)
+    assert problems(tests, parts, layout) == []
+    assert layout.parts == ("gpu0", "gpu1", "gpu2", "gpu3", "shared0a", "shared0b", "shared1a", "shared1b",
+                            "shared2a", "shared2b", "shared3a", "shared3b", "both0", "both1", "four")
+    assert [layout.devices(p) for p in ("gpu2", "shared3b", "both0", "both1", "four")] == ["2", "3", "0,1", "2,3",
+                                                                                          "0,1,2,3"]
+    assert parts["four"] == ["tests/four.py::test_curve"]
+    assert len(parts["both0"]) == len(parts["both1"]) == 2  # longest first: 43 and 40 against 42 and 41
+    assert all(parts[g] for g in layout.exclusive)
+    est = parts_mod.part_seconds(parts, {**seconds, "tests/four.py::test_curve": 10.0})
+    assert parts_mod.suite_seconds(est, layout) == (max(est[p] for p in layout.exclusive)
+                                                     + max(est["both0"], est["both1"]) + est["four"])
+
+
+def test_a_four_gpu_test_has_no_part_on_two_gpus_and_a_misplaced_one_is_named():
+    tests = [GpuTest("a.py::t1"), GpuTest("f.py::t4", four_gpus=True)]
+    two = partition(tests, {}, parts_mod.TWO)
+    assert problems(tests, two) == ["f.py::t4: in no part"]
+    four = parts_mod.Layout(4)
+    bad = {p: [] for p in four.parts} | {"gpu0": ["a.py::t1"], "both1": ["f.py::t4"]}
+    assert problems(tests, bad, four) == ["f.py::t4: four-GPU test in part both1"]

@@ -1,7 +1,9 @@
 """The one hook the model has for profilers: named ranges that cost nothing unless switched on.
 
 The engine installs a range factory (NVTX or torch.profiler.record_function) while profiling; otherwise
-`annotate(name)` returns a shared no-op context manager.
+`annotate(name)` returns a shared no-op context manager. The factory is kept here once: the engine opens its
+phase ranges (forward, backward, optimizer step) with `phase(name)` from the same factory, and may keep the
+model's own per-layer ranges off (a compiled model: its ranges would break the graph) while its phases open.
 """
 from __future__ import annotations
 
@@ -9,19 +11,34 @@ import contextlib
 from collections.abc import Callable
 from typing import ContextManager
 
-_NULL = contextlib.nullcontext()
+NULL = contextlib.nullcontext()
 _factory: Callable[[str], ContextManager] | None = None
+_model_ranges = False
 
 
 def annotate(name: str) -> ContextManager:
-    return _NULL if _factory is None else _factory(name)
+    """A range of the model's own (a layer, a sublayer): open only while the model's ranges are on."""
+    return NULL if _factory is None or not _model_ranges else _factory(name)
 
 
-def set_range_factory(factory: Callable[[str], ContextManager] | None) -> None:
-    """Install (or with None remove) the factory that opens a named range."""
-    global _factory
+def phase(name: str) -> ContextManager:
+    """A range around the model (a step's phase): open whenever a factory is installed."""
+    return NULL if _factory is None else _factory(name)
+
+
+def set_range_factory(factory: Callable[[str], ContextManager] | None, model_ranges: bool = True) -> None:
+    """Install (or with None remove) the factory that opens a named range; the model's own ranges open
+    through it only with `model_ranges`."""
+    global _factory, _model_ranges
     _factory = factory
+    _model_ranges = model_ranges
+
+
+def factory() -> Callable[[str], ContextManager] | None:
+    """The factory installed now, or None."""
+    return _factory
 
 
 def enabled() -> bool:
-    return _factory is not None
+    """Whether the model's own ranges open."""
+    return _factory is not None and _model_ranges

@@ -46,8 +46,8 @@ Emit = Callable[[ev.Event], None]
 StepHook = Callable[[int], None]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-_NULL = contextlib.nullcontext()
-_phase_factory: Callable[[str], ContextManager] | None = None
+_NULL = annotate.NULL
+phase = annotate.phase  # a phase range while profiling (NVTX or record_function), else a shared no-op
 
 
 def steps_text(n: int) -> str:
@@ -55,16 +55,10 @@ def steps_text(n: int) -> str:
     return f"{n} step" if n == 1 else f"{n} steps"
 
 
-def phase(name: str) -> ContextManager:
-    """A phase range while profiling (NVTX or record_function), else a shared no-op."""
-    return _NULL if _phase_factory is None else _phase_factory(name)
-
-
 def set_ranges(factory: Callable[[str], ContextManager] | None, model_ranges: bool) -> None:
-    """Open phase ranges with `factory`; the model's own (per-layer) ranges only with `model_ranges`."""
-    global _phase_factory
-    _phase_factory = factory
-    annotate.set_range_factory(factory if model_ranges else None)
+    """Open phase ranges with `factory`; the model's own (per-layer) ranges only with `model_ranges`. The factory
+    is kept once, in perfconsole.model.annotate, for the phases and the model's ranges alike."""
+    annotate.set_range_factory(factory, model_ranges)
 
 
 def _range_on_autograd_thread(root: torch.Tensor, name: str) -> None:
@@ -73,8 +67,9 @@ def _range_on_autograd_thread(root: torch.Tensor, name: str) -> None:
     The hook on the root runs first on that thread; the engine's final callback runs on the same
     thread once the last gradient is written, and closes the range there.
     """
-    assert _phase_factory is not None
-    rng = _phase_factory(name)
+    opened = annotate.factory()
+    assert opened is not None
+    rng = opened(name)
 
     def open_range(grad: torch.Tensor) -> torch.Tensor:
         rng.__enter__()
@@ -151,7 +146,7 @@ class Stepper:
 
     def backward(self, loss: torch.Tensor) -> None:
         root = self.scaler.scale(loss) if self.scaler else loss
-        if _phase_factory is not None and root.is_cuda:
+        if annotate.factory() is not None and root.is_cuda:
             _range_on_autograd_thread(root, "backward")
             root.backward()
         else:  # on the CPU the calling thread runs the backward itself

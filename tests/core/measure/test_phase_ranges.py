@@ -65,6 +65,10 @@ def test_set_ranges_keeps_the_model_ranges_off_for_compiled_models():
     bench.set_ranges(rec, model_ranges=False)
     try:
         assert not annotate.enabled()
+        assert annotate.factory() is rec  # one factory, kept by the model's hook, with the model's ranges off
+        with annotate.annotate("layer_0"):
+            pass
+        assert rec.log == []
         with bench.phase("forward"):
             pass
         assert [k for k, _, _ in rec.log] == ["open", "close"]

@@ -1,4 +1,4 @@
-"""The headless CLI: `perfconsole run | sweep | attention | ladder | scale | import | export`.
+"""The headless CLI: `perfconsole run | sweep | attention | ladder | scale | import | export | timeline`.
 
 Each sub-command lives in its own module with `add_parser(subparsers)`; the parser it adds sets
 `func(args) -> int`. Bad input exits 2 with one line on stderr and no traceback. With no sub-command
@@ -30,13 +30,14 @@ COMMANDS = [
     "perfconsole.core.cli.ladder",
     "perfconsole.core.cli.kernels",
     "perfconsole.core.cli.scale",
+    "perfconsole.core.cli.timeline",
 ]
 
 # Each sub-command's name and module. A command line that begins with one builds only that command's parser:
 # importing every command's module cost `perfconsole run` about 0.7 s on a 2-core machine before its worker
 # started (pandas and pyarrow, which only the profile readers need).
 COMMAND_MODULES = dict(zip(("run", "export", "import", "sweep", "attention", "compare", "ladder", "kernels",
-                            "scale"), COMMANDS))
+                            "scale", "timeline"), COMMANDS))
 
 # The commands that keep files in the data directory (the peaks and FLOP caches, profiles, the console's warm
 # process they fork from): a data directory that cannot be one is bad input for them, said before any work.

@@ -1,0 +1,3 @@
+"""The timeline: when each kernel, copy, range and launch ran, from a torch profiler trace, as lanes of
+intervals (model), read from the trace (load), indexed by sorted starts for any window (index), drawn into text
+rows of a given width (render). The tables say which kernels take the time; the timeline says when."""

@@ -1,0 +1,89 @@
+"""Where a timeline comes from: a torch profiler trace given as is, or a run snapshot's trace files (one a rank for
+a data-parallel job). Sources without timestamps (nsys stats tables, an nvprof summary log, ncu's pages) are said
+to be so in one line: their tables are sums per kernel, with no time at which any kernel ran.
+
+A record keeps its trace as `profile.files` (the torch profiler's `torch_trace.json`), and a data-parallel job each
+rank's as `overlap[i]["trace"]` (core.measure.job). A snapshot copied to another machine with the folder beside it
+that --save made (`prof/` for `prof.json`, ranks in `prof/rank-N/`) finds its traces there.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfconsole.core.record import RunRecord
+from perfconsole.core.timeline.model import TimelineError
+
+TRACE_NAMES = ("torch_trace.json", "torch_trace.json.gz")
+NO_TIMES = ("has no timestamps (its tables sum each kernel's time; the timeline needs when each ran): "
+            "profile the run with --profile torch")
+NSYS_NOT_YET = ("nsys captures are not read by the timeline yet (it would read `nsys export --type sqlite`); "
+                "profile the run with --profile torch")
+
+
+def is_trace_file(path: Path) -> bool:
+    """A torch profiler trace by its name (.json.gz, torch_trace.json) or its first bytes."""
+    from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
+
+    if path.name.endswith(".json.gz") or path.name in TRACE_NAMES:
+        return True
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            return looks_like_torch_trace(f.read(4096))
+    except OSError:
+        return False
+
+
+def record_traces(record: RunRecord, snapshot: Path | None = None) -> list[tuple[int, Path]]:
+    """(rank, trace file) of a run, rank 0 first; TimelineError (one line) where it has none on this machine."""
+    p = record.profile
+    if p is None:
+        raise TimelineError(f"{record.name}: no profile (run it with --profile torch for a timeline)")
+    per_rank = [(int(o.get("rank", i)), o["trace"]) for i, o in enumerate(record.overlap or []) if o.get("trace")]
+    listed = per_rank or [(0, f) for f in p.files if Path(f).name in TRACE_NAMES]
+    if not listed:
+        if p.profiler in ("nsys", "ncu") or any(f.endswith((".nsys-rep", ".qdrep", ".sqlite")) for f in p.files):
+            raise TimelineError(f"{record.name}: {NSYS_NOT_YET}")
+        if p.profiler == "torch":
+            raise TimelineError(f"{record.name}: its torch profile lists no trace file (the record keeps its tables "
+                                f"only); run it again with --profile torch for a timeline")
+        raise TimelineError(f"{record.name}: a profile of {p.profiler} tables {NO_TIMES}")
+    out, missing = [], []
+    for rank, name in sorted(listed):
+        found = _find(Path(name), rank, len(listed) > 1, snapshot)
+        if found is None:
+            missing.append(name)
+        else:
+            out.append((rank, found))
+    if missing:
+        raise TimelineError(f"{record.name}: the trace file {missing[0]} is not on this machine"
+                            + (f" (nor beside {snapshot})" if snapshot else ""))
+    return out
+
+
+def _find(path: Path, rank: int, job: bool, snapshot: Path | None) -> Path | None:
+    candidates = [path]
+    if snapshot is not None:
+        folder = snapshot.parent / snapshot.name.removesuffix(".json")
+        candidates += [snapshot.parent / path, folder / (f"rank-{rank}" if job else "") / path.name]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def untimed_reason(path: Path) -> str:
+    """Why a file or folder that is no trace and no snapshot cannot give a timeline (one line)."""
+    from perfconsole.core.profiling.ncu_csv import looks_like_ncu
+    from perfconsole.core.profiling.nvprof import looks_like_nvprof
+
+    if path.is_dir() or path.suffix.lower() in (".nsys-rep", ".qdrep", ".sqlite"):
+        return f"{path}: {NSYS_NOT_YET}"
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as f:
+            head = f.read(64 * 1024)
+    except OSError as exc:
+        return f"{path}: cannot read ({exc.strerror or exc})"
+    if looks_like_nvprof(head):
+        return f"{path}: an nvprof summary log {NO_TIMES}"
+    if looks_like_ncu(head):
+        return f"{path}: Nsight Compute's pages {NO_TIMES}"
+    if path.suffix.lower() in (".csv", ".txt", ".log") and ("Time (%)" in head or "Total Time (ns)" in head):
+        return f"{path}: an nsys stats table {NO_TIMES}"
+    return f"{path}: not a torch profiler trace or a run snapshot"

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         table.caption += "\n\n" + ("\n".join(["Roofline (log-log; the run's measured peaks as roofs):", *picture]) if picture
                                    else "no roofline: no profiled kernel has both counted FLOPs and DRAM bytes")
         return _print(table)
-    rows = (record.profile.tables.get("cuda_gpu_kern_sum") if record.profile else None) or []
+    rows = record.profile.loaded.rows("cuda_gpu_kern_sum") if record.profile else []
     if not rows and record.profile and record.profile.tables.get("ncu_kernels"):  # an import saved before the times
         pages = " ".join(shlex.quote(f) for f in record.profile.files) or "PAGES"
         raise UsageError(f"{record.name}: saved without its kernels' replay times (an older import of ncu's pages); "
@@ -73,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _times(record: RunRecord) -> str:
     """What the kernel times are: `ncu replay` (an import of ncu's pages alone) or the run's `profile`."""
-    from perfconsole.core.profiling.ncu_summary import REPLAY, replay_times
+    from perfconsole.core.profiling.ncu_summary import REPLAY
 
-    return REPLAY if record.profile and replay_times(record.profile.tables) else "profile"
+    return REPLAY if record.profile and record.profile.loaded.replay else "profile"
 
 
 def _num(v: Any, fmt: str) -> str:
@@ -111,9 +111,9 @@ def why_table(name: str, rows: list[dict[str, Any]], notes: list[str], replay: b
 def time_table(record: RunRecord, rows: list[dict[str, Any]]) -> Any:
     from perfconsole.core.cli.tables import CliTable, Column
 
-    from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS, replay_times
+    from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 
-    replay = bool(record.profile and replay_times(record.profile.tables))
+    replay = bool(record.profile and record.profile.loaded.replay)
     t = CliTable(f"{record.name}: kernels by {REPLAY_WORDS if replay else 'time'} "
                  f"(top {min(TOP_ROWS, len(rows))} of {len(rows)})",
                  [Column("time (%)"), Column("total (ms)"), Column("count"), Column("avg (us)"), Column("name", "name")],

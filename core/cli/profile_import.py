@@ -17,7 +17,7 @@ from typing import Any
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import UsageError, add_force_argument, reader_may_be_gone, save_path
-from perfconsole.core.profiling.categories import category_shares, categorize, phase_shares, row_units
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
@@ -51,7 +51,8 @@ def build_record(path: Path, tables: Tables, warnings: list[str]) -> RunRecord:
 
 
 def json_document(tables: Tables, warnings: list[str]) -> dict[str, Any]:
-    return {"tables": tables, "categories": [c.to_dict() for c in category_shares(tables)], "warnings": warnings}
+    shares = Profile("import", [], tables).loaded.category_shares()
+    return {"tables": tables, "categories": [c.to_dict() for c in shares], "warnings": warnings}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         except BrokenPipeError:  # `| head`: the reader has what it wanted
             sys.stderr.close()
     else:
-        _print_tables(tables, warnings, row_units(build_record(path, tables, warnings).profile.profiler, "cuda", tables),
-                      args.path if save is None else str(save))
+        _print_tables(build_record(path, tables, warnings).profile, args.path if save is None else str(save))
     return 0
 
 
@@ -132,17 +132,18 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.3f}"
 
 
-def _print_tables(tables: Tables, warnings: list[str], units: str, source: str = "RUN.json") -> None:
+def _print_tables(profile: Profile, source: str = "RUN.json") -> None:
     """The kernel, category and NVTX tables: fitted to a terminal, tab-separated into a pipe or a file
     (core/cli/tables.py has the rules); ncu's launches as the kernels' replay times, and where the why is."""
     from rich.console import Console
     from rich.text import Text
 
     from perfconsole.core.cli.tables import CliTable, Column, print_note
-    from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS, replay_times
+    from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 
     console = Console()
-    replay = replay_times(tables)
+    loaded, tables, warnings = profile.loaded, profile.tables, profile.warnings
+    units, replay = loaded.row_units("cuda"), loaded.replay
     with reader_may_be_gone():  # `| head`, `| less` quit early: what was read is no less right
         kernels = tables.get("cuda_gpu_kern_sum")
         if kernels is not None:
@@ -156,7 +157,7 @@ def _print_tables(tables: Tables, warnings: list[str], units: str, source: str =
             console.print(t)
             shares = CliTable(f"{'Kernel' if units == 'kernels' else 'CPU op'} time by category", [Column("category", "label"), Column("total (ms)"),
                                                           Column("share (%)")])
-            for c in category_shares(tables):
+            for c in loaded.category_shares():
                 shares.add_row(c.category, _ms(c.total_ns), f"{100 * c.share:.1f}")
             console.print(shares)
         nvtx = tables.get("nvtx_sum") or tables.get("nvtx_pushpop_sum")
@@ -168,7 +169,7 @@ def _print_tables(tables: Tables, warnings: list[str], units: str, source: str =
                 t.add_row(f"{r.get('time_pct', 0):.1f}", _ms(r["total_time_ns"]), str(r.get("instances", "")),
                           _ms(r.get("avg_ns", 0)), r["domain"], r["range"])
             console.print(t)
-        for phase in phase_shares(tables):
+        for phase in loaded.phase_shares():
             line = ", ".join(f"{c.category} {100 * c.share:.1f}%" for c in phase.categories)
             print_note(console, Text.assemble((phase.phase, "bold"), f" ({_ms(phase.total_ns)} ms of {'kernels' if units == 'kernels' else units}): {line}"))
         if replay:

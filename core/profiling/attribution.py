@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfconsole.core.profiling.categories import PHASES, column, exact_sum, table_frame
+from perfconsole.core.profiling.categories import PHASES, Source, column, exact_sum
+from perfconsole.core.profiling.table import TableFrames, frames_of
 
 # The phase ranges as the worker names them -> the names of the timed phases.
 PHASE_NAMES = {"forward": "forward", "backward": "backward", "optimizer_step": "optimizer"}
@@ -79,10 +80,10 @@ class Attribution:
                 "unattributed_share": round(self.unattributed_share, 4)}
 
 
-def _phase_ns(tables: Mapping[str, list[dict[str, Any]]], range_name: str) -> int:
+def _phase_ns(frames: TableFrames, range_name: str) -> int:
     # One row per kernel and per thread that opened the range: autograd's thread and the main thread
     # both open `backward`, and a kernel launched on one is inside that thread's range only.
-    frame = table_frame(tables, "nvtx_kern_sum")
+    frame = frames.frame("nvtx_kern_sum")
     if frame is None or "range" not in frame.columns:
         return 0
     rows = frame[(frame["range"] == range_name).fillna(False).to_numpy(dtype=bool)]
@@ -97,7 +98,7 @@ def _ns_sum(frame: Any) -> int:
     return exact_sum(totals)
 
 
-def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = None,
+def attribute(tables: Source, steps: int | None = None,
               timed_ms: Mapping[str, float | None] | None = None,
               host_ms: Mapping[str, float | None] | None = None) -> Attribution | None:
     """Kernel time per phase against all kernel time; None without a kernel table or phase ranges.
@@ -105,14 +106,15 @@ def attribute(tables: Mapping[str, list[dict[str, Any]]], steps: int | None = No
     `timed_ms` maps forward/backward/optimizer to the console's median timed phase per step, `host_ms` to
     the host's median time to issue it (the forward's and the backward's are recorded).
     """
-    kernels = table_frame(tables, "cuda_gpu_kern_sum")
+    frames = frames_of(tables)
+    kernels = frames.frame("cuda_gpu_kern_sum")
     total_ns = _ns_sum(kernels) if kernels is not None else 0
-    if total_ns <= 0 or not tables.get("nvtx_kern_sum"):
+    if total_ns <= 0 or not frames.has("nvtx_kern_sum"):
         return None
     phases = []
     in_phases = 0
     for range_name in PHASES:
-        ns = _phase_ns(tables, range_name)
+        ns = _phase_ns(frames, range_name)
         name = PHASE_NAMES[range_name]
         timed = (timed_ms or {}).get(name)
         if ns == 0 and timed is None:

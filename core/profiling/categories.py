@@ -16,13 +16,15 @@ from typing import Any
 from perfconsole.core.profiling.lazy_imports import numpy as np, pandas as pd
 from perfconsole.core.profiling.category_frames import categorize_column
 from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
-from perfconsole.core.profiling.table import frame_of
+from perfconsole.core.profiling.table import TableFrames, frames_of
 
 __all__ = ["CATEGORIES", "categorize", "category_shares", "phase_shares", "top_kernels", "top_kernels_per_range",
            "softmax_vs_matmuls", "forward_check", "CategoryShare", "PhaseShares", "TopKernel", "RangeTopKernels",
            "SoftmaxVsMatmuls", "ForwardCheck", "PHASES", "ATTENTION_RANGES"]
 
 Tables = Mapping[str, Sequence[dict[str, Any]]]
+# Every analysis reads a profile's tables, or the frames of a loaded profile (core.profiling.loaded) built once.
+Source = Tables | TableFrames
 
 PHASES = ("forward", "backward", "optimizer_step")
 ATTENTION_RANGES = ("computing attention scores", "computing softmax", "final matmul")
@@ -119,10 +121,9 @@ class ForwardCheck:
         return {**asdict(self), "rel_diff": self.rel_diff, "within_10pct": self.within(0.10)}
 
 
-def table_frame(tables: Tables, name: str) -> pd.DataFrame | None:
+def table_frame(tables: Source, name: str) -> pd.DataFrame | None:
     """The named table as a DataFrame; None when it is absent or empty (as `tables.get(name) or []`)."""
-    rows = tables.get(name)
-    return frame_of(rows) if rows else None
+    return frames_of(tables).frame(name)
 
 
 def column(frame: pd.DataFrame, name: str, default: Any = 0) -> pd.Series:
@@ -141,8 +142,8 @@ def exact_sum(values: pd.Series) -> int | float:
     return sum(values.tolist())
 
 
-def _range_frame(tables: Tables, range_name: str) -> pd.DataFrame | None:
-    frame = table_frame(tables, "nvtx_kern_sum")
+def _range_frame(frames: TableFrames, range_name: str) -> pd.DataFrame | None:
+    frame = frames.frame("nvtx_kern_sum")
     if frame is None or "range" not in frame.columns:
         return None
     part = frame[(frame["range"] == range_name).fillna(False).to_numpy(dtype=bool)]
@@ -165,7 +166,7 @@ def _shares(names: pd.Series, totals: pd.Series, cats: pd.Series | None = None) 
     return [CategoryShare(c, t, t / grand if grand else 0.0) for c, t in sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def category_shares(tables: Tables, categories: pd.Series | None = None) -> list[CategoryShare]:
+def category_shares(tables: Source, categories: pd.Series | None = None) -> list[CategoryShare]:
     """Kernel time per category over the whole kernel table, largest first. `categories`: the kernels'
     categories (category_frames.categorize_column of the table's names) where the caller has them."""
     frame = table_frame(tables, "cuda_gpu_kern_sum")
@@ -174,14 +175,14 @@ def category_shares(tables: Tables, categories: pd.Series | None = None) -> list
     return _shares(frame["name"], frame["total_time_ns"], categories)
 
 
-def phase_shares(tables: Tables, phases: tuple[str, ...] = PHASES) -> list[PhaseShares]:
+def phase_shares(tables: Source, phases: tuple[str, ...] = PHASES) -> list[PhaseShares]:
     """Category shares of the kernels inside each NVTX phase (from nvtx_kern_sum); absent phases are left out.
 
     nvtx_kern_sum attributes a kernel to each enclosing range, so `forward` holds its layers' kernels too.
     """
-    out = []
+    out, frames = [], frames_of(tables)
     for phase in phases:
-        rows = _range_frame(tables, phase)
+        rows = _range_frame(frames, phase)
         if rows is not None:
             out.append(PhaseShares(phase, exact_sum(rows["total_time_ns"]), _shares(rows["name"], rows["total_time_ns"])))
     return out
@@ -195,15 +196,16 @@ def _descending(totals: pd.Series) -> np.ndarray:
     return np.argsort(-values, kind="stable")
 
 
-def top_kernels(tables: Tables, range_name: str | None = None, n: int = 10) -> RangeTopKernels:
+def top_kernels(tables: Source, range_name: str | None = None, n: int = 10) -> RangeTopKernels:
     """The n kernels with most total time, over the kernel table or inside one NVTX range."""
+    frames = frames_of(tables)
     if range_name is None:
-        frame = table_frame(tables, "cuda_gpu_kern_sum")
+        frame = frames.frame("cuda_gpu_kern_sum")
         names = frame["name"] if frame is not None else pd.Series([], dtype=object)
         totals = frame["total_time_ns"] if frame is not None else pd.Series([], dtype=np.int64)
         counts = column(frame, "instances") if frame is not None else pd.Series([], dtype=np.int64)
     else:
-        rows = _range_frame(tables, range_name)
+        rows = _range_frame(frames, range_name)
         if rows is None:
             names, totals, counts = (pd.Series([], dtype=object) for _ in range(3))
         else:  # one row per PID/TID: add them up per kernel, in the order kernels first appear
@@ -236,62 +238,67 @@ def _py(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def top_kernels_per_range(tables: Tables, ranges: tuple[str, ...] = PHASES, n: int = 5) -> list[RangeTopKernels]:
-    return [t for t in (top_kernels(tables, r, n) for r in ranges) if t.kernels]
+def top_kernels_per_range(tables: Source, ranges: tuple[str, ...] = PHASES, n: int = 5) -> list[RangeTopKernels]:
+    frames = frames_of(tables)
+    return [t for t in (top_kernels(frames, r, n) for r in ranges) if t.kernels]
 
 
-def _nvtx_total(tables: Tables, range_name: str) -> tuple[int, int]:
-    frame = table_frame(tables, "nvtx_sum")
+def _nvtx_total(frames: TableFrames, range_name: str) -> tuple[int, int]:
+    frame = frames.frame("nvtx_sum")
     if frame is None:
-        frame = table_frame(tables, "nvtx_pushpop_sum")
+        frame = frames.frame("nvtx_pushpop_sum")
     if frame is None or "range" not in frame.columns:
         return 0, 0
     rows = frame[(frame["range"] == range_name).fillna(False).to_numpy(dtype=bool)]
     return exact_sum(rows["total_time_ns"]), exact_sum(column(rows, "instances"))
 
 
-def softmax_vs_matmuls(tables: Tables, ranges: tuple[str, str, str] = ATTENTION_RANGES) -> SoftmaxVsMatmuls | None:
+def softmax_vs_matmuls(tables: Source, ranges: tuple[str, str, str] = ATTENTION_RANGES) -> SoftmaxVsMatmuls | None:
     """Softmax against the two attention matmuls, from the model's NVTX ranges; None without them."""
-    (scores, n), (softmax, _), (final, _) = (_nvtx_total(tables, r) for r in ranges)
+    frames = frames_of(tables)
+    (scores, n), (softmax, _), (final, _) = (_nvtx_total(frames, r) for r in ranges)
     if not (scores or softmax or final):
         return None
-    kern = [_range_total(tables, name) if tables.get("nvtx_kern_sum") else None for name in ranges]
+    kern = [_range_total(frames, name) if frames.has("nvtx_kern_sum") else None for name in ranges]
     return SoftmaxVsMatmuls(scores, softmax, final, n, *kern)
 
 
-def _range_total(tables: Tables, range_name: str) -> int:
-    rows = _range_frame(tables, range_name)
+def _range_total(frames: TableFrames, range_name: str) -> int:
+    rows = _range_frame(frames, range_name)
     return exact_sum(rows["total_time_ns"]) if rows is not None else 0
 
 
-def forward_check(tables: Tables, timed_forward_ms: float, steps: int | None = None,
+def forward_check(tables: Source, timed_forward_ms: float, steps: int | None = None,
                   range_name: str = "forward") -> ForwardCheck | None:
     """nsys's forward per step vs. a timed forward (ms); per step = range total / instances unless `steps`."""
-    total, instances = _nvtx_total(tables, range_name)
+    frames = frames_of(tables)
+    total, instances = _nvtx_total(frames, range_name)
     n = steps or instances
     if not total or not n:
         return None
-    kern_rows = _range_frame(tables, range_name)
+    kern_rows = _range_frame(frames, range_name)
     kernel_ms = exact_sum(kern_rows["total_time_ns"]) / n / 1e6 if kern_rows is not None else None
     return ForwardCheck(total / n / 1e6, timed_forward_ms, n, kernel_ms)
 
 
-def row_units(profiler: str | None, device: str, tables: Tables) -> str:
+def row_units(profiler: str | None, device: str, tables: Source) -> str:
     """What a profile's kernel rows are: GPU kernels (nsys, torch on CUDA), or CPU ops (by self time), which
-    the torch profiler records on a CPU run and an imported CPU-only trace holds (most of its time in
-    `aten::` ops, a name no GPU kernel has). The rule of core.reports.profile.row_units, on the frame."""
+    the torch profiler records on a CPU run and an imported CPU-only trace holds (`mostly_aten`)."""
     if profiler is None:
         return "kernels"
     if profiler == "torch":
         return "CPU ops" if device == "cpu" else "kernels"
-    if profiler != "import":
-        return "kernels"
+    return "CPU ops" if profiler == "import" and mostly_aten(tables) else "kernels"
+
+
+def mostly_aten(tables: Source) -> bool:
+    """Most of the kernel table's time in `aten::` ops, a name no GPU kernel has: CPU ops, not kernels."""
     frame = table_frame(tables, "cuda_gpu_kern_sum")
     if frame is None or "total_time_ns" not in frame.columns:
-        return "kernels"
+        return False
     totals = column(frame, "total_time_ns")  # a missing total counts 0, as `r.get(...) or 0` did
     names = column(frame, "name", "")
     names = names if names.dtype == "str" else names.astype(str)
     whole = exact_sum(totals)
     aten = exact_sum(totals[names.str.startswith("aten::").to_numpy(dtype=bool)])
-    return "CPU ops" if whole and aten > whole / 2 else "kernels"
+    return bool(whole) and aten > whole / 2

@@ -11,7 +11,7 @@ A table that came from JSON (a saved snapshot) is a plain list of rows; `frame_o
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from perfconsole.core.profiling.lazy_imports import pandas as pd
@@ -89,6 +89,55 @@ def frame_of(table: Sequence[Row] | pd.DataFrame | None) -> pd.DataFrame:
     if isinstance(table, pd.DataFrame):
         return table
     return pd.DataFrame.from_records(list(table)) if len(table) else pd.DataFrame()
+
+
+class TableFrames:
+    """A profile's tables, each one's frame built on first use and kept with what was derived from it (its
+    categories, shares): a view reads them without building them again. A table replaced in the mapping (ncu's
+    tables merged into a run's profile) is built afresh; the rows are held, so their identity stays theirs."""
+
+    __slots__ = ("tables", "_held")
+
+    def __init__(self, tables: Mapping[str, Sequence[Row]]) -> None:
+        self.tables = tables
+        self._held: dict[str, dict[str, Any]] = {}
+
+    def has(self, name: str) -> bool:
+        """The table is there and holds rows (as `tables.get(name)` is true)."""
+        return bool(self.tables.get(name))
+
+    def frame(self, name: str) -> pd.DataFrame | None:
+        """The named table as a DataFrame; None when it is absent or empty."""
+        held = self._entry(name)
+        if held is None:
+            return None
+        if "frame" not in held:
+            held["frame"] = frame_of(held["rows"])
+        return held["frame"]
+
+    def view(self, name: str, key: str, build: Callable[[pd.DataFrame], Any]) -> Any:
+        """`build(frame)` of the named table, once for its rows; None without the table."""
+        frame = self.frame(name)
+        if frame is None:
+            return None
+        held = self._held[name]
+        if key not in held:
+            held[key] = build(frame)
+        return held[key]
+
+    def _entry(self, name: str) -> dict[str, Any] | None:
+        rows = self.tables.get(name)
+        if not rows:
+            return None
+        held = self._held.get(name)
+        if held is None or held["rows"] is not rows:
+            held = self._held[name] = {"rows": rows}
+        return held
+
+
+def frames_of(tables: Mapping[str, Sequence[Row]] | TableFrames) -> TableFrames:
+    """The tables' frames: a TableFrames as it is (its frames already built stay), or one over a mapping."""
+    return tables if isinstance(tables, TableFrames) else TableFrames(tables)
 
 
 def contiguous(frame: pd.DataFrame) -> pd.DataFrame:

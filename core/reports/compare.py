@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from perfconsole.core.profiling.categories import categorize, category_shares
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.record import RunRecord
 from perfconsole.core.stats import SPEEDUP_MIN_N, Speedup, Stat, interval_text, ratio_text, speedup
 
@@ -205,8 +205,8 @@ class Comparison:
         """Per run, category -> share of kernel time (None where the run has no kernel table)."""
         out: list[dict[str, float] | None] = []
         for r in self.runs:
-            tables = r.profile.tables if r.profile else {}
-            out.append({c.category: c.share for c in category_shares(tables)} if tables.get(KERNEL_TABLE) else None)
+            p = r.profile
+            out.append({c.category: c.share for c in p.loaded.category_shares()} if p and p.tables.get(KERNEL_TABLE) else None)
         return out
 
     def kernel_moves(self, top: int = 10) -> list[KernelMove]:

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from perfconsole.core.flops import sol_fraction
-from perfconsole.core.profiling.categories import category_shares
 from perfconsole.core.reports.profile import over_count
 from perfconsole.core.record import RunRecord
 
@@ -109,7 +108,7 @@ def _category_ms(r: RunRecord) -> dict[str, float]:
     if r.profile is None or not r.profile.tables:
         return {}
     overhead = r.profile.overhead or {}
-    shares = category_shares(r.profile.tables)
+    shares = r.profile.loaded.category_shares()
     if r.spec.device != "cuda" and r.summary is not None:
         return {c.category: c.share * r.summary.total_ms.median for c in shares}
     steps = overhead.get("profiled_steps") or r.spec.steps

@@ -1,15 +1,13 @@
 """The profile section of a run report: what the hand-written reports compute from nsys by hand.
 
 Category shares over all kernels and per phase, the top kernels, softmax against the two attention
-matmuls, and the profiler's forward against the console's own timed forward. All of it is computed
-by core.profiling.categories from the stored tables; nothing here is stored.
+matmuls, and the profiler's forward against the console's own timed forward. All of it is read from the
+profile loaded once (core.profiling.loaded, `Profile.loaded`); nothing here is stored.
 """
 from __future__ import annotations
 
-from perfconsole.core.profiling.attribution import Attribution, attribute
-from perfconsole.core.profiling.ncu_summary import REPLAY_WORDS, replay_times
-from perfconsole.core.profiling.categories import (category_shares, forward_check, phase_shares,
-                                                   softmax_vs_matmuls, top_kernels)
+from perfconsole.core.profiling.attribution import Attribution
+from perfconsole.core.profiling.ncu_summary import REPLAY_WORDS
 from perfconsole.core.record import Profile
 from perfconsole.core.summary import Summary
 
@@ -26,12 +24,12 @@ def _name(name: str) -> str:
 
 
 def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None) -> list[str]:
-    tables = profile.tables
+    loaded = profile.loaded
     source = {"nsys": "Nsight Systems", "torch": "the PyTorch profiler", "import": "imported files"}.get(
         profile.profiler, profile.profiler)
     lines = ["", f"## Profile ({source})", ""]
-    replay = f" ({REPLAY_WORDS})" if replay_times(tables) else ""  # ncu's pages alone: times of its replays
-    shares = category_shares(tables)
+    replay = f" ({REPLAY_WORDS})" if loaded.replay else ""  # ncu's pages alone: times of its replays
+    shares = loaded.category_shares()
     if shares:
         total = sum(c.total_ns for c in shares)
         lines += [f"Kernel time in all{replay}: {_ms(total)} ms.", "",
@@ -41,7 +39,7 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
     attr = attribution(profile, summary, steps)
     if attr is not None:
         lines += attribution_lines(attr)
-    phases = [p for p in phase_shares(tables) if p.total_ns]
+    phases = [p for p in loaded.phase_shares() if p.total_ns]
     if phases:
         cats = sorted({c.category for p in phases for c in p.categories})
         lines += ["", "Share of each category per phase (kernels inside the NVTX range):", "",
@@ -51,19 +49,19 @@ def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None)
             by = {c.category: c.share for c in p.categories}
             lines.append(f"| {p.phase} | {_ms(p.total_ns)} | "
                          + " | ".join(f"{by[c]:.1%}" if c in by else "-" for c in cats) + " |")
-    top = top_kernels(tables, n=10)
+    top = loaded.top_kernels(n=10)
     if top.kernels:
         lines += ["", f"Top kernels{replay}:", "", "| # | kernel | category | total (ms) | calls | avg (us) | share |",
                   "| --: | --- | --- | --: | --: | --: | --: |"]
         lines += [f"| {k.rank} | `{_name(k.name)}` | {k.category} | {_ms(k.total_ns)} | {k.instances:,} | "
                   f"{k.avg_ns / 1e3:,.1f} | {k.share:.1%} |" for k in top.kernels]
     findings = []
-    sm = softmax_vs_matmuls(tables)
+    sm = loaded.softmax_vs_matmuls()
     if sm is not None and sm.softmax_over_matmuls is not None:
         findings.append(f"softmax takes {sm.softmax_over_matmuls:.0%} of the time of the two attention matmuls "
                         f"(NVTX ranges: scores {_ms(sm.scores_ns)} ms, softmax {_ms(sm.softmax_ns)} ms, "
                         f"final matmul {_ms(sm.final_matmul_ns)} ms)")
-    findings += _forward_range(profile, summary, tables, steps)
+    findings += _forward_range(profile, summary, steps)
     if findings:
         lines += ["", "Findings: " + "; ".join(findings) + "."]
     for w in profile.warnings:
@@ -86,10 +84,10 @@ def attribution(profile: Profile, summary: Summary | None, steps: int | None) ->
         timed = {k: v for k, v in timed.items() if v is not None}
     host = ({"forward": summary.host_forward_ms, "backward": summary.host_backward_ms}
             if summary is not None else None)
-    return attribute(profile.tables, overhead.get("profiled_steps") or steps, timed, host)
+    return profile.loaded.attribution(overhead.get("profiled_steps") or steps, timed, host)
 
 
-def _forward_range(profile: Profile, summary: Summary | None, tables: dict, steps: int | None) -> list[str]:
+def _forward_range(profile: Profile, summary: Summary | None, steps: int | None) -> list[str]:
     """The profiler's forward range (a host interval) against the host's own issue of the forward in the same
     steps, where a CUDA run recorded it, and against the timed forward (the GPU's span, on CUDA). A forward the
     GPU lags (still busy with the step before when the host begins it) spans less on the GPU than on the host."""
@@ -99,7 +97,7 @@ def _forward_range(profile: Profile, summary: Summary | None, tables: dict, step
         timed = summary.forward_ms.mean
     host = o.get("profiled_host_forward_ms")
     reference = host if host is not None else timed
-    fc = forward_check(tables, reference, steps) if reference is not None else None
+    fc = profile.loaded.forward_check(reference, steps) if reference is not None else None
     if fc is None:
         return []
     if host is None:
@@ -215,7 +213,7 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
     lines = []
     a = attribution(profile, summary, steps)
     if a is not None and a.phases:
-        what = "CPU-op" if _mostly_aten(profile) else "kernel"
+        what = "CPU-op" if profile.loaded.mostly_aten else "kernel"
         per = "per step" if a.steps else "over the profile"
         lines += [f"the profiler's {what}-time sums {per} for each phase ({a.unattributed_share:.1%} in no phase):",
                   ", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)]
@@ -234,21 +232,3 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
         lines.append(f"a profiled step took {o['ratio']:.2f}x the quiet step (the step timed without the profiler)")
     return "\n".join(lines) or None
 
-
-def row_units(profile: Profile | None, device: str) -> str:
-    """What a profile's rows are: GPU kernels (nsys, torch on CUDA), or the CPU ops (by self time) that the
-    torch profiler records on a CPU run. An import says by its rows: most of its time in `aten::` ops (a
-    name no GPU kernel has) is a CPU-only torch trace."""
-    if profile is None:
-        return "kernels"
-    if profile.profiler == "torch":
-        return "CPU ops" if device == "cpu" else "kernels"
-    return "CPU ops" if profile.profiler == "import" and _mostly_aten(profile) else "kernels"
-
-
-def _mostly_aten(profile: Profile) -> bool:
-    """Most of the kernel table's time in `aten::` ops, a name no GPU kernel has: CPU ops, not kernels."""
-    rows = profile.tables.get("cuda_gpu_kern_sum") or []
-    aten = sum(r.get("total_time_ns") or 0 for r in rows if str(r.get("name", "")).startswith("aten::"))
-    whole = sum(r.get("total_time_ns") or 0 for r in rows)
-    return bool(whole) and aten > whole / 2

@@ -56,6 +56,13 @@ def pc(*args: str, timeout: float = CLI_TIMEOUT, **kw) -> subprocess.CompletedPr
 TINY_ARGS = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2"]
 TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")
 
+# Specs that validate, each with other rules between settings in play: what the launch form offers beside
+# them and what a ladder climbs from them must agree with validation (core.spec.rules).
+RULE_BASES = {"cpu tiny": TINY, "ddp x2": TINY.with_(nproc=2, parallel="ddp"),
+              "fsdp x2": TINY.with_(nproc=2, parallel="fsdp"), "bf16": TINY.with_(precision="bf16"),
+              "fwd": TINY.with_(mode="fwd"), "cuda bf16 compile": TINY.with_(device="cuda", precision="bf16", compile=True),
+              "hf:llama": TINY.with_(model="hf:llama")}
+
 
 def stream(launch, record, seen: list | None = None):
     """Every event of a started launch applied to `record` (and kept in `seen`); returns the record."""

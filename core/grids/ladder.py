@@ -68,19 +68,23 @@ class LadderSpec:
     def cells(self) -> list[RunSpec]:
         """One spec per rung run, in ladder order: each the one below plus its own change, without the changes
         the base's device or precision rules out (those stay on their own rung, which says why)."""
+        return [replace(own, profile="torch" if self.profile else "none")
+                for r, _, own in self.climb() if r.name in self.rungs]
+
+    def climb(self) -> list[tuple[Rung, RunSpec, RunSpec]]:
+        """(rung, the spec below it, that spec with the rung's change) for every rung of the sequence, named or
+        not: a change the spec below rules out (Rung.ruled_out) or that cannot apply is not carried up."""
         out, spec = [], self.base
         for r in self.all_rungs:
             own = replace(spec, **r.change)
-            if r.name in self.rungs:
-                out.append(replace(own, profile="torch" if self.profile else "none"))
-            if r.ruled_out(own) is None and not not_applicable(r.name, self.base):
+            out.append((r, spec, own))
+            if r.ruled_out(spec) is None and not not_applicable(r.name, self.base):
                 spec = own
         return out
 
     def not_carried(self) -> list[tuple[str, str]]:
         """(rung, why) for each change the base's device or precision keeps from the rungs above."""
-        return [(r.name, why) for r, cell in zip(self.all_rungs, LadderSpec(self.base, self.names, self.profile).cells())
-                if (why := r.ruled_out(cell)) is not None]
+        return [(r.name, why) for r, below, _ in self.climb() if (why := r.ruled_out(below)) is not None]
 
     def validate(self) -> LadderSpec:
         unknown = [n for n in self.rungs if n not in self.names]

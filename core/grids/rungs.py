@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfconsole.core.spec import RunSpec
-from perfconsole.core.spec.settings import declared
-
-SETTINGS = {f.name: st for f, st in declared(RunSpec)}
+from perfconsole.core.spec.rules import why_not
 
 
 @dataclass(frozen=True)
@@ -30,15 +28,11 @@ class Rung:
     opt_in: bool = False        # run only when --rungs names it (a trade of time for memory, not a speed-up)
     models: tuple[str, ...] = ()  # the model kinds it applies to (model.sources: builtin, hf, factory); () all
 
-    def ruled_out(self, spec: RunSpec) -> str | None:
-        """Why the spec (this rung's, its change made) rules the change out: the changed settings' own
-        `needs` (core.spec), in their words; None where it can run as far as the spec alone can tell."""
-        for name in reversed(list(self.change)):
-            st = SETTINGS[name]
-            why = st.needs(getattr(spec, name), spec) if st.needs else None
-            if why:
-                return why
-        return None
+    def ruled_out(self, below: RunSpec) -> str | None:
+        """Why the spec below this rung (the one its change is made to) rules the change out: a rule between
+        settings (core.spec.rules.why_not) that the change breaks, in its words; None where it can run as far
+        as the spec alone can tell."""
+        return why_not(below, **self.change)
 
 
 # The first rung sets every knob the later ones turn, so the ladder starts from the same program

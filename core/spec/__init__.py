@@ -16,6 +16,8 @@ from typing import Any
 from perfconsole.core.spec.settings import SECTIONS, Command, declared, setting
 from perfconsole.core.spec.rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
 from perfconsole.core.spec.rules import validate as validate_spec
+from perfconsole.core.spec.rules import (needs_ddp, needs_mode, needs_optimize_ddp, needs_parallel, needs_repeat,
+                                         needs_reshard, needs_scaling, needs_warmup)
 from perfconsole.model.config import BUILTIN_VOCAB, SIZES
 from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model
@@ -142,9 +144,10 @@ class RunSpec:
     precision: str = setting("fp32", "numerics", "bf16/fp16 via autocast", choices=PRECISIONS, form="precision",
                              row=9, axis="precisions", same_program=True, tag=lambda v, s: v)
     mode: str = setting("fwd_bwd", "shape", "inference, forward+backward, full train step", choices=MODES,
-                        form="mode", row=10, axis="modes", same_program=True, tag=lambda v, s: v)
+                        form="mode", row=10, axis="modes", same_program=True, tag=lambda v, s: v,
+                        needs=needs_mode)
     warmup: int = setting(5, "execution", "warm-up steps, timed and reported apart (0 allowed)", form="warmup",
-                          row=11, axis="warmups")
+                          row=11, axis="warmups", needs=needs_warmup)
     steps: int = setting(10, "execution", "measured steps", form="steps", row=12)
     attention: str = setting("naive", "optimizations", "the builtin's attention", choices=ATTENTIONS,
                              form="attention", row=14, same_program=True, tag=_unless("naive"))
@@ -205,17 +208,21 @@ class RunSpec:
     nproc: int = setting(1, "parallel", "processes in the job, one GPU each on cuda, each with --batch (weak scaling)",
                          metavar="N", form="procs/job", row=20, tag=lambda v, s: f"{s.parallel}x{v}" if v > 1 else None)
     parallel: str = setting("none", "parallel", "the data-parallel wrapper", choices=PARALLELS,
-                            default_text="ddp with --nproc > 1", form="parallel", row=21)
+                            default_text="ddp with --nproc > 1", form="parallel", row=21,
+                            needs=needs_parallel)
     bucket_mb: float | None = setting(None, "parallel", "DDP's gradient bucket size, bucket_cap_mb", metavar="MB",
                                       default_text="DDP's 25", form="  bucket MB", row=22,
-                                      tag=lambda v, s: None if v is None else f"bucket{v:g}")
+                                      tag=lambda v, s: None if v is None else f"bucket{v:g}",
+                                      needs=needs_ddp(lambda v: v is not None))
     grad_as_bucket_view: bool = setting(False, "parallel", "DDP's gradient_as_bucket_view", form="  grad view",
-                                        row=23, tag=_on("bucket-view"))
+                                        row=23, tag=_on("bucket-view"), needs=needs_ddp(bool))
     comm_hook: str = setting("none", "parallel", "DDP's bf16_compress_hook", choices=COMM_HOOKS, form="  comm hook",
-                             row=24, tag=_unless("none", "{}-hook"))
+                             row=24, tag=_unless("none", "{}-hook"),
+                             needs=needs_ddp(lambda v: v != "none"))
     reshard: bool = setting(True, "parallel", "FSDP: keep each block's parameters gathered from its forward to its "
                             "backward (reshard_after_forward=False): one all-gather fewer per block, more memory",
-                            flag="--no-reshard", form="  reshard", row=26, tag=lambda v, s: None if v else "no-reshard")
+                            flag="--no-reshard", form="  reshard", row=26, tag=lambda v, s: None if v else "no-reshard",
+                            needs=needs_reshard)
     fsdp_bf16: bool = setting(False, "parallel", "FSDP's mixed precision (MixedPrecisionPolicy): gather parameters "
                               "and reduce-scatter gradients in bf16, half the bytes; the fp32 shards stay the master "
                               "copy (precision bf16)", form="  fsdp bf16", row=27, tag=_on("fsdp-bf16"),
@@ -223,7 +230,8 @@ class RunSpec:
     optimize_ddp: str = setting("ddp_optimizer", "parallel", "how torch.compile treats DDP "
                                 "(torch._dynamo.config.optimize_ddp): split the graph at DDP's buckets, or compile it "
                                 "whole (needs --compile)", choices=OPTIMIZE_DDP, metavar="MODE", form="  optimize ddp",
-                                row=25, tag=lambda v, s: "no-ddp-optimizer" if v == "no_optimization" else None)
+                                row=25, tag=lambda v, s: "no-ddp-optimizer" if v == "no_optimization" else None,
+                                needs=needs_optimize_ddp)
     nccl_priority: bool = setting(False, "parallel", "NCCL's streams at high priority (ProcessGroupNCCL.Options."
                                   "is_high_priority_stream): the collectives' kernels take SMs ahead of the compute "
                                   "kernels queued beside them, so the backward can hide more of them (nproc > 1 on "
@@ -231,9 +239,10 @@ class RunSpec:
                                   needs=lambda v, s: "nccl priority is NCCL's: it needs device cuda and nproc 2 or "
                                   "more" if v and (s.device != "cuda" or s.nproc < 2) else None)
     scaling: bool = setting(False, "parallel", "also run the one-process spec first, for weak-scaling efficiency",
-                            form="  scaling", row=28)
+                            form="  scaling", row=28, needs=needs_scaling)
     repeat: int = setting(1, "execution", "run the spec in N fresh processes, one after the other, for the spread "
-                          "between them", metavar="N", form="processes", row=13, tag=lambda v, s: f"x{v}" if v > 1 else None)
+                          "between them", metavar="N", form="processes", row=13, tag=lambda v, s: f"x{v}" if v > 1 else None,
+                          needs=needs_repeat)
     device: str = setting("cuda", "execution", "where it runs", choices=DEVICES,
                           default_text="cuda when available, else cpu", form="device", row=19, same_program=True)
 

@@ -1,8 +1,14 @@
 """The rules a RunSpec keeps, checked by `RunSpec.validate()` before any process starts: each field's
-choices and type (from its declaration), ranges, the rules between fields, and each setting's `needs`
-(core.spec). The worker checks only what this machine can do (CUDA, compute capability, a package)."""
+choices and type (from its declaration), ranges and the model's shape, then the rules between settings.
+
+A rule between settings has one shape: a setting's `needs` (core.spec), `(value, spec) -> why or None`, and
+one reader here: `broken` (every rule a spec breaks), `unmet` (the last-declared of them) and `why_not` (what
+a change would newly break). Validation, the launch form's choices, the ladder's rungs and every grid read
+them, so nothing offers a value that validation refuses. The worker checks only what this machine can do
+(CUDA, compute capability, a package)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +42,6 @@ def validate(s: RunSpec) -> None:
     int_range("ctx", s.ctx, 1, 1 << 20)
     int_range("batch", s.batch, 1, 1 << 16)
     int_range("warmup", s.warmup, 0, 100_000)
-    if s.compile and s.warmup < 1:  # measured, the compilation would be a step: seconds, against ms
-        raise SpecError("warmup", "compile needs at least 1 warm-up step: the first call compiles, which "
-                                  "takes seconds and is no step's time")
     int_range("steps", s.steps, 1, 100_000)
     if s.vocab_size is not None:
         int_range("vocab_size", s.vocab_size, 2, 1 << 24)
@@ -48,20 +51,29 @@ def validate(s: RunSpec) -> None:
     _positive("peak_tflops", s.peak_tflops, 1e6, "TFLOP/s")
     _positive("peak_gbps", s.peak_gbps, 1e7, "GB/s")
     _validate_parallel(s)
-    for f, st in declared(type(s)):  # what each setting needs of the others
-        why = st.needs(getattr(s, f.name), s) if st.needs else None
-        if why:
-            raise SpecError(f.name, why)
+    for field, why in broken(s)[:1]:  # what each setting needs of the others, the first-declared first
+        raise SpecError(field, why)
+
+
+def broken(s: RunSpec) -> list[tuple[str, str]]:
+    """(field, why) for every setting whose needs the spec does not meet, in declaration order."""
+    return [(f.name, why) for f, st in declared(type(s)) if st.needs and (why := st.needs(getattr(s, f.name), s))]
 
 
 def unmet(s: RunSpec) -> tuple[str, str] | None:
-    """(field, why) for the first setting whose needs the spec does not meet, or None; the last-declared
-    first, so a ladder rung's reason is its own change's, not an earlier one's."""
-    for f, st in reversed(list(declared(type(s)))):
-        why = st.needs(getattr(s, f.name), s) if st.needs else None
-        if why:
-            return f.name, why
-    return None
+    """(field, why) for a setting whose needs the spec does not meet, or None; the last-declared first, so a
+    ladder rung's reason is its own change's, not an earlier one's."""
+    found = broken(s)
+    return found[-1] if found else None
+
+
+def why_not(s: RunSpec, **change: Any) -> str | None:
+    """Why the spec rules this change out: a rule the changed spec breaks that the spec itself keeps (the
+    last-declared first, as `unmet`), or None where the rules between settings allow it. A spec that
+    validates and a change with None validate together (ranges and choices aside, which are each field's)."""
+    before = set(broken(s))
+    new = [why for field, why in broken(s.with_(**change)) if (field, why) not in before]
+    return new[-1] if new else None
 
 
 def _validate_custom(s: RunSpec) -> None:
@@ -126,28 +138,58 @@ def _positive(field: str, value: object, below: float, unit: str) -> None:
 
 
 def _validate_parallel(s: RunSpec) -> None:
-    """The data-parallel fields: a parallel strategy exactly when there is more than one process."""
+    """The data-parallel fields' own ranges; what they need of each other is their `needs` (below)."""
     int_range("nproc", s.nproc, 1, MAX_NPROC)
-    if s.nproc > 1 and s.parallel == "none":
-        raise SpecError("parallel", f"must be ddp or fsdp with nproc {s.nproc}, not 'none'")
-    if s.nproc == 1 and s.parallel != "none":
-        raise SpecError("parallel", f"must be none with one process, not {s.parallel!r} (give nproc 2 or more)")
     if s.bucket_mb is not None and (isinstance(s.bucket_mb, bool) or not isinstance(s.bucket_mb, (int, float))
                                     or not 0 < s.bucket_mb <= 1 << 16):
         raise SpecError("bucket_mb", f"must be a positive number of MB up to 65536, not {s.bucket_mb!r}")
-    ddp_knobs = [n for n, on in (("bucket_mb", s.bucket_mb is not None), ("grad_as_bucket_view",
-                 s.grad_as_bucket_view), ("comm_hook", s.comm_hook != "none")) if on]
-    if ddp_knobs and s.parallel != "ddp":
-        raise SpecError(ddp_knobs[0], f"is a DDP setting; it needs parallel ddp, not {s.parallel!r}")
-    if not s.reshard and s.parallel != "fsdp":
-        raise SpecError("reshard", f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, "
-                                   f"not {s.parallel!r}")
-    if s.optimize_ddp != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
-        raise SpecError("optimize_ddp", f"is how torch.compile treats DDP; it needs parallel ddp and compile, not "
-                                        f"parallel {s.parallel!r}" + ("" if s.compile else " without compile"))
-    if s.nproc > 1 and s.mode == "fwd":
-        raise SpecError("mode", "data parallel needs gradients: fwd_bwd or train, not fwd")
-    if s.scaling and s.nproc == 1:
-        raise SpecError("scaling", "compares against one process; it needs nproc 2 or more")
-    if s.nproc > 1 and s.repeat > 1:
-        raise SpecError("repeat", "replicate processes are for one process; use repeat 1 with nproc > 1")
+
+
+# What the run's shape and the data-parallel settings need of the rest of the spec, declared as their `needs`
+# in core.spec: a parallel strategy exactly when there is more than one process, each wrapper's knobs only
+# with that wrapper.
+def needs_warmup(v: int, s: RunSpec) -> str | None:
+    if s.compile and isinstance(v, int) and v < 1:  # measured, the compilation would be a step: seconds, against ms
+        return "compile needs at least 1 warm-up step: the first call compiles, which takes seconds and is no step's time"
+    return None
+
+
+def needs_mode(v: str, s: RunSpec) -> str | None:
+    return "data parallel needs gradients: fwd_bwd or train, not fwd" if v == "fwd" and s.nproc > 1 else None
+
+
+def needs_parallel(v: str, s: RunSpec) -> str | None:
+    if s.nproc > 1 and v == "none":
+        return f"must be ddp or fsdp with nproc {s.nproc}, not 'none'"
+    if s.nproc == 1 and v != "none":
+        return f"must be none with one process, not {v!r} (give nproc 2 or more)"
+    return None
+
+
+def needs_ddp(on: Callable[[Any], bool]) -> Callable[[Any, RunSpec], str | None]:
+    """A DDP knob's needs: `on(value)` says the knob is turned."""
+    return lambda v, s: f"is a DDP setting; it needs parallel ddp, not {s.parallel!r}" \
+        if on(v) and s.parallel != "ddp" else None
+
+
+def needs_reshard(v: bool, s: RunSpec) -> str | None:
+    if not v and s.parallel != "fsdp":
+        return f"is an FSDP setting (keep each block gathered); it needs parallel fsdp, not {s.parallel!r}"
+    return None
+
+
+def needs_optimize_ddp(v: str, s: RunSpec) -> str | None:
+    if v != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
+        return (f"is how torch.compile treats DDP; it needs parallel ddp and compile, not parallel {s.parallel!r}"
+                + ("" if s.compile else " without compile"))
+    return None
+
+
+def needs_scaling(v: bool, s: RunSpec) -> str | None:
+    return "compares against one process; it needs nproc 2 or more" if v and s.nproc == 1 else None
+
+
+def needs_repeat(v: int, s: RunSpec) -> str | None:
+    if s.nproc > 1 and isinstance(v, int) and v > 1:
+        return "replicate processes are for one process; use repeat 1 with nproc > 1"
+    return None

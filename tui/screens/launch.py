@@ -19,6 +19,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from perfconsole.core.launch import model_choice
 from perfconsole.core.spec.settings import declared, kind_of
 from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.spec.rules import why_not
 from perfconsole.tui.widgets.choice_field import ChoiceField
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
@@ -26,7 +27,6 @@ from perfconsole.tui.widgets.form_input import FormInput
 # The form's rows come from the settings' declarations (core.spec): each row's label, order and widget
 # (a selector for choices, a box for a flag, a field for a number or a text); the size's choices are the
 # model's own (model_choice.sizes), and a custom size's dimensions show only for size custom.
-SETTINGS = {f.name: s for f, s in declared(RunSpec)}
 ROWS = sorted(((f, s) for f, s in declared(RunSpec) if s.form is not None), key=lambda fs: fs[1].row)
 ORDER = tuple(f.name for f, _ in ROWS)
 LABELS = {f.name: s.form for f, s in ROWS}
@@ -42,9 +42,8 @@ def split_args(text: str) -> tuple[str, ...]:
     return tuple(p for p in text.replace(",", " ").split() if p)
 
 
-def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | None, dict[str, str]]:
-    """(spec, {}) when valid, else (None, {field: message}) with every field that is wrong on its own,
-    plus the first cross-field error RunSpec.validate finds."""
+def form_changes(values: dict[str, Any], base: RunSpec) -> tuple[dict[str, Any], dict[str, str]]:
+    """({field: value} for each field whose text reads as its type, {field: message} for each that does not)."""
     errors: dict[str, str] = {}
     changes: dict[str, Any] = {}
     model = str(values.get("model", base.model)).strip()
@@ -71,6 +70,14 @@ def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | Non
             changes[name] = split_args(str(raw))
         else:
             changes[name] = raw
+    return changes, errors
+
+
+def spec_from_form(values: dict[str, Any], base: RunSpec) -> tuple[RunSpec | None, dict[str, str]]:
+    """(spec, {}) when valid, else (None, {field: message}) with every field that is wrong on its own,
+    plus the first cross-field error RunSpec.validate finds."""
+    changes, errors = form_changes(values, base)
+    model = changes.get("model", base.model)
     try:  # what the files tell of the model, before any process: beside the field, with the others
         model_choice.check(model, changes.get("model_args", base.model_args))
     except SpecError as exc:
@@ -155,8 +162,13 @@ class LaunchPane(VerticalScroll):
 
     def set_value(self, name: str, value: Any) -> None:
         """Set one field (tests and the command line use it); validation follows. A new model offers its
-        sizes at once, so a size set next is one of them."""
+        sizes at once, so a size set next is one of them. Code may set any declared choice, one the form does
+        not offer too: validation then says beside it what is wrong."""
         w = self.query_one(f"#f-{name}")
+        if name in CHOICES and value not in self.offered[name]:
+            self.offered[name] = CHOICES[name]
+            with self.prevent(ChoiceField.Changed):
+                w.set_options(CHOICES[name])
         w.value = str(value) if isinstance(w, Input) else value
         if name in ("model", "device"):
             values = self.values()
@@ -186,21 +198,24 @@ class LaunchPane(VerticalScroll):
         return False
 
     def _offer_choices(self, values: dict[str, Any]) -> None:
-        """Each selector offers the choices the rest of the form allows (a setting's own `needs`: no nsys or
-        ncu on the CPU, no checkpointing of a forward); the value shown stays, so a choice the form no
-        longer allows says why beside it rather than vanishing. Silent, as the sizes are."""
-        probe = self.base.with_(**{n: values[n] for n in (*CHOICES, *FLAGS) if n in values},
-                                model=str(values.get("model", self.base.model)))
+        """Each selector offers the choices the rules between settings allow beside the rest of the form
+        (core.spec.rules.why_not: no nsys on the CPU, no DDP hook without DDP), and a box whose other state they
+        refuse keeps its state and says why when toggled; the value shown stays, so a choice the form no longer
+        allows says why beside it rather than vanishing. Silent, as the sizes are."""
+        changes, _ = form_changes(values, self.base)
+        known = {f.name for f in fields(RunSpec)}
+        probe = self.base.with_(**{k: v for k, v in changes.items() if k in known})
         for name, choices in CHOICES.items():
-            needs = SETTINGS[name].needs
-            if needs is None:
-                continue
             select = self.query_one(f"#f-{name}", ChoiceField)
-            offered = tuple(c for c in choices if c == select.value or needs(c, probe.with_(**{name: c})) is None)
+            offered = tuple(c for c in choices if c == select.value or why_not(probe, **{name: c}) is None)
             if self.offered[name] != offered:
                 self.offered[name] = offered
                 with self.prevent(ChoiceField.Changed):
                     select.set_options(offered)  # the value shown is among them
+        for name in FLAGS:
+            box = self.query_one(f"#f-{name}", FormCheckbox)
+            why = why_not(probe, **{name: not box.value})
+            box.refused = f"{name}: {why}" if why else None  # validation's words, had the box been toggled
 
     def revalidate(self) -> None:
         values = self.values()

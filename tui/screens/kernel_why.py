@@ -18,7 +18,7 @@ from textual.widgets import Static
 from perfconsole.core.profiling.ncu_kernels import first_sentence
 from perfconsole.core.profiling.ncu_kernels import kernel_key
 from perfconsole.core.record import RunRecord
-from perfconsole.core.reports.kernel_why import kernel_why, peaks_of
+from perfconsole.core.reports.kernel_why import KernelWhy, kernel_why, peaks_of
 from perfconsole.core.reports.roofline import HEIGHT, WIDTH, roofline_lines
 
 
@@ -66,17 +66,19 @@ class KernelWhyScreen(ModalScreen[None]):
         super().__init__()
         self.record = record
         self.kernel = kernel
+        self.why: KernelWhy | None = None  # built once, for the body and the roofline both
 
     def compose(self) -> ComposeResult:
+        self.why = kernel_why(self.record) if self.record is not None else None
         with VerticalScroll(classes="dialog wide", id="why"):
             yield Static(Text(self.kernel, style="bold"), id="why-name")
             yield Static(self._body(), id="why-body")
             yield Static(self._roofline(), id="why-roofline")
 
     def _body(self) -> Any:
-        if self.record is None:
+        why = self.why
+        if self.record is None or why is None:
             return "no run selected"
-        why = kernel_why(self.record)
         if why.missing:
             return why.missing
         row = why.row(self.kernel)
@@ -104,9 +106,9 @@ class KernelWhyScreen(ModalScreen[None]):
 
     def _roofline(self) -> Any:
         """The run's roofline, this kernel drawn as @, as wide as the screen allows (the axes never wrap)."""
-        if self.record is None:
+        why = self.why
+        if self.record is None or why is None:
             return ""
-        why = kernel_why(self.record)
         row = None if why.missing else why.row(self.kernel)
         if row is None:
             return ""

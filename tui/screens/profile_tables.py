@@ -1,5 +1,6 @@
 """The run's profile as sortable tables: Kernels (with category, filters and category-share bars) and
-NVTX ranges (pick one to see the kernels inside it). Rows and categories come from core.profiling."""
+NVTX ranges (pick one to see the kernels inside it). Rows, categories and shares are views of the record's
+profile loaded once (core.profiling.loaded): showing a record again, or another range, builds no frame twice."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,10 +14,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
 from perfconsole.core.profiling.lazy_imports import numpy as np
-from perfconsole.core.profiling.categories import CATEGORIES, category_shares, row_units, top_kernels
-from perfconsole.core.profiling.category_frames import categorize_column
-from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS, replay_times
-from perfconsole.core.profiling.table import frame_of
+from perfconsole.core.profiling.category_rules import CATEGORIES
+from perfconsole.core.profiling.loaded import LoadedProfile
+from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
 from perfconsole.tui.format import shorten
@@ -69,10 +69,13 @@ RANGE_KERNEL_COLUMNS = [
 ]
 
 
+def _loaded(record: RunRecord | None) -> LoadedProfile | None:
+    return record.profile.loaded if record is not None and record.profile is not None else None
+
+
 def _units(record: RunRecord | None) -> str:
-    if record is None or record.profile is None:
-        return "kernels"
-    return row_units(record.profile.profiler, record.spec.device, record.profile.tables)
+    profile = _loaded(record)
+    return profile.row_units(record.spec.device) if profile is not None and record is not None else "kernels"
 
 
 def _no_profile(record: RunRecord | None, table: str) -> str:
@@ -122,10 +125,12 @@ class KernelsPane(FilterKey, Vertical):
 
     def show_record(self, record: RunRecord | None) -> None:
         self.record = record
-        rows = (record.profile.tables.get(KERNELS) if record and record.profile else None) or []
+        profile = _loaded(record)
+        rows = profile.rows(KERNELS) if profile is not None else []
         title = self.query_one("#kernels-title", Static)
-        replay = bool(rows and record and replay_times(record.profile.tables))  # ncu's pages alone
-        text = (f"{record.name}: {len(rows)} {_units(record)} ({record.profile.profiler}"
+        replay = bool(rows and profile is not None and profile.replay)  # ncu's pages alone
+        units = _units(record)
+        text = (f"{record.name}: {len(rows)} {units} ({record.profile.profiler}"
                 f"{f', {REPLAY_WORDS}' if replay else ''})" if rows and record else _no_profile(record, KERNELS))
         if rows and record:
             line = (f"{REPLAY_NOTE}; Enter on a kernel: why it takes its time" if replay else
@@ -134,19 +139,14 @@ class KernelsPane(FilterKey, Vertical):
         self.title_text = text
         title.update(text)
         # A CPU run's rows are CPU ops: the table's head, its filter and its empty line say so, as the title does.
-        units = _units(record)
         self.one = "CPU op" if units == "CPU ops" else "kernel"
         table = self.query_one("#kernel-table", SortableTable)
         total = dataclasses.replace(KERNEL_COLUMNS[0], label="replay ms") if replay else KERNEL_COLUMNS[0]
         table.cols = [total, *KERNEL_COLUMNS[1:-1], dataclasses.replace(KERNEL_COLUMNS[-1], label=self.one)]
         self.query_one("#kernel-filter", Input).placeholder = f"filter {units} by text (/)"
-        frame = frame_of(rows).reset_index(drop=True)
-        cats = categorize_column(frame["name"]) if len(frame) else None  # for the whole table at once
-        if cats is not None:
-            frame = frame.assign(category=cats)
         self._names_lower = None
-        self.query_one("#kernel-table", SortableTable).set_rows(frame)
-        self.query_one("#kernel-bars", CategoryBars).show(category_shares({KERNELS: rows}, cats) if rows else [])
+        self.query_one("#kernel-table", SortableTable).set_rows(profile.kernels() if profile is not None else [])
+        self.query_one("#kernel-bars", CategoryBars).show(profile.category_shares() if profile is not None else [])
 
     @on(Input.Changed, "#kernel-filter")
     @on(ChoiceField.Changed, "#kernel-category")
@@ -214,20 +214,21 @@ class NvtxPane(FilterKey, Vertical):
 
     def show_record(self, record: RunRecord | None) -> None:
         self.record = record
-        rows = (record.profile.tables.get(NVTX) if record and record.profile else None) or []
-        ncu_only = bool(record and record.profile and record.profile.tables.get("ncu_kernels")
-                        and record.status == "imported")
+        profile = _loaded(record)
+        rows = profile.rows(NVTX) if profile is not None else []
+        ncu_only = bool(record and profile is not None and profile.rows("ncu_kernels") and record.status == "imported")
         self.query_one("#nvtx-title", Static).update(
             f"{record.name}: {len(rows)} NVTX ranges; move the cursor to a range to see its {_units(record)}"
             if rows and record else
             f"{record.name}: Nsight Compute's pages hold no NVTX ranges (ranges come from an nsys capture or a torch "
             "trace imported beside them); its kernels are in Kernels (3)" if ncu_only and record else
             _no_profile(record, NVTX))
-        self.query_one("#nvtx-table", SortableTable).set_rows(rows)
+        frame = profile.frame(NVTX) if profile is not None else None
+        self.query_one("#nvtx-table", SortableTable).set_rows(frame if frame is not None else [])
         self._show_range(None)
 
     def _show_range(self, range_name: str | None) -> None:
-        tables = self.record.profile.tables if self.record and self.record.profile else {}
+        profile = _loaded(self.record)
         title = self.query_one("#range-title", Static)
         kernels = self.query_one("#range-kernels", SortableTable)
         if range_name is None:
@@ -240,11 +241,11 @@ class NvtxPane(FilterKey, Vertical):
         # The table's head says what its rows are, as the title above it does: a CPU run's are CPU ops.
         one = "CPU op" if units == "CPU ops" else "kernel"
         kernels.cols = [*RANGE_KERNEL_COLUMNS[:-1], dataclasses.replace(RANGE_KERNEL_COLUMNS[-1], label=f"{one} in range")]
-        if not tables.get("nvtx_kern_sum"):
+        if profile is None or not profile.rows("nvtx_kern_sum"):
             title.update(f"{range_name}: no nvtx_kern_sum table, so {units} cannot be tied to ranges")
             kernels.set_rows([])
             return
-        top = top_kernels(tables, range_name, n=200)
+        top = profile.top_kernels(range_name, n=200)
         title.update(f"{units} in {shorten(range_name, 50)}: {len(top.kernels)}, {top.total_ns / 1e6:,.3f} ms")
         kernels.set_rows([k.to_dict() for k in top.kernels])
 

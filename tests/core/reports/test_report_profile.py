@@ -27,7 +27,7 @@ def test_import_report_describes_no_model(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     md = subprocess.run([*PC, "export", str(snap), "-f", "md"], capture_output=True, text=True, timeout=60).stdout
-    assert "imported profile, no timings" in md and "| category | total (ms) | share |" in md
+    assert "imported profile, no timed steps" in md and "| category | total (ms) | share |" in md
     assert "d_model" not in md and "ctx" not in md and "avg_ms" not in md
     doc = json.loads(subprocess.run([*PC, "export", str(snap), "-f", "json"], capture_output=True, text=True,
                                     timeout=60).stdout)

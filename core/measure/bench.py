@@ -30,7 +30,7 @@ from typing import Any, ContextManager
 import torch
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import fast_paths
+from perfconsole.core.measure import converters, fast_paths
 from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
@@ -38,7 +38,6 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.core.measure import flop_count, memory_profile, model_build, provenance
 from perfconsole.core.measure import peaks as measured_peaks
-from perfconsole.core.spec.settings import converters
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
 
@@ -99,7 +98,8 @@ class Stepper:
         self.spec = spec
         self.model = model
         self.built = built
-        self.loss_fn = loss_fn or fast_paths.apply(spec, model)
+        # The converters' loss (core.measure.converters): the Stepper applies no optimization of its own.
+        self.loss_fn = loss_fn or fast_paths.torch_loss
         self.device = device
         if built is not None:
             self.inputs, self.targets = model_build.make_batch(built, spec, device)
@@ -170,7 +170,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     With `job` (one rank of a data-parallel run, core.measure.job) the model is wrapped in DDP or FSDP
     and every step is gathered on rank 0, which emits the job's steps."""
     device = job.device if job else torch.device(spec.device)
-    fast_paths.check(spec, device)
+    converters.check(spec, device)
     cuda = device.type == "cuda"
     # A GPU's peaks before the model takes memory; a CPU's after the last timed step (core.measure.peaks).
     peaks = measured_peaks.for_run(spec, device, emit) if cuda else None
@@ -195,18 +195,10 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     del inputs, targets
     if spec.profile != "none" and not spec.compile and not built.own_ranges:
         model_build.install_layer_ranges(model)
-    swapped = fast_paths.apply(spec, model, built.info)  # bf16 weights, liger, fp8: to any model
-    for name, value, convert in converters(spec):  # each optimization declared with the code that applies it
-        emit(ev.Progress("applying", f"{name} {value}"))
-        convert(value, model)
-    loss_fn = built.loss or swapped
-    if job:
-        emit(ev.Progress("building", f"{spec.parallel} over {spec.nproc} processes"))
-        model = job.wrap(model)
-    if spec.compile:
-        emit(ev.Progress("compiling", f"torch.compile ({spec.compile_mode}): the first step compiles"))
-        model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    stepper = Stepper(spec, model, device, loss_fn, built)
+    # Every optimization is its setting's converter, applied in one loop: the weights' dtype, liger, fp8, the
+    # attention's kernel, checkpointing, the data-parallel wrapper, torch.compile (core.measure.converters).
+    converted = converters.convert(spec, converters.Subject(model, info=built.info, job=job), emit)
+    stepper = Stepper(spec, converted.model, device, built.loss or converted.loss, built)
     emit(ev.ModelReady(described))
     # A memory capture reads peaks between phases: its steps end with a synchronisation.
     in_flight = cuda and not spec.step_sync and not spec.memory

@@ -2,8 +2,9 @@
 liger-kernel's fused RMSNorm/SwiGLU/cross-entropy and torchao's float8 matmuls.
 
 The model package stays pure PyTorch; the optional packages (`pip install perfconsole[fast]`) are
-imported here, late, only by a run that asks for them. A path that cannot run here raises `Unsupported`
-with the reason, before any step, and the worker reports the run as `unsupported` rather than failed.
+imported here, late, only by a run that asks for them. Each swap is applied by its converter
+(core.measure.converters), in the one loop of every optimization. A path that cannot run here raises
+`Unsupported` with the reason, before any step, and the worker reports the run as `unsupported` rather than failed.
 Every swap keeps the model's own parameters (the same tensors, the same initialisation), so a rung's
 losses can be compared with the first rung's. bf16 weights keep the same values, rounded to bf16: with no
 fp32 master copy, every update is rounded to bf16 too, so such a run's losses drift from an fp32-weight
@@ -37,42 +38,38 @@ class Unsupported(RuntimeError):
     """This spec cannot run on this machine; the message says why (and what to install, where that helps)."""
 
 
-def check(spec: RunSpec, device: torch.device) -> None:
-    """Raise Unsupported for what this machine cannot do (a package, a GPU's compute capability); called before
-    the model is built. What the spec alone rules out was refused by RunSpec.validate before any process."""
-    # The ladder's last change is checked first, so a rung's reason is its own change's, not an earlier one's.
-    if spec.fp8:
-        _need("torchao", "torchao")
-        cap = torch.cuda.get_device_capability(device)
-        if cap < FP8_MIN_CAPABILITY:
-            raise Unsupported(f"fp8 needs compute capability >= 8.9, this GPU has {cap[0]}.{cap[1]}")
-    if spec.kernels == "liger":
-        _need("liger_kernel", "liger-kernel")
+def check_fp8(spec: RunSpec, device: torch.device) -> None:
+    """fp8 matmuls need torchao and a GPU of compute capability 8.9 or more."""
+    need("torchao", "torchao")
+    cap = torch.cuda.get_device_capability(device)
+    if cap < FP8_MIN_CAPABILITY:
+        raise Unsupported(f"fp8 needs compute capability >= 8.9, this GPU has {cap[0]}.{cap[1]}")
 
 
-def _need(module: str, package: str) -> None:
+def check_liger(spec: RunSpec, device: torch.device) -> None:
+    need("liger_kernel", "liger-kernel")
+
+
+def need(module: str, package: str) -> None:
+    """Unsupported, saying what to install, where `module` cannot be imported here."""
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
         raise Unsupported(f"{package} is not installed: {INSTALL}")
 
 
-def apply(spec: RunSpec, model: nn.Module, info: Any = None) -> Loss:
-    """Swap in the spec's kernels (in place, before torch.compile); returns the loss function to use.
-    `info` (model.sources.ModelInfo) says which hf architecture's liger patch applies."""
-    loss: Loss = _torch_loss
-    if spec.weights == "bf16":
-        # The parameters only: buffers (RoPE's tables) keep their precision.
-        for p in model.parameters():
-            p.data = p.data.to(torch.bfloat16)
-    if spec.kernels == "liger":
-        if info is not None and info.source == "hf":
-            loss = _liger_hf(model, str(info.config.get("model_type")), norms=not spec.compile)
-        else:
-            loss = _liger(model, norms=not spec.compile)
-    if spec.fp8:
-        _float8(model)
-    return loss
+def bf16_weights(model: nn.Module) -> None:
+    """The parameters in bf16; buffers (RoPE's tables) keep their precision."""
+    for p in model.parameters():
+        p.data = p.data.to(torch.bfloat16)
+
+
+def liger(model: nn.Module, info: Any, norms: bool) -> Loss:
+    """liger's kernels swapped in (its RMSNorm only with `norms`); returns liger's cross-entropy loss. `info`
+    (model.sources.ModelInfo) says which hf architecture's liger patch applies."""
+    if info is not None and info.source == "hf":
+        return _liger_hf(model, str(info.config.get("model_type")), norms=norms)
+    return _liger(model, norms=norms)
 
 
 def _torch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -127,7 +124,7 @@ def _liger(model: nn.Module, norms: bool) -> Loss:
     return loss
 
 
-def _float8(model: nn.Module) -> None:
+def float8(model: nn.Module) -> None:
     from torchao.float8 import convert_to_float8_training
 
     from perfconsole.model.transformer import Linear

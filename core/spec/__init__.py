@@ -1,10 +1,11 @@
 """RunSpec: everything that defines one benchmark run, each setting declared once (core.spec.settings).
 
 A field's declaration holds its default, section, help, choices, flag, form row, sweep axis, label words,
-whether it changes "the same program", what it needs of the rest of the spec and, for an optimization, the
-code that applies it to a model. Every surface is built from these declarations; `validate()` (its rules in
-core.spec.rules) checks every rule that needs only the spec, before any process starts. Validation errors
-are one line that names the field and the allowed values.
+whether it changes "the same program" and what it needs of the rest of the spec. An optimization's code is
+its converter, registered under the field's name where models are measured (core.measure.converters), which
+this package never names: the spec is vocabulary, read by the measuring code, not the other way. Every surface
+is built from these declarations; `validate()` (its rules in core.spec.rules) checks every rule that needs only
+the spec, before any process starts. Validation errors are one line that names the field and the allowed values.
 """
 from __future__ import annotations
 
@@ -155,16 +156,14 @@ class RunSpec:
         "auto", "optimizations", "the kernel scaled_dot_product_attention runs (torch's SDPBackend): auto lets torch "
         "choose (cuDNN's for bf16 on an H100/H200), flash is FlashAttention-2; the others are turned off, so a shape "
         "the kernel cannot take is an error, not a quiet fallback", choices=SDPA_KERNELS, same_program=True,
-        tag=_unless("auto", "sdpa-{}"), needs=_needs_sdpa_kernel,
-        apply="perfconsole.core.measure.attention_kernels:apply")
+        tag=_unless("auto", "sdpa-{}"), needs=_needs_sdpa_kernel)
     sdpa_causal: bool = setting(
         False, "optimizations", "an hf: model's attention as SDPA's is_causal with no mask tensor under torch.compile "
         "too (while torch.compile traces, transformers cannot rule out packed sequences and builds a dense ctx x ctx "
         "mask, which keeps SDPA off its causal kernels); the batches are one unpadded sequence a row, so the "
         "attention is the same", same_program=True,
         tag=_on("sdpa-causal"), needs=lambda v, s: None if not v or (s.model_kind == "hf" and s.attention == "sdpa")
-        else "sdpa causal is for hf: models with attention sdpa (the builtin passes is_causal itself)",
-        apply="perfconsole.core.measure.attention_kernels:causal")
+        else "sdpa causal is for hf: models with attention sdpa (the builtin passes is_causal itself)")
     compile: bool = setting(False, "optimizations", "torch.compile the model", form="compile", row=15,
                             same_program=True, tag=_on("compile"))
     tf32: bool = setting(False, "numerics", "allow TF32 matmuls in fp32", form="tf32", row=16, same_program=True,
@@ -202,7 +201,7 @@ class RunSpec:
         "none", "optimizations", "activation checkpointing: blocks recomputes each repeated block's forward in the "
         "backward (torch.utils.checkpoint) and keeps only its inputs: less memory, more time",
         choices=CHECKPOINTS, form="checkpoint", row=17, axis="checkpoints", same_program=True,
-        tag=_unless("none", "checkpoint-{}"), apply="perfconsole.core.measure.checkpointing:apply",
+        tag=_unless("none", "checkpoint-{}"),
         needs=lambda v, s: "recomputes the forward in the backward; it needs mode fwd_bwd or train, not fwd"
         if v != "none" and s.mode == "fwd" else None)
     nproc: int = setting(1, "parallel", "processes in the job, one GPU each on cuda, each with --batch (weak scaling)",

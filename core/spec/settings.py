@@ -4,14 +4,14 @@ everything else is built from those declarations (core.spec holds them).
 From one declaration come: the flags of `run`, `compare`, `sweep`, `ladder` and the console
 (core.cli.spec_args), `spec_from_args`, the launch form's rows (tui.screens.launch), the run's label,
 "the same program" of a saved baseline (core.launch.scaling), the sweep's axes, `compare --vary`, the
-rules that need only the spec (checked in `RunSpec.validate`, before any process starts) and the code
-that applies an optimization to a model (a converter, `apply`). A command whose defaults differ from
+rules that need only the spec (checked in `RunSpec.validate`, before any process starts). The code that
+applies an optimization to a model is a converter registered under its setting's name by the measuring code
+(core.measure.converters): a declaration names no code above the vocabulary. A command whose defaults differ from
 `run`'s says so as data (`Command.defaults`), and its help prints them.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,11 +35,6 @@ class Setting:
     same_program: bool = False       # a saved run differing here is another program (core.launch.scaling)
     tag: Callable[[Any, Any], str | None] | None = None    # (value, spec) -> its words in the label, or None
     needs: Callable[[Any, Any], str | None] | None = None  # (value, spec) -> why the spec rules it out, or None
-    apply: str | None = None         # "module:function(value, model)": applies the setting to a built model
-
-    def converter(self) -> Callable[[Any, Any], Any]:
-        module, _, name = str(self.apply).partition(":")
-        return getattr(importlib.import_module(module), name)
 
 
 def setting(default: Any, section: str, help: str, **kw: Any) -> Any:
@@ -113,10 +108,3 @@ class Command:
 
 def _show(v: Any) -> str:
     return ",".join(map(str, v)) if isinstance(v, tuple) else str(v)
-
-
-def converters(spec: Any) -> list[tuple[str, Any, Callable[[Any, Any], Any]]]:
-    """(field, value, apply) for each optimization the spec turns on that applies itself to a built model
-    (a Setting with `apply`), in declaration order."""
-    return [(f.name, getattr(spec, f.name), s.converter()) for f, s in declared(type(spec))
-            if s.apply and getattr(spec, f.name) != f.default]

@@ -41,7 +41,7 @@ def test_each_rung_is_the_last_plus_its_change():
 def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_own_reason():
     import torch
 
-    from perfconsole.core.measure import fast_paths
+    from perfconsole.core.measure import converters
 
     spec = LadderSpec(BASE.with_(precision="bf16"))
     cells = dict(zip(spec.names, spec.cells()))
@@ -50,7 +50,7 @@ def test_a_change_the_device_rules_out_stays_on_its_rung_and_each_rung_says_its_
                                   ("fp8", "fp8 matmuls need device cuda")]
     assert cells["cuda-graphs"].compile_mode == "reduce-overhead"
     assert cells["bf16-weights"].compile_mode == "default" and cells["bf16-weights"].weights == "bf16"
-    fast_paths.check(cells["bf16-weights"].validate(), torch.device("cpu"))  # rung 6 runs its own change on the CPU
+    converters.check(cells["bf16-weights"].validate(), torch.device("cpu"))  # rung 6 runs its own change on the CPU
     record = LadderRecord.new(spec)   # the rest end before any process, each with its own change's reason
     reasons = {name: r.error.message for name, r in zip(spec.names, record.runs) if r.error}
     assert reasons == {"cuda-graphs": "unsupported: CUDA graphs (compile mode reduce-overhead) need device cuda",

@@ -8,25 +8,25 @@ refuses tensors without storage, as a GPU kernel cannot run on them."""
 from __future__ import annotations
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import bench, fast_paths
+from perfconsole.core.measure import bench, converters
 from perfconsole.core.measure.environment import collect
 from perfconsole.core.spec import RunSpec
 from perfconsole.model import transformer
 
 
 def test_a_fast_path_that_patches_classes_never_reaches_the_flop_counters_twin(monkeypatch, tmp_path):
-    real_apply, real_forward = fast_paths.apply, transformer.RMSNorm.forward
+    real_convert, real_forward = converters.convert, transformer.RMSNorm.forward
 
     def kernel_like(self, x):
         if x.device.type == "meta" or type(x).__name__ == "FakeTensor":
             raise RuntimeError("a kernel launched on a tensor with no storage")
         return real_forward(self, x)
 
-    def apply_and_patch_the_class(spec, model, info=None):
+    def convert_and_patch_the_class(spec, subject, emit=None):
         monkeypatch.setattr(transformer.RMSNorm, "forward", kernel_like)   # for every instance, as liger does
-        return real_apply(spec, model, info)
+        return real_convert(spec, subject, emit)
 
-    monkeypatch.setattr(fast_paths, "apply", apply_and_patch_the_class)
+    monkeypatch.setattr(converters, "convert", convert_and_patch_the_class)
     spec = RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", mode="train", warmup=0,
                    steps=1).validate()
     got: list[ev.Event] = []

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from perfconsole.core.flops import cached_peaks
-from perfconsole.core.measure import fast_paths
+from perfconsole.core.measure import converters, fast_paths
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
 from perfconsole.core.measure.peaks import MEASURING, device_key, measure, peaks_for
@@ -129,7 +129,7 @@ def test_a_missing_package_is_the_workers_to_say():
     if importlib.util.find_spec("torchao"):
         pytest.skip("torchao is installed here")
     with pytest.raises(fast_paths.Unsupported, match=re.escape("torchao is not installed: install perfconsole[fast]")):
-        fast_paths.check(spec, CPU)
+        converters.check(spec, CPU)
 
 
 def test_a_rung_whose_own_change_is_ruled_out_names_that_change_first():
@@ -164,10 +164,10 @@ def test_bf16_weights_keep_parameters_gradients_and_adamw_state_in_bf16():
     losses = {}
     for weights in ("fp32", "bf16"):
         spec = TINY.with_(precision="bf16", weights=weights)
-        fast_paths.check(spec, CPU)
+        converters.check(spec, CPU)
         torch.manual_seed(0)
         model = build_model(spec, CPU)
-        stepper = Stepper(spec, model, CPU, fast_paths.apply(spec, model))
+        stepper = Stepper(spec, model, CPU, converters.convert(spec, converters.Subject(model)).loss)
         losses[weights] = [timed_step(stepper, i, False).loss for i in range(3)]
         want = torch.bfloat16 if weights == "bf16" else torch.float32
         assert {p.dtype for p in model.parameters()} == {want}
@@ -206,11 +206,8 @@ def test_gpu_fast_paths_keep_the_losses(changes):
     losses = []
     for spec in (base, base.with_(**changes)):
         torch.manual_seed(0)
-        model = build_model(spec, cuda)
-        loss_fn = fast_paths.apply(spec, model)
-        if spec.compile:
-            model = torch.compile(model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
-        stepper = Stepper(spec, model, cuda, loss_fn)
+        converted = converters.convert(spec, converters.Subject(build_model(spec, cuda)))
+        stepper = Stepper(spec, converted.model, cuda, converted.loss)
         losses.append([timed_step(stepper, i, False).loss for i in range(4)])
     assert losses[1] == pytest.approx(losses[0], rel=2e-2)
 

@@ -4,6 +4,7 @@ parts before it in PARTS (the way import-linter's layers contract reads), and no
 import each other in a circle. Imports inside functions count: a late import is still a dependency."""
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,11 @@ from helpers import ROOT
 # a package of its own (its declarations, the machinery that reads them and its rules) but one word of it.
 PARTS = ("", "profiling", "telemetry", "measure", "launch", "grids", "reports", "cli")
 VOCABULARY_PACKAGES = ("spec",)
+# A string that names a module ("perfconsole.core.measure.checkpointing:apply", for importlib to load) is a
+# dependency as an import is, one no import statement shows. In the spec's declarations, which every part reads,
+# such a link obeys the layers' rule too.
+LINK = re.compile(r"^perfconsole(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
+LINKING = ("core/spec",)
 
 
 def imports_of(folder: str, root: pathlib.Path = ROOT) -> set[tuple[str, str]]:
@@ -37,6 +43,17 @@ def imports_of(folder: str, root: pathlib.Path = ROOT) -> set[tuple[str, str]]:
     return found
 
 
+def links_of(folder: str, root: pathlib.Path = ROOT) -> set[tuple[str, str]]:
+    """(file, module) for every string under `folder` that names a perfconsole module, `module:attribute` or
+    `module` alone."""
+    found = set()
+    for path in (root / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and LINK.match(node.value):
+                found.add((str(path.relative_to(root)), node.value.partition(":")[0]))
+    return found
+
+
 def part_of(module: str) -> str | None:
     """The part of core/ a dotted name belongs to ("" for the vocabulary), or None outside core."""
     parts = module.split(".")
@@ -47,13 +64,14 @@ def part_of(module: str) -> str | None:
 
 def layer_violations(root: pathlib.Path = ROOT) -> list[str]:
     bad = []
-    for file, name in imports_of("core", root):
+    linked = {(f, n, "names") for folder in LINKING if (root / folder).exists() for f, n in links_of(folder, root)}
+    for file, name, how in {(f, n, "imports") for f, n in imports_of("core", root)} | linked:
         here = part_of("perfconsole." + file.removesuffix(".py").replace("/", "."))
         there = part_of(name)
         if here is None or there is None or there == here:
             continue
         if PARTS.index(there) > PARTS.index(here):
-            bad.append(f"{file} imports {name}: core.{here or '<vocabulary>'} may not import core.{there}")
+            bad.append(f"{file} {how} {name}: core.{here or '<vocabulary>'} may not import core.{there}")
     return sorted(bad)
 
 
@@ -144,6 +162,21 @@ def test_the_checks_catch_an_upward_import_and_a_circle(fake_tree):
         "core/grids/sweep.py imports perfconsole.core.reports.sweep: core.grids may not import core.reports",
         "core/grids/sweep.py imports perfconsole.core.reports: core.grids may not import core.reports"]
     assert circles(fake_tree) == [["perfconsole.core.grids.sweep", "perfconsole.core.reports.sweep"]]
+
+
+def test_a_string_in_the_spec_that_names_a_module_above_it_is_caught(tmp_path):
+    """An optimization's code named by the spec as "module:function" (how core.spec once named
+    core.measure.checkpointing) is an upward link no import statement shows."""
+    for d in ("core/spec", "core/measure"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "__init__.py").write_text("")
+    (tmp_path / "core/measure/checkpointing.py").write_text("def apply(value, model):\n    return model\n")
+    (tmp_path / "core/spec/__init__.py").write_text(
+        'CHECKPOINT = dict(default="none", apply="perfconsole.core.measure.checkpointing:apply")\n'
+        '"""perfconsole.core.measure is named in prose here, which links nothing."""\n')
+    assert layer_violations(tmp_path) == [
+        "core/spec/__init__.py names perfconsole.core.measure.checkpointing: core.<vocabulary> may not import "
+        "core.measure"]
 
 
 def test_core_never_imports_textual_or_tui():

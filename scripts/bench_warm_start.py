@@ -72,7 +72,7 @@ async def console_runs(warm_on: bool, repeat: int) -> tuple[list[float], float |
 
     def timed_fold(run_id: str):
         folded = fold(run_id)
-        record = app._record(run_id)
+        record = app.session.run(run_id)
         if record is not None and record.warmup_steps:
             held.setdefault(run_id, time.perf_counter())
         return folded
@@ -92,12 +92,12 @@ async def console_runs(warm_on: bool, repeat: int) -> tuple[list[float], float |
             await pilot.pause()
             t0 = time.perf_counter()
             await pilot.press("enter")
-            while not (len(app.runs) > i and app.runs[-1].id in held):
+            while not (len(app.session.runs) > i and app.session.runs[-1].id in held):
                 await pilot.pause(0.01)
-            times.append(held[app.runs[-1].id] - t0)
-            while not app.runs[-1].finished:
+            times.append(held[app.session.runs[-1].id] - t0)
+            while not app.session.runs[-1].finished:
                 await pilot.pause(0.05)
-            hows.append(app.runs[-1].environment.get("start") or "?")
+            hows.append(app.session.runs[-1].environment.get("start") or "?")
     return times, ready, hows
 
 

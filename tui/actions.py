@@ -46,27 +46,22 @@ def comparison_file_name(comparison: Any) -> str:
 
 
 class SessionActions:
-    """Mixed into the console's App: uses its runs, marks, grids, comparison, panes and notify()."""
+    """Mixed into the console's App: uses its session (tui/session.py), its panes and notify()."""
 
     # --- the run under the cursor ----------------------------------------------------------------
+    def _cursor_id(self) -> str | None:
+        """The id of the run, grid or comparison under the Runs cursor, where Runs shows."""
+        return self.runs_pane.current_id() if self.tabs.active == "runs" else None
+
     def _cursor_run(self) -> RunRecord | None:
-        from perfconsole.tui.screens.runs import RunsPane
-
-        if self.main("#tabs").active == "runs":
-            rid = self.main(RunsPane).current_id()
-            return self._record(rid) if rid else None
-        return self.current
-
-    def _grid(self, gid: str | None) -> Any | None:
-        return next((g for g in self.grids if g.id == gid), None)
+        if self.tabs.active == "runs":
+            rid = self._cursor_id()
+            return self.session.run(rid) if rid else None
+        return self.session.current
 
     def _cursor_grid(self) -> Any | None:
         """The sweep or attention grid under the Runs cursor, if the cursor is on one."""
-        from perfconsole.tui.screens.runs import RunsPane
-
-        if self.main("#tabs").active != "runs":
-            return None
-        return self._grid(self.main(RunsPane).current_id())
+        return self.session.grid(self._cursor_id())
 
     def action_toggle_mark(self) -> None:
         if self.on_listed_comparison("mark"):
@@ -76,10 +71,7 @@ class SessionActions:
             if self._cursor_grid() is not None:
                 self.notify("grids are not compared with runs; Enter shows it in Grids", severity="warning")
             return
-        if r.id in self.marked:
-            self.marked.remove(r.id)
-        else:
-            self.marked.append(r.id)
+        self.session.toggle_mark(r.id)
         self.refresh_runs()
 
     def action_view_run(self) -> None:
@@ -91,31 +83,27 @@ class SessionActions:
             return
         r = self._cursor_run()
         if r is not None:
-            self.current = r
+            self.session.show(r)
             self.show_current()
             self.action_show_tab("live")
 
     def action_compare(self) -> None:
         from perfconsole.core.reports.compare import Comparison
 
-        runs = [r for rid in self.marked if (r := self._record(rid)) is not None]
+        runs = self.session.marked_runs()
         if len(runs) < 2:
             self.notify("mark at least two runs to compare (space in Runs)", severity="warning")
             return
         self.show_comparison(Comparison(runs))
 
     def show_comparison(self, comparison: Any) -> None:
-        from perfconsole.tui.screens.compare import ComparePane
-
-        self.comparison = comparison
-        self.main(ComparePane).show(comparison)
+        self.session.compare(comparison)
+        self.compare_pane.show(comparison)
         self.action_show_tab("compare")
 
     def show_grid(self, grid: Any, switch: bool = True) -> None:
-        from perfconsole.tui.screens.grids import GridsPane
-
-        self.grid = grid
-        self.main(GridsPane).show(grid)
+        self.session.show_grid(grid)
+        self.grids_pane.show(grid)
         if switch:
             self.action_show_tab("grids")
 
@@ -145,27 +133,25 @@ class SessionActions:
             self.notify("the run is still going; save it when it has finished", severity="warning")
         else:
             path = self._save(r, f"{r.name}-{r.id}")
-            if path is not None and r.id not in self.sources:
-                self.sources[r.id] = str(path)
+            if path is not None and self.session.saved(r.id, str(path)):
                 self.refresh_runs()
 
     def _save_grid(self, g: Any) -> None:
         path = self._save(g, f"{g.kind}-{g.id}")
-        if path is not None and g.id not in self.sources:
-            self.sources[g.id] = str(path)
+        if path is not None and self.session.saved(g.id, str(path)):
             self.refresh_runs()
 
     def action_save_grid(self) -> None:
-        if self.grid is None:
+        if self.session.shown_grid is None:
             self.notify("no grid open: open a sweep or attention snapshot in Runs (o)", severity="warning")
         else:
-            self._save_grid(self.grid)
+            self._save_grid(self.session.shown_grid)
 
     def action_save_comparison(self) -> None:
-        if self.comparison is None:
+        if self.session.compared is None:
             self.notify("nothing compared yet", severity="warning")
         else:
-            self.save_comparison(self.comparison)  # listed in Runs, as after a restart (tui/saved_items.py)
+            self.save_comparison(self.session.compared)  # listed in Runs, as after a restart (tui/saved_items.py)
 
     def action_open_snapshot(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen
@@ -185,24 +171,20 @@ class SessionActions:
             self.notify(str(exc), severity="error", timeout=10)
             return
         if isinstance(obj, RunRecord):
-            self._add_loaded(obj, str(path))
+            self.session.add(obj, str(path))
             self.refresh_runs()
             if switch:
                 self.action_show_tab("runs")
         elif isinstance(obj, Comparison):
             for r in obj.runs:
-                self._add_loaded(r, str(path))
+                self.session.add(r, str(path))
             self.list_comparison(obj, str(path))
             self.refresh_runs()
             self.show_comparison(obj)
         elif obj.kind in GRID_KINDS:
-            g = self._grid(obj.id)
-            if g is None:
-                g = obj
-                self.grids.append(g)
-                self.sources[g.id] = str(path)
+            g = self.session.add_grid(obj, str(path))
             self.refresh_runs()
-            if switch or self.grid is None:
+            if switch or self.session.shown_grid is None:
                 self.show_grid(g, switch=switch)
         else:
             self.notify(f"{path}: a {obj.kind} snapshot; open it with `perfconsole export`", severity="warning")
@@ -210,37 +192,20 @@ class SessionActions:
     def _delete_grid(self, g: Any) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
 
-        own = self._own_file(g.id)
+        own = self.session.own_file(g.id)
 
         def answer(yes: bool | None) -> None:
             if not yes:
                 return
-            self.grids.remove(g)
+            self.session.remove_grid(g)
             if own:
                 Path(own).unlink(missing_ok=True)
-            if self.grid is g:
+            if self.session.shown_grid is g:
                 self.show_grid(None, switch=False)
             self.refresh_runs()
 
         self.push_screen(ConfirmScreen(f"Delete {g.name} from the list{' and its file ' + own if own else ''}? (y/n)"),
                          answer)
-
-    def _add_loaded(self, r: RunRecord, source: str) -> None:
-        if self._record(r.id) is None:
-            self.unique_name(r)
-            self.runs.append(r)
-            self.sources[r.id] = source
-
-    def unique_name(self, r: RunRecord) -> None:
-        """Give the run a name no other listed run has ("tiny ctx32 b2 fp32 train #2"): two runs of one
-        spec are named alike, and Runs, Compare and the exports tell runs apart by name."""
-        taken = {x.name for x in self.runs if x.id != r.id}
-        if r.name not in taken:
-            return
-        n = 2
-        while f"{r.name} #{n}" in taken:
-            n += 1
-        r.name = f"{r.name} #{n}"
 
     def action_import_profile(self) -> None:
         from perfconsole.tui.screens.dialogs import OpenScreen
@@ -266,8 +231,8 @@ class SessionActions:
         self.call_from_thread(self._imported, record, str(path))
 
     def _imported(self, record: RunRecord, source: str) -> None:
-        self._add_loaded(record, source)
-        self.current = record
+        self.session.add(record, source)
+        self.session.show(record)
         self.show_current()
         self.refresh_runs()
         self.action_show_tab("kernels")
@@ -303,16 +268,18 @@ class SessionActions:
             self._export(r, r.name)
 
     def action_export_grid(self) -> None:
-        if self.grid is None:
+        g = self.session.shown_grid
+        if g is None:
             self.notify("no grid open: open a sweep or attention snapshot in Runs (o)", severity="warning")
         else:
-            self._export(self.grid, self.grid.name)
+            self._export(g, g.name)
 
     def action_export_comparison(self) -> None:
-        if self.comparison is None:
+        c = self.session.compared
+        if c is None:
             self.notify("nothing compared yet", severity="warning")
         else:
-            self._export(self.comparison, f"compare {self.comparison.name}"[:70])
+            self._export(c, f"compare {c.name}"[:70])
 
     def action_delete_run(self) -> None:
         from perfconsole.tui.screens.dialogs import ConfirmScreen
@@ -329,20 +296,17 @@ class SessionActions:
         if r is self.active:
             self.notify("cancel the run (x) before deleting it", severity="warning")
             return
-        source = self.sources.get(r.id, "")
-        own = bool(source) and Path(source).resolve().is_relative_to(data_dir().resolve())
-        question = f"Delete {r.name} from the list{' and its file ' + source if own else ''}? (y/n)"
+        own = self.session.own_file(r.id)
+        question = f"Delete {r.name} from the list{' and its file ' + own if own else ''}? (y/n)"
 
         def answer(yes: bool | None) -> None:
             if not yes:
                 return
-            self.runs.remove(r)
-            if r.id in self.marked:
-                self.marked.remove(r.id)
+            shown = self.session.current is r
+            self.session.remove(r)
             if own:
-                Path(source).unlink(missing_ok=True)
-            if self.current is r:
-                self.current = None
+                Path(own).unlink(missing_ok=True)
+            if shown:
                 self.show_current()
             self.refresh_runs()
 

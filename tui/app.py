@@ -40,6 +40,7 @@ from perfconsole.tui.ladder_driver import LadderDriver
 from perfconsole.tui.messages import RunFeed
 from perfconsole.tui.run_driver import RunDriver
 from perfconsole.tui.saved_items import SavedItems
+from perfconsole.tui.session import Session
 from perfconsole.tui.screens.compare import ComparePane
 from perfconsole.tui.screens.console_screen import ConsoleScreen
 from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
@@ -98,20 +99,13 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         self.sampler = sampler
         self.launch_env = launch_env
         self.initial_snapshots = list(snapshots)
-        self.runs: list[RunRecord] = []
-        self.marked: list[str] = []
-        self.sources: dict[str, str] = {}        # run id -> file it came from ("session" if none)
+        self.session = Session()                 # the runs, grids, saved comparisons, their files, marks (tui/session.py)
         self.times: dict[str, list[float | None]] = {}
         self.feeds: dict[str, RunFeed] = {}
         self.queue = RunQueue()
         self.launch: launcher.Launch | RepeatedLaunch | InterleavedRuns | Any | None = None  # Any: a LadderRunner
         self.group: set[str] = set()             # ids of an interleaved entry's runs not yet ended
         self.active: RunRecord | None = None     # the run streaming now
-        self.current: RunRecord | None = None    # the run the live / kernel / NVTX panes show
-        self.comparison = None
-        self.comparisons: dict[str, Any] = {}    # saved comparisons listed in Runs, by id (tui/saved_items.py)
-        self.grids: list = []                    # sweeps and attention grids opened from disk
-        self.grid = None                         # the one the grids pane shows
         self.executor: Any = None                # core.launch.slurm.SlurmExecutor: the ladder's rungs as Slurm jobs
         self.grid_jobs: dict[str, dict[str, int]] = {}   # grid id -> its Slurm jobs pending, running, done
         self._stop = threading.Event()
@@ -124,7 +118,6 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         self._ui_loop: asyncio.AbstractEventLoop | None = None
         self.stop_signal: int | None = None     # the stop signal (or hang-up) that ends this console
         self._stopping = False
-        self._kept: set[str] = set()             # ids of runs with a file: opened, saved by hand or on the way out
         self.kept: list[Path] = []               # the files leaving wrote (tui/main.py names them on exit)
 
     # --- layout --------------------------------------------------------------------------------
@@ -169,7 +162,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         self.call_after_refresh(self._first_frame)
         self.main("#f-size").focus()
         if self.start_at_once:
-            pane = self.main(LaunchPane)
+            pane = self.launch_pane
             if pane.spec is not None:
                 self.enqueue([pane.spec], queue=False)
             else:
@@ -192,18 +185,51 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         """A widget of the main screen, also while a dialog is on top (App.query_one searches the top screen)."""
         return self.screen_stack[0].query_one(selector)
 
+    # The panes, for the drivers: typed, and named once here (posting's accessors).
+    @property
+    def tabs(self) -> TabbedContent:
+        return self.main(TabbedContent)
+
+    @property
+    def launch_pane(self) -> LaunchPane:
+        return self.main(LaunchPane)
+
+    @property
+    def live_pane(self) -> LivePane:
+        return self.main(LivePane)
+
+    @property
+    def kernels_pane(self) -> KernelsPane:
+        return self.main(KernelsPane)
+
+    @property
+    def nvtx_pane(self) -> NvtxPane:
+        return self.main(NvtxPane)
+
+    @property
+    def runs_pane(self) -> RunsPane:
+        return self.main(RunsPane)
+
+    @property
+    def compare_pane(self) -> ComparePane:
+        return self.main(ComparePane)
+
+    @property
+    def grids_pane(self) -> GridsPane:
+        return self.main(GridsPane)
+
     # --- tabs and keys -------------------------------------------------------------------------
     FOCUS = {"launch": "#f-size", "live": "#steps", "kernels": "#kernel-table", "nvtx": "#nvtx-table", "runs": "#runs-table",
              "compare": "#compare-pane", "grids": "#grids-pane"}
 
     def action_show_tab(self, tab: str) -> None:
-        self.main(TabbedContent).active = tab
+        self.tabs.active = tab
         self._focus_tab(tab)
         self.call_after_refresh(self._focus_tab, tab, True)  # again once shown, in case it was not focusable yet
 
     def _focus_tab(self, tab: str, again: bool = False) -> None:
         main = self.screen_stack[0]
-        if again and main.focused is not None and self.main(TabbedContent).get_pane(tab) in main.focused.ancestors:
+        if again and main.focused is not None and self.tabs.get_pane(tab) in main.focused.ancestors:
             return  # a key typed since (`/` right after `3`) has moved the focus within the tab: keep it there
         main.set_focus(self.main(self.FOCUS[tab]))
 
@@ -227,7 +253,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         for tab, label in TABS:
             yield SystemCommand(f"Show {label.split(' ', 1)[1]}", f"switch to the {tab} pane",
                                 lambda t=tab: self.action_show_tab(t))
-        pane = self.main(LaunchPane)
+        pane = self.launch_pane
         commands = [
             ("Run the launch form", "start the run the form describes", pane.action_launch),
             ("Queue the launch form", "run it after the runs ahead of it", pane.action_enqueue),
@@ -247,7 +273,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
             ("Export the comparison", "Markdown, CSV or JSON", self.action_export_comparison),
             ("Save the comparison", "write a snapshot to the data directory", self.action_save_comparison),
             ("Switch grid values", "step time / tokens/s / peak memory; fwd/bwd ms / memory",
-             self.main(GridsPane).action_next_metric),
+             self.grids_pane.action_next_metric),
             ("Export the grid", "the sweep or attention grid as Markdown, CSV or JSON", self.action_export_grid),
             ("Save the grid", "write the sweep or attention grid to the data directory", self.action_save_grid),
             ("Show all keys", "every binding of every pane", self.action_help),
@@ -263,21 +289,22 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
 
     # --- showing runs --------------------------------------------------------------------------
     def show_current(self) -> None:
-        r = self.current
+        r = self.session.current
         t = self.times.get(r.id) if r else None
-        self.main(LivePane).show_record(r, t[0] if t else None, t[1] if t else None)
-        self.main(KernelsPane).show_record(r)
-        self.main(NvtxPane).show_record(r)
+        self.live_pane.show_record(r, t[0] if t else None, t[1] if t else None)
+        self.kernels_pane.show_record(r)
+        self.nvtx_pane.show_record(r)
 
     def refresh_runs(self) -> None:
-        self.main(RunsPane).show_runs(self.runs, self.marked, self.sources, self.grids, self.comparisons)
+        s = self.session
+        self.runs_pane.show_runs(s.runs, s.marked, s.files, s.grids, s.comparisons)
 
     # --- quitting: q, ctrl+q and the palette leave as a stop signal does, keeping every run -----------
     def action_quit_console(self) -> None:
         if self.launch is None:
             self.leave(0)
             return
-        climbing = next((g.name for g in self.grids if g.status == "running"), "a ladder")
+        climbing = next((g.name for g in self.session.grids if g.status == "running"), "a ladder")
         what = self.active.name if self.active is not None else climbing
 
         def answer(yes: bool | None) -> None:
@@ -359,7 +386,6 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
     def save_measured(self) -> list[Path]:
         """The session's runs with steps and no file, saved to the data directory (also off the UI thread,
         by the exit guard): a run opened from a file or saved already is not written again."""
-        self._kept.update(list(self.sources))
-        saved = exit_guard.save_measured(self.runs, self._kept)
+        saved = exit_guard.save_measured(self.session)
         self.kept += saved
         return saved

@@ -40,7 +40,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,6 +51,7 @@ from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.launch import processes
 from perfconsole.core.paths import data_dir, safe_name
+from perfconsole.tui.session import Session
 
 GRACE_S = 3.0          # the orderly stop takes well under a second; then the watchdog acts
 RESCUE_S = 1.0         # how long the watchdog waits for its own save before exiting anyway
@@ -158,26 +159,28 @@ def install_stop_signals(guard: ExitGuard, request_stop: Callable[[int], None]) 
         signal.signal(sig, handle)
 
 
-def save_measured(runs: Iterable[Any], skip: set[str]) -> list[Path]:
-    """Every run with steps whose id is not in `skip` (runs opened from or saved to a file), saved to the
-    data directory's snapshots; one cut short is saved as cancelled, with its steps. Works on copies,
-    so the watchdog may call it while the UI thread is stuck mid-update. Adds what it saved to `skip`."""
+def save_measured(session: Session) -> list[Path]:
+    """Every run of the session with steps and no file (neither opened from one nor saved), saved to the data
+    directory's snapshots; one cut short is saved as cancelled, with its steps. Works on copies, so the watchdog
+    may call it while the UI thread is stuck mid-update. The session says each file it wrote is the run's."""
     from perfconsole.tui.actions import SNAPSHOTS
 
     saved = []
-    for record in list(runs):
-        if record.id in skip or not (record.steps or record.warmup_steps):
+    for record in list(session.runs):
+        if not (record.steps or record.warmup_steps):
             continue
-        skip.add(record.id)
+        path = data_dir() / SNAPSHOTS / f"{safe_name(record.name)}-{record.id}.json"
+        if not session.saved(record.id, str(path)):  # first, so that a second caller at once passes it by
+            continue
         snap = copy.deepcopy(record)
         if not snap.finished:
             snap.apply(ev.Error("cancelled", "the console was stopped: its terminal closed or a stop signal came"))
             snap.apply(ev.Finished("cancelled"))
-        path = data_dir() / SNAPSHOTS / f"{safe_name(snap.name)}-{snap.id}.json"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             saved.append(store.save(snap, path))
         except (OSError, store.SnapshotError):
+            session.forget_file(record.id)
             continue
     return saved
 

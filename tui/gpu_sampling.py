@@ -11,7 +11,6 @@ from textual.worker import get_current_worker
 
 from perfconsole.core.telemetry.nvml import GpuSample, visible_gpus
 from perfconsole.tui.messages import GpuSampled
-from perfconsole.tui.screens.live import LivePane
 
 GPU_PERIOD_S = 0.25          # 4 Hz while a run streams or the live pane shows
 GPU_IDLE_PERIOD_S = 2.0      # otherwise, and where there is no GPU, poll rarely
@@ -43,4 +42,4 @@ class GpuSampling:
 
     def on_gpu_sampled(self, message: GpuSampled) -> None:
         with contextlib.suppress(NoMatches, IndexError):
-            self.main(LivePane).show_gpu(message.sample, message.history, message.others)
+            self.live_pane.show_gpu(message.sample, message.history, message.others)

@@ -18,11 +18,10 @@ from perfconsole.core.paths import data_dir, safe_name
 from perfconsole.core.spec import SpecError
 from perfconsole.tui.actions import SNAPSHOTS
 from perfconsole.tui.messages import GridEnded, GridUpdated
-from perfconsole.tui.screens.launch import LaunchPane
 
 
 class LadderDriver:
-    """Mixed into the console's App: uses its launch, grids, sources, notify() and the run queue."""
+    """Mixed into the console's App: uses its launch, session (tui/session.py), notify() and the run queue."""
 
     def action_run_ladder(self) -> None:
         if self.launch is not None:
@@ -31,7 +30,7 @@ class LadderDriver:
             return
         from perfconsole.core.grids.ladder import LadderRecord, LadderRunner, LadderSpec
 
-        spec = self.main(LaunchPane).spec
+        spec = self.launch_pane.spec
         if spec is None:
             self.notify("the launch form is not valid: fix it first", severity="error")
             return
@@ -48,9 +47,8 @@ class LadderDriver:
         except OSError as exc:
             self.notify(f"ladder: cannot save to {path.parent}: {exc}", severity="error")
             return
-        self.grids.append(record)
-        self.sources[record.id] = str(path)
-        # The worker's own copy (same id, same snapshot file); the one in self.grids changes on this thread only.
+        self.session.add_grid(record, str(path))
+        # The worker's own copy (same id, same snapshot file); the session's changes on this thread only.
         self.launch = runner = LadderRunner(copy.deepcopy(record), out_dir=out, save_to=path,
                                             executor=getattr(self, "executor", None))
         self.refresh_bindings()
@@ -77,27 +75,27 @@ class LadderDriver:
                                         list(record.cell_seconds) if ended else None))
 
     def on_grid_updated(self, message: GridUpdated) -> None:
-        grid = self._grid(message.grid_id)
+        grid = self.session.grid(message.grid_id)
         if grid is None:
             return
         grid.runs[message.index] = message.cell
         grid.status, grid.cell_seconds = message.status, message.cell_seconds
         if message.jobs is not None:
             self.grid_jobs[message.grid_id] = message.jobs
-        if self.grid is grid:
+        if self.session.shown_grid is grid:
             self.show_grid(grid, switch=False)
 
     def on_grid_ended(self, message: GridEnded) -> None:
         self.launch = None
         self.refresh_bindings()
         self.refresh_runs()
-        grid = self._grid(message.grid_id)
+        grid = self.session.grid(message.grid_id)
         if grid is not None:
             if message.status is not None:
                 grid.status, grid.cell_seconds = message.status, message.cell_seconds
             if grid.status == "running":  # its thread stopped early (the error is notified): not still running
                 grid.status = "cancelled"
-            if self.grid is grid:
+            if self.session.shown_grid is grid:
                 self.show_grid(grid, switch=False)
             self.notify(f"{grid.name}: {grid.status}", severity="information" if grid.status == "ok" else "warning")
         self._start_next()

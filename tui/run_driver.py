@@ -12,7 +12,6 @@ import time
 
 from textual import work
 from textual.css.query import NoMatches
-from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
 from perfconsole.core import events as ev
@@ -22,10 +21,6 @@ from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.spec import RunSpec
 from perfconsole.tui.messages import RunEnded, RunFeed, RunUpdated
-from perfconsole.tui.screens.launch import LaunchPane
-from perfconsole.tui.screens.live import LivePane
-from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
-from perfconsole.tui.screens.runs import RunsPane
 
 REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come
 # The launcher cannot tell a signal from the user; the console knows who cancelled the runs it cancelled.
@@ -33,7 +28,7 @@ BY_USER = "stopped by the user before its last step"
 
 
 class RunDriver:
-    """Mixed into the console's App: uses its runs, queue, feeds, times, panes and notify()."""
+    """Mixed into the console's App: uses its session (tui/session.py), queue, feeds, times, panes and notify()."""
 
     user_cancelled: frozenset[str] = frozenset()   # the runs the user cancelled (x, ctrl+k, the palette)
 
@@ -61,9 +56,9 @@ class RunDriver:
         # Live and Runs show it too: the runs lined up with ctrl+e / ctrl+t are not on Launch's mind.
         pending = self.queue.pending()
         text = f"{len(pending)} queued: " + ", ".join(s.label() for s in pending) if pending else ""
-        self.main(LaunchPane).set_queue_info(text)
-        self.main(LivePane).show_queue(text)
-        self.main(RunsPane).show_queue(text)
+        self.launch_pane.set_queue_info(text)
+        self.live_pane.show_queue(text)
+        self.runs_pane.show_queue(text)
 
     def action_clear_queue(self) -> None:
         n = self.queue.clear()
@@ -86,9 +81,9 @@ class RunDriver:
             return
         records = [RunRecord(spec) for spec in group]
         for record in records:
-            self.unique_name(record)
-            self.runs.append(record)
-        self.active = self.current = records[0]
+            self.session.add(record)
+        self.active = records[0]
+        self.session.show(records[0])
         self._gpu_busy = True
         for record in records:
             self.times[record.id] = [time.monotonic(), None]
@@ -131,11 +126,8 @@ class RunDriver:
         finally:
             self.post_message(RunEnded(run_id))
 
-    def _record(self, run_id: str) -> RunRecord | None:
-        return next((r for r in self.runs if r.id == run_id), None)
-
     def _fold(self, run_id: str) -> RunRecord | None:
-        record, feed = self._record(run_id), self.feeds.get(run_id)
+        record, feed = self.session.run(run_id), self.feeds.get(run_id)
         if record is None or feed is None:
             return None
         events = feed.drain()
@@ -148,13 +140,14 @@ class RunDriver:
             return None
         if record.id in self.group and record is not self.active and any(isinstance(e, ev.Replicate) for e in events):
             # An interleaved entry moved on to this run's next process: the live pane follows it.
-            self.active = self.current = record
+            self.active = record
+            self.session.show(record)
             self.show_current()
-        if record is self.current:
+        if record is self.session.current:
             self._schedule_redraw()
             if any(isinstance(e, ev.ProfileReady) for e in events):
-                self.main(KernelsPane).show_record(record)
-                self.main(NvtxPane).show_record(record)
+                self.kernels_pane.show_record(record)
+                self.nvtx_pane.show_record(record)
         if record.status != status:
             self.refresh_runs()
         return record
@@ -167,14 +160,14 @@ class RunDriver:
     def _redraw(self) -> None:
         self._redraw_pending = False
         with contextlib.suppress(NoMatches, IndexError):  # a timer may fire while the app shuts down
-            self.main(LivePane).refresh_record()
+            self.live_pane.refresh_record()
 
     def on_run_updated(self, message: RunUpdated) -> None:
         self._fold(message.run_id)
 
     def on_run_ended(self, message: RunEnded) -> None:
         self._fold(message.run_id)
-        record = self._record(message.run_id)
+        record = self.session.run(message.run_id)
         if record is not None and not record.finished:
             # The thread stopped without a Finished event (it raised): keep the steps, say so.
             record.apply(ev.Error("crash", "the run stopped unexpectedly; see the notification"))
@@ -185,12 +178,12 @@ class RunDriver:
             self.times[message.run_id][1] = now
         if not self.screen_stack:  # the console is closing: the record is whole, there is no pane to draw it in
             return
-        if record is self.current:
-            live = self.main(LivePane)
+        if record is self.session.current:
+            live = self.live_pane
             live.mark_ended(now)
             live.refresh_record()
-            self.main(KernelsPane).show_record(record)
-            self.main(NvtxPane).show_record(record)
+            self.kernels_pane.show_record(record)
+            self.nvtx_pane.show_record(record)
         if record is not None:
             sev = "information" if record.status == "ok" else "error"
             self.notify(f"{record.name}: {record.status}" + (f" ({record.error.message})" if record.error and
@@ -201,7 +194,7 @@ class RunDriver:
             return
         self.active, self.launch = None, None
         self.refresh_bindings()
-        self._gpu_busy = self.main(TabbedContent).active == "live"
+        self._gpu_busy = self.tabs.active == "live"
         self.refresh_runs()
         self._start_next()
 
@@ -223,9 +216,9 @@ class RunDriver:
         self.launch.cancel()
         if self.active is not None:
             self.active.stage = "cancelling"
-            self.main(LivePane).refresh_status()
+            self.live_pane.refresh_status()
 
     def _tick(self) -> None:
-        if self.active is not None and self.active is self.current:
+        if self.active is not None and self.active is self.session.current:
             with contextlib.suppress(NoMatches, IndexError):
-                self.main(LivePane).refresh_status()
+                self.live_pane.refresh_status()

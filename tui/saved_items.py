@@ -6,8 +6,8 @@ listed already, and deleting a run listed from a comparison's file would delete 
 in Compare, `s` saves it again (into its own file), `e` exports it, `d` takes it off the list and deletes its
 file where that lies in the data directory.
 
-A mixin of the app, as SessionActions is (tui/actions.py): uses its runs, grids, comparisons, sources, panes,
-notify(), and SessionActions' _save, _export and show_comparison.
+A mixin of the app, as SessionActions is (tui/actions.py): uses its session (tui/session.py), panes, notify(),
+and SessionActions' _save, _export and show_comparison.
 """
 from __future__ import annotations
 
@@ -49,28 +49,20 @@ class SavedItems:
     def _saved_loaded(self, found: list[tuple[Any, str]], unreadable: int, folder: Path) -> None:
         for obj, source in found:
             if isinstance(obj, RunRecord):
-                self._add_loaded(obj, source)
+                self.session.add(obj, source)
             elif obj.kind == "comparison":
                 self.list_comparison(obj, source)
-            elif self._grid(obj.id) is None:
-                self.grids.append(obj)
-                self.sources[obj.id] = source
+            else:
+                self.session.add_grid(obj, source)
         self.refresh_runs()
         if unreadable:
             self.notify(f"{unreadable} file(s) in {folder} are not snapshots this version reads", severity="warning")
-
-    def _own_file(self, item_id: str) -> str:
-        """The item's file if it lies in the data directory (deleting the item deletes it), else ""."""
-        source = self.sources.get(item_id, "")
-        own = bool(source) and Path(source).resolve().is_relative_to(data_dir().resolve())
-        return source if own else ""
 
     # --- comparisons -----------------------------------------------------------------------------
     def list_comparison(self, comparison: Any, source: str) -> str:
         """List a comparison saved in `source` in Runs (once: saving it again lists the one row); its id."""
         cid = comparison_file_name(comparison)
-        self.comparisons[cid] = comparison
-        self.sources[cid] = source
+        self.session.list_comparison(cid, comparison, source)
         return cid
 
     def save_comparison(self, comparison: Any) -> None:
@@ -82,10 +74,8 @@ class SavedItems:
     def on_listed_comparison(self, key: str) -> bool:
         """A Runs key (`mark`, `view`, `save`, `export`, `delete`) on the comparison under the cursor, where the
         cursor is on one: True when it was, and the key has been answered."""
-        from perfconsole.tui.screens.runs import RunsPane
-
-        cid = self.main(RunsPane).current_id() if self.main("#tabs").active == "runs" else None
-        comparison = self.comparisons.get(cid) if cid else None
+        cid = self._cursor_id()
+        comparison = self.session.comparison(cid)
         if comparison is None:
             return False
         if key == "mark":
@@ -101,21 +91,19 @@ class SavedItems:
         return True
 
     def _delete_comparison(self, cid: str, comparison: Any) -> None:
-        from perfconsole.tui.screens.compare import ComparePane
         from perfconsole.tui.screens.dialogs import ConfirmScreen
 
-        own = self._own_file(cid)
+        own = self.session.own_file(cid)
 
         def answer(yes: bool | None) -> None:
             if not yes:
                 return
-            self.comparisons.pop(cid, None)
-            self.sources.pop(cid, None)
+            self.session.remove_comparison(cid)
             if own:
                 Path(own).unlink(missing_ok=True)
-            if self.comparison is comparison:
-                self.comparison = None
-                self.main(ComparePane).show(None)
+            if self.session.compared is comparison:
+                self.session.compare(None)
+                self.compare_pane.show(None)
             self.refresh_runs()
 
         self.push_screen(ConfirmScreen(f"Delete the comparison from the list{' and its file ' + own if own else ''}? "

@@ -16,8 +16,8 @@ async def test_every_character_on_a_scrolling_pane_is_ascii():
     app = make_app(ascii_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
         record = fixture_profile_record()
-        app.runs.append(record)
-        app.current = record
+        app.session.add(record)
+        app.session.show(record)
         app.show_current()
         await pilot.press("3")                     # 238 kernels: a vertical scrollbar
         await pilot.pause()
@@ -55,8 +55,8 @@ async def test_ascii_mode_draws_each_phase_with_its_own_character():
     app = make_app(ascii_only=True)
     async with app.run_test(size=(80, 24)) as pilot:
         record = store.load(shipped("tiny-cpu-train-fp32.json"))     # a train run: forward, backward, optimizer
-        app.runs.append(record)
-        app.current = record
+        app.session.add(record)
+        app.session.show(record)
         app.show_current()
         await pilot.press("2")
         await pilot.pause()

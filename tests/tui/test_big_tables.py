@@ -36,8 +36,8 @@ async def test_a_million_kernels_draw_only_what_shows():
     built: list[int] = []
     async with app.run_test(size=(120, 34)) as pilot:
         table = app.query_one("#kernel-table", SortableTable)
-        app.runs.append(record)
-        app.current = record
+        app.session.add(record)
+        app.session.show(record)
         app.show_current()
         await pilot.press("3")
         await pilot.pause()

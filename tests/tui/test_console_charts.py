@@ -213,7 +213,7 @@ async def test_every_chart_renders_at_80x24_in_ascii(tmp_path):
                 await pilot.press(*keys)
                 await pilot.pause()
                 assert app.query_one("#tabs").active == "grids"
-                texts.setdefault(app.grid.kind, []).append(app.query_one("#grids-chart").render().plain)
+                texts.setdefault(app.session.shown_grid.kind, []).append(app.query_one("#grids-chart").render().plain)
         assert all(t.isascii() for ts in texts.values() for t in ts)
         sweep, attention = texts["sweep"][0], texts["attention"][0]
         assert "size: o small  x medium  + large  * xl  # 2.7B" in sweep and "gaps OOM: 2.7B ctx 1024" in sweep

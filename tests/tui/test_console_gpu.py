@@ -44,9 +44,9 @@ async def test_small_cuda_run_with_live_nvml_and_every_screen():
         gpu_text = plain(app.main("#gpu").content)
         assert s.name in gpu_text and "util" in gpu_text and "no GPU" not in gpu_text
         _shot(app, "live_running")
-        await wait_for(pilot, lambda: app.runs[-1].finished, timeout=600)
+        await wait_for(pilot, lambda: app.session.runs[-1].finished, timeout=600)
         await pilot.pause(0.5)
-        r = app.runs[-1]
+        r = app.session.runs[-1]
         assert r.status == "ok", r.error
         assert r.summary.mfu is not None and 0 < r.summary.mfu < 1
         assert "MFU" in plain(app.main("#stats").content)
@@ -73,7 +73,7 @@ async def test_small_cuda_run_with_live_nvml_and_every_screen():
         app.main("#launch-pane").set_value("precision", "fp32")
         await pilot.pause()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: len(app.runs) == 2 and app.runs[-1].finished, timeout=600)
+        await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.runs[-1].finished, timeout=600)
         await pilot.press("5", "space", "down", "space", "c")
         await pilot.pause()
         text = plain(app.main("#compare-body", ).content)

@@ -150,7 +150,7 @@ async def test_save_mark_and_delete_a_grid():
         await pilot.pause()
         await pilot.press("5", "down", "space")
         await pilot.pause()
-        assert app.marked == []  # a grid is not compared with runs
+        assert app.session.marked == []  # a grid is not compared with runs
         assert any("grids are not compared" in str(n.message) for n in app._notifications)
         await pilot.press("s")
         await pilot.pause()
@@ -162,7 +162,7 @@ async def test_save_mark_and_delete_a_grid():
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await pilot.pause()
-        assert app.grids == [] and app.grid is None and len(app.runs) == 1
+        assert app.session.grids == [] and app.session.shown_grid is None and len(app.session.runs) == 1
         assert saved[0].exists()  # the file came from the fixtures, not the data directory
         assert "open a sweep, an attention grid, a ladder or a scaling curve" in _text(app, "#grids-head")
 
@@ -182,7 +182,7 @@ async def test_shipped_tiny_cpu_sweep_opens_from_the_open_dialog():
             await pilot.press("down")
         await pilot.press("enter")
         await pilot.pause()
-        assert app.query_one("#tabs").active == "grids" and app.grid.id == sweep.id
+        assert app.query_one("#tabs").active == "grids" and app.session.shown_grid.id == sweep.id
         body = _text(app, "#grids-body")
         for nth, prec in enumerate(("fp32", "bf16")):
             means = [r.summary.total_ms.mean for r in sorted(sweep.runs, key=lambda r: r.spec.ctx)

@@ -90,8 +90,8 @@ async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while
         await pilot.press(*"Run the optimization ladder")
         await pilot.pause(0.3)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.launch is not None and app.grids)
-        ladder = app.grids[-1]
+        await wait_for(pilot, lambda: app.launch is not None and app.session.grids)
+        ladder = app.session.grids[-1]
         assert ladder.kind == "ladder" and app.query_one("#tabs").active == "grids"
         assert all(r.spec.mode == "train" for r in ladder.runs)  # the ladder times train steps
         # The worker climbs its own copy; the drawn ladder fills from the copies it sends.
@@ -99,7 +99,7 @@ async def test_the_console_climbs_a_ladder_from_the_form_and_holds_the_gpu_while
         await pilot.press("1")
         await pilot.press("ctrl+r")    # the GPU is the ladder's: the run is refused, not started beside it
         await pilot.pause()
-        assert app.runs == []
+        assert app.session.runs == []
         await wait_for(pilot, lambda: app.launch is None, timeout=240)
         assert ladder.status == "ok"
         assert [r.status for r in ladder.runs][:4] == ["ok"] * 4
@@ -116,7 +116,7 @@ async def test_quitting_while_a_ladder_climbs_asks_then_ends_it_with_no_process_
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         app.action_run_ladder()
-        ladder = app.grids[-1]
+        ladder = app.session.grids[-1]
         await wait_for(pilot, lambda: ladder.runs[0].steps)       # the first rung is measuring
         children = descendants()  # the xdist worker's warm process serves on
         assert children
@@ -146,7 +146,7 @@ async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_q
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         app.action_run_ladder()
-        ladder = app.grids[-1]
+        ladder = app.session.grids[-1]
         assert tuple(ladder.spec.rungs) == DP_RUNG_NAMES and ladder.spec.base.nproc == 2
         assert all(r.spec.scaling for r in ladder.runs)
         await wait_for(pilot, lambda: any("torch.distributed.run" in line for line in _cmdlines()), timeout=240)

@@ -8,8 +8,8 @@ from perfconsole.core import store
 
 async def _show(app, pilot, path) -> None:
     record = store.load(path)
-    app.runs.append(record)
-    app.current = record
+    app.session.add(record)
+    app.session.show(record)
     app.show_current()
     await pilot.press("2")
     await pilot.pause()
@@ -50,8 +50,8 @@ async def test_at_80_columns_runs_and_nvtx_keep_every_column_in_view():
     app = make_app(snapshots=[shipped("tiny-cpu-train-fp32.json"), shipped("tiny-cpu-sweep.json")])
     async with app.run_test(size=(80, 24)) as pilot:
         record = fixture_profile_record()
-        app.runs.append(record)
-        app.current = record
+        app.session.add(record)
+        app.session.show(record)
         app.show_current()
         app.refresh_runs()
         await pilot.press("5")
@@ -95,7 +95,7 @@ async def test_compare_heads_show_what_differs_and_like_names_get_a_number(tmp_p
     async with app.run_test(size=(120, 34)) as pilot:
         await pilot.pause()
         fp32, bf16 = (store.load(p).name for p in paths[:2])       # "small ctx1024 b16 fp32 train step-sync"
-        assert [r.name for r in app.runs] == [fp32, bf16, fp32 + " #2"]
+        assert [r.name for r in app.session.runs] == [fp32, bf16, fp32 + " #2"]
         await pilot.press("5", "m", "down", "m", "c")
         await pilot.pause()
         head = plain(app.query_one("#compare-body").content).split("precision")[0]
@@ -109,6 +109,11 @@ def _named(name: str, precision: str, size: str = "small"):
     return r
 
 
+def _list(app, runs) -> None:
+    for r in runs:
+        app.session.add(r)
+
+
 def _names_shown(app) -> list[str]:
     table = app.query_one("#runs-table")
     return [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
@@ -117,13 +122,13 @@ def _names_shown(app) -> list[str]:
 async def test_at_80_columns_a_run_s_name_starts_with_the_fields_that_differ_among_the_runs():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        app.runs += [_named("tiny-cpu-fwd-ctx64.json", "fp32", size="tiny")]   # unlike the rest in most words
-        app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")]
+        _list(app, [_named("tiny-cpu-fwd-ctx64.json", "fp32", size="tiny")])   # unlike the rest in most words
+        _list(app, [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")])
         app.refresh_runs()
         await pilot.press("5")
         await pilot.pause()
         shown = _names_shown(app)
-        assert any(len(s) < len(r.name) for s, r in zip(shown, app.runs)), shown   # the names were cut
+        assert any(len(s) < len(r.name) for s, r in zip(shown, app.session.runs)), shown   # the names were cut
         # size, precision and mode differ: first, and first of them what tells a run from the runs nearest it
         assert shown == ["tiny fwd fp32 · ctx1024 ...", "fp32 small train · ctx10...", "bf16 small train · ctx10...",
                          "fp16 small train · ctx10..."], shown
@@ -140,14 +145,13 @@ async def test_at_80_columns_runs_alike_but_for_mode_and_profiler_lead_with_them
             r = store.load(shipped("tiny-cpu-train-fp32.json"))
             r.spec = r.spec.with_(**{**dict(size="small", ctx=256, batch=4, mode="fwd_bwd", profile="none"), **change})
             r.id, r.name = f"2026112{i}-194841-41949c", r.spec.label()
-            app.unique_name(r)
-            app.runs.append(r)
-            app.sources[r.id] = f"/data/snapshots/{r.name.replace(' ', '_')}-{r.id}.json"
+            app.session.add(r)   # named "... #2" where it must be
+            app.session.saved(r.id, f"/data/snapshots/{r.name.replace(' ', '_')}-{r.id}.json")
         app.refresh_runs()
         await pilot.press("5")
         await pilot.pause()
         shown = _names_shown(app)
-        assert all(len(s) < len(r.name) for s, r in zip(shown, app.runs)), shown     # every name was cut
+        assert all(len(s) < len(r.name) for s, r in zip(shown, app.session.runs)), shown     # every name was cut
         assert shown[0].startswith("fwd_bwd ")
         assert shown[1].startswith("train torch") and shown[2].startswith("train torch"), shown
         assert shown[2].endswith(" #2") and not shown[1].endswith(" #2")
@@ -159,11 +163,11 @@ async def test_runs_fit_a_terminal_resized_while_they_are_shown():
 
     app = make_app()
     async with app.run_test(size=(120, 24)) as pilot:
-        app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")]
+        _list(app, [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16", "fp16")])
         app.refresh_runs()
         await pilot.press("5")
         await pilot.pause()
-        full = [r.name for r in app.runs]
+        full = [r.name for r in app.session.runs]
         assert _names_shown(app) == full
         for size in ((66, 24), (120, 24)):
             await pilot.resize_terminal(*size)
@@ -184,7 +188,7 @@ async def test_a_saved_comparison_s_file_name_keeps_the_fields_that_differ():
 
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16")]   # alike for 22 characters
+        _list(app, [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16")])   # alike for 22 characters
         app.refresh_runs()
         await pilot.press("5", "m", "down", "m", "c")
         await pilot.pause()
@@ -204,11 +208,11 @@ async def test_compare_heads_take_the_width_there_is():
     for width in (120, 80):
         app = make_app()
         async with app.run_test(size=(width, 34)) as pilot:
-            app.runs += [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16")]
+            _list(app, [_named("tiny-cpu-train-fp32.json", p) for p in ("fp32", "bf16")])
             app.refresh_runs()
             await pilot.press("5", "m", "down", "m", "c")
             await pilot.pause()
-            heads = differs_first(app.runs)           # "fp32 · small ctx1024 b16 train ...", 37 or more wide
+            heads = differs_first(app.session.runs)           # "fp32 · small ctx1024 b16 train ...", 37 or more wide
             lines = screen_lines(app)
             whole = all(any(h in line for line in lines) for h in heads)
             assert whole == (width == 120), (width, heads, lines[:8])

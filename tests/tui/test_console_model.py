@@ -118,9 +118,9 @@ async def test_hf_llama_tiny_runs_from_the_form_to_finished():
         assert pane.spec is not None and (pane.spec.model, pane.spec.size) == ("hf:llama", "tiny")
         await pilot.press("ctrl+r")
         # transformers' import alone can take minutes on a loaded machine
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished, timeout=1200)
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].finished, timeout=1200)
         await pilot.pause()
-        r = app.runs[-1]
+        r = app.session.runs[-1]
         assert r.status == "ok", r.error
         assert r.model["architecture"] == "LlamaForCausalLM" and len(r.steps) == 2
         assert plain(app.query_one("#live-status", Static).content).startswith("finished")

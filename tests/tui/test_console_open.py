@@ -19,14 +19,14 @@ async def test_a_typed_path_opens_that_file_and_the_keys_work_afterwards():
         await pilot.press(*str(wanted), "enter")
         await pilot.pause()
         assert not isinstance(app.screen, OpenScreen)
-        assert [app.sources[r.id] for r in app.runs][-1] == str(wanted) and len(app.runs) == 3
+        assert [app.session.file_of(r.id) for r in app.session.runs][-1] == str(wanted) and len(app.session.runs) == 3
         table = app.query_one("#runs-table", DataTable)
         assert app.focused is table
         await pilot.press("end")                               # the last row, not the last column
         assert table.cursor_row == 2 and table.scroll_x == 0
         await pilot.press("home", "space")
         await pilot.pause()
-        assert table.cursor_row == 0 and app.marked == [app.runs[0].id]
+        assert table.cursor_row == 0 and app.session.marked == [app.session.runs[0].id]
 
 
 async def test_down_or_tab_from_the_path_reaches_the_list_and_an_empty_enter_opens_nothing():
@@ -34,13 +34,13 @@ async def test_down_or_tab_from_the_path_reaches_the_list_and_an_empty_enter_ope
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("5", "o", "enter")                   # nothing typed: nothing opened, the list has focus
         await pilot.pause()
-        assert isinstance(app.screen, OpenScreen) and app.runs == [] and app.focused.id == "open-list"
+        assert isinstance(app.screen, OpenScreen) and app.session.runs == [] and app.focused.id == "open-list"
         await pilot.press("shift+tab", "down", "down", "enter")  # back to the path; down: the list; down: 2nd entry
         await pilot.pause()
-        assert list(app.sources.values()) == [str(snapshot_choices()[1])]
+        assert list(app.session.files.values()) == [str(snapshot_choices()[1])]
         await pilot.press("5", "o", *"typed", "escape")        # Esc in the path field cancels the dialog
         await pilot.pause()
-        assert not isinstance(app.screen, OpenScreen) and len(app.sources) == 1
+        assert not isinstance(app.screen, OpenScreen) and len(app.session.files) == 1
 
 
 async def test_a_new_session_lists_what_earlier_ones_saved_newest_first():
@@ -63,13 +63,13 @@ async def test_a_new_session_lists_what_earlier_ones_saved_newest_first():
     notify = app.notify
     app.notify = lambda message, *args, **kw: (said.append(str(message)), notify(message, *args, **kw))[1]
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: len(app.runs) == 2, timeout=30)
+        await wait_for(pilot, lambda: len(app.session.runs) == 2, timeout=30)
         await pilot.press("5")
         await pilot.pause()
-        assert [r.spec.precision for r in app.runs] == ["bf16", "fp32"]
-        assert [app.sources[r.id] for r in app.runs] == [str(folder / "tiny-cpu-train-bf16.json"),
+        assert [r.spec.precision for r in app.session.runs] == ["bf16", "fp32"]
+        assert [app.session.file_of(r.id) for r in app.session.runs] == [str(folder / "tiny-cpu-train-bf16.json"),
                                                           str(folder / "tiny-cpu-train-fp32.json")]
-        assert len(app.grids) == 1
+        assert len(app.session.grids) == 1
         assert plain(app.query_one("#runs-title").content).startswith("2 runs, 1 grid")
         assert any("1 file(s)" in m for m in said), said
 
@@ -83,7 +83,7 @@ async def test_a_second_comparison_is_saved_beside_the_first_not_over_it():
                                                     "tiny-cpu-fwd-ctx64.json")])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        a, b, c = app.runs
+        a, b, c = app.session.runs
         for r in (b, c):   # long names alike for more than 70 characters: the cut used to make one file of both
             r.name = "tiny ctx32 b2 train, the same long words in both names, then what differs: " + r.name
         saved = []
@@ -115,7 +115,7 @@ async def test_a_path_typed_in_a_burst_after_o_goes_to_the_dialog():
         await pilot.pause()
         await pilot.pause(0.3)
         assert not isinstance(app.screen, OpenScreen)
-        assert [app.sources[r.id] for r in app.runs] == [str(shipped("tiny-cpu-train-fp32.json")), wanted]
+        assert [app.session.file_of(r.id) for r in app.session.runs] == [str(shipped("tiny-cpu-train-fp32.json")), wanted]
 
 
 
@@ -150,7 +150,7 @@ async def test_a_saved_comparison_is_listed_in_runs_now_and_after_a_restart_and_
         await pilot.pause()
         await pilot.press("s")                                  # saved from Compare
         await pilot.pause()
-        ids = [r.id for r in app.runs]
+        ids = [r.id for r in app.session.runs]
         assert app.query_one("#runs-table", DataTable).row_count == 3     # the two runs, and the comparison
     [saved] = (data_dir() / "snapshots").glob("compare-*.json")
 
@@ -166,8 +166,8 @@ async def test_a_saved_comparison_is_listed_in_runs_now_and_after_a_restart_and_
         await pilot.press("enter")
         await pilot.pause()
         assert again.query_one("#tabs").active == "compare"
-        assert [r.id for r in again.comparison.runs] == ids and again.runs == []   # its runs are not listed twice
+        assert [r.id for r in again.session.compared.runs] == ids and again.session.runs == []   # its runs are not listed twice
         await pilot.press("5", "d", "y")
         await pilot.pause()
-        assert not again.comparisons and not saved.exists()     # off the list, and its file in the data directory
-        assert again.comparison is None
+        assert not again.session.comparisons and not saved.exists()     # off the list, and its file in the data directory
+        assert again.session.compared is None

@@ -21,9 +21,9 @@ def _snapshots():
 
 
 async def _run_one(app, pilot) -> None:
-    before = len(app.runs)
+    before = len(app.session.runs)
     app.enqueue([FAST], queue=False)
-    await wait_for(pilot, lambda: len(app.runs) > before and app.runs[-1].finished and app.launch is None,
+    await wait_for(pilot, lambda: len(app.session.runs) > before and app.session.runs[-1].finished and app.launch is None,
                    timeout=180)
 
 
@@ -42,16 +42,16 @@ async def test_quitting_keeps_the_runs_not_saved_and_the_next_console_lists_them
         await pilot.press(key)
         await wait_for(pilot, lambda: app.return_code is not None)
     assert app.return_code == 0
-    ids = {r.id for r in app.runs}
+    ids = {r.id for r in app.session.runs}
     assert {store.load(p).id for p in _snapshots()} == ids and len(_snapshots()) == 3
     assert saved.stat().st_mtime_ns == stamp          # saved once, not written again on the way out
     assert len(app.kept) == 2 and all(p.parent == data_dir() / "snapshots" for p in app.kept)
 
     again = make_app(FAST)
     async with again.run_test(size=(120, 34)) as pilot:
-        await wait_for(pilot, lambda: len(again.runs) == 3)
-        assert {r.id for r in again.runs} == ids
-        assert all(r.status == "ok" and len(r.steps) == 2 for r in again.runs)
+        await wait_for(pilot, lambda: len(again.session.runs) == 3)
+        assert {r.id for r in again.session.runs} == ids
+        assert all(r.status == "ok" and len(r.steps) == 2 for r in again.session.runs)
         await pilot.press("5", "q")
         await wait_for(pilot, lambda: again.return_code is not None)
     assert len(_snapshots()) == 3 and again.kept == []  # runs opened from files are not written again

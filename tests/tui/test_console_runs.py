@@ -26,9 +26,9 @@ async def test_tiny_cpu_run_from_launch_to_finished_stats():
     async with app.run_test(size=(100, 34), message_hook=seen.append) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished)
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].finished)
         await pilot.pause()
-        r = app.runs[-1]
+        r = app.session.runs[-1]
         assert r.status == "ok", r.error
         assert len(r.warmup_steps) == 1 and len(r.steps) == 3
         assert app.query_one("#tabs").active == "live"
@@ -52,9 +52,9 @@ async def test_cancel_mid_run_keeps_measured_steps_and_ends_the_worker():
         await wait_for(pilot, lambda: app.active is not None and len(app.active.steps) >= 2)
         pid = app.launch.pid
         await pilot.press("x")
-        await wait_for(pilot, lambda: app.runs[-1].finished, timeout=30)
+        await wait_for(pilot, lambda: app.session.runs[-1].finished, timeout=30)
         await pilot.pause()
-        r = app.runs[-1]
+        r = app.session.runs[-1]
         assert r.status == "cancelled"
         assert 2 <= len(r.steps) < 200
         assert r.summary is not None and r.summary.total_ms.n == len(r.steps)
@@ -72,9 +72,9 @@ async def test_injected_oom_is_shown_as_oom():
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished)
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].finished)
         await pilot.pause()
-        r = app.runs[-1]
+        r = app.session.runs[-1]
         assert r.status == "oom" and r.error.kind == "oom"
         assert len(r.steps) == 2  # global steps 1 and 2 measured before step 3 ran out of memory
         status = _text(app, "#live-status")
@@ -96,7 +96,7 @@ async def test_invalid_form_values_are_marked_and_block_the_run():
         assert "must be an integer" in _text(app, "#err-ctx") and "must be an integer" in _text(app, "#err-steps")
         await pilot.press("ctrl+r")
         await pilot.pause()
-        assert app.runs == []
+        assert app.session.runs == []
         pane.set_value("ctx", "32")
         pane.set_value("steps", "3")
         pane.set_value("size", "custom")
@@ -149,18 +149,18 @@ async def test_queue_runs_fp32_bf16_fp16_one_after_another(monkeypatch):
         await pilot.press("ctrl+t")
         # fp32 runs; Live and Runs say what waits behind it.
         waiting = "2 queued: tiny ctx32 b2 bf16 fwd, tiny ctx32 b2 fp16 fwd"
-        await wait_for(pilot, lambda: app.runs)  # ctrl+t queued three and started the first
-        assert app.active is app.runs[0] and app.active.spec.precision == "fp32" and not app.active.finished, \
-            [(r.spec.precision, r.status) for r in app.runs]
+        await wait_for(pilot, lambda: app.session.runs)  # ctrl+t queued three and started the first
+        assert app.active is app.session.runs[0] and app.active.spec.precision == "fp32" and not app.active.finished, \
+            [(r.spec.precision, r.status) for r in app.session.runs]
         assert waiting in _text(app, "#live-queue") and app.query_one("#live-queue").display
         assert waiting in _text(app, "#runs-queue")
-        await wait_for(pilot, lambda: len(app.runs) == 3 and all(r.finished for r in app.runs), timeout=180)
+        await wait_for(pilot, lambda: len(app.session.runs) == 3 and all(r.finished for r in app.session.runs), timeout=180)
         assert not app.query_one("#live-queue").display and not app.query_one("#runs-queue").display
-        assert [r.spec.precision for r in app.runs] == ["fp32", "bf16", "fp16"]
-        starts = [app.times[r.id] for r in app.runs]
+        assert [r.spec.precision for r in app.session.runs] == ["fp32", "bf16", "fp16"]
+        starts = [app.times[r.id] for r in app.session.runs]
         assert all(a[1] <= b[0] for a, b in zip(starts, starts[1:]))  # never two at once
-        assert {r.status for r in app.runs[:2]} == {"ok"}
-        assert app.runs[2].status in ("ok", "error")  # fp16 autocast on CPU depends on the torch build
+        assert {r.status for r in app.session.runs[:2]} == {"ok"}
+        assert app.session.runs[2].status in ("ok", "error")  # fp16 autocast on CPU depends on the torch build
 
 
 @pytest.mark.e2e
@@ -173,12 +173,12 @@ async def test_queued_precisions_with_several_processes_run_in_rounds():
         await wait_for(pilot, lambda: app.launch is not None)
         runner = app.launch
         assert isinstance(runner, InterleavedRuns) and app.queue.pending() == []
-        await wait_for(pilot, lambda: len(app.runs) == 3 and all(r.finished for r in app.runs), timeout=240)
+        await wait_for(pilot, lambda: len(app.session.runs) == 3 and all(r.finished for r in app.session.runs), timeout=240)
         await wait_for(pilot, lambda: app.launch is None)
-        assert [r.spec.precision for r in app.runs] == ["fp32", "bf16", "fp16"]
-        fp16_ok = app.runs[2].status == "ok"  # fp16 autocast on CPU depends on the torch build
+        assert [r.spec.precision for r in app.session.runs] == ["fp32", "bf16", "fp16"]
+        fp16_ok = app.session.runs[2].status == "ok"  # fp16 autocast on CPU depends on the torch build
         assert runner.order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1)] + ([(2, 1)] if fp16_ok else [])
-        for r in app.runs[:2]:
+        for r in app.session.runs[:2]:
             assert r.status == "ok" and len(r.replicates) == 2
             assert r.summary.between_processes is not None
 
@@ -211,9 +211,9 @@ async def test_processes_field_runs_replicates_and_live_says_which_process():
         await pilot.pause()
         assert app.query_one(LaunchPane).spec.repeat == 2
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished)
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].finished)
         await pilot.pause()
-        r = app.runs[-1]
+        r = app.session.runs[-1]
         assert r.status == "ok" and [x.status for x in r.replicates] == ["ok", "ok"]
         assert len(r.steps) == 6 and r.summary.between_processes["total_ms"].n == 2
         assert "6 measured steps in 2/2 processes" in _text(app, "#live-status")
@@ -228,10 +228,10 @@ async def test_live_keeps_every_phase_in_view_at_80_columns_and_offers_cancel_on
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].steps)
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].steps)
         assert app.check_action("cancel_run", ()) is True
         await pilot.press("x")
-        await wait_for(pilot, lambda: app.runs[-1].finished)
+        await wait_for(pilot, lambda: app.session.runs[-1].finished)
         await pilot.pause()
         assert app.check_action("cancel_run", ()) is False
         table = app.query_one("#steps")

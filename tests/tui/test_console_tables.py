@@ -10,8 +10,8 @@ from perfconsole.tui.widgets.sortable_table import SortableTable
 
 
 async def _view(app, pilot, record) -> None:
-    app.runs.append(record)
-    app.current = record
+    app.session.add(record)
+    app.session.show(record)
     app.show_current()
     app.refresh_runs()
     await pilot.pause()
@@ -92,7 +92,7 @@ async def test_mark_two_runs_and_compare():
         await pilot.press("5", "space", "down", "space", "c")
         await pilot.pause()
         assert app.query_one("#tabs").active == "compare"
-        c = app.comparison
+        c = app.session.compared
         assert [r.spec.precision for r in c.runs] == ["fp32", "bf16"]
         text = plain(app.query_one("#compare-body", Static).content)
         assert "Spec differences" in text and "precision" in text and "bf16" in text
@@ -128,7 +128,7 @@ async def test_compare_says_why_tokens_per_s_and_the_speedup_differ_between_proc
         await pilot.pause()
         text = " ".join(plain(app.query_one("#compare-body", Static).content).split())
         assert "1.25x faster (too few processes for an interval: 2 a side, 3 needed)" in text
-        assert " ".join(app.comparison.throughput_note().split()) in text
+        assert " ".join(app.session.compared.throughput_note().split()) in text
         assert "run 2: 2.50x faster by tokens/s, 1.25x faster by the speedup" in text
 
 
@@ -138,33 +138,33 @@ async def test_compare_needs_two_marked_runs():
         await pilot.pause()
         await pilot.press("5", "space", "c")
         await pilot.pause()
-        assert app.comparison is None and app.query_one("#tabs").active == "runs"
+        assert app.session.compared is None and app.query_one("#tabs").active == "runs"
 
 
 async def test_save_reopen_and_export():
     app = make_app(snapshots=[shipped("tiny-cpu-fwd-ctx64.json")])
     async with app.run_test(size=(120, 34)) as pilot:
         await pilot.pause()
-        original = app.runs[0]
+        original = app.session.runs[0]
         await pilot.press("5", "s")
         await pilot.pause()
         saved = sorted((data_dir() / "snapshots").glob("*.json"))
         assert len(saved) == 1
-        # Delete it from the list (the file is the user's, in the data dir: it goes too)...
-        app.sources.pop(original.id)  # as if it had been a session run, so the file stays
+        # Delete it from the list: its file is the shipped one it was opened from, outside the data dir, so the
+        # copy saved in the data dir stays...
         await pilot.press("d")
         await pilot.pause()
         await pilot.press("y")
         await pilot.pause()
-        assert app.runs == [] and saved[0].exists()
+        assert app.session.runs == [] and saved[0].exists()
         # ...and open it again through the dialog.
         await pilot.press("o")
         await pilot.pause()
         assert isinstance(app.screen, OpenScreen)
         await pilot.press("tab", "enter")  # from the path to the list; its first choice: the data dir's snapshot
         await pilot.pause()
-        assert [r.id for r in app.runs] == [original.id]
-        assert app.runs[0].to_dict() == original.to_dict()
+        assert [r.id for r in app.session.runs] == [original.id]
+        assert app.session.runs[0].to_dict() == original.to_dict()
         # Export as CSV (F2) to the default place in the data dir.
         await pilot.press("e")
         await pilot.pause()
@@ -198,7 +198,7 @@ async def test_opening_a_damaged_file_says_why_and_keeps_the_session(tmp_path):
         await pilot.pause()
         app.open_path(bad)
         await pilot.pause()
-        assert len(app.runs) == 1
+        assert len(app.session.runs) == 1
         assert any("not a perfconsole snapshot" in str(n.message) for n in app._notifications)
 
 

@@ -31,8 +31,8 @@ async def test_the_consoles_runs_fork_from_its_warm_process_which_ends_with_it()
         app.main("#btn-run").focus()
         await pilot.pause()
         await pilot.press("enter")  # Enter on the launch form's Run
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished, timeout=180)
-        first = app.runs[-1]
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].finished, timeout=180)
+        first = app.session.runs[-1]
         assert first.status == "ok" and first.environment["start"] == "warm", first.error
         assert pointer.exists() and int(pointer.name) > 0
         # A run that dies mid-way (the fault is the app's launch env) and the warm process serves the next.
@@ -41,12 +41,12 @@ async def test_the_consoles_runs_fork_from_its_warm_process_which_ends_with_it()
         await wait_for(pilot, lambda: app.launch is None)
         app.launch_env = {"PERFCONSOLE_FAULT": "exit:1"}
         app.enqueue([TINY], queue=False)  # as the form's Run does (the live tab has the keys now)
-        await wait_for(pilot, lambda: len(app.runs) == 2 and app.runs[-1].finished and app.launch is None, timeout=180)
-        assert app.runs[-1].status == "error" and app.runs[-1].environment["start"] == "warm"
+        await wait_for(pilot, lambda: len(app.session.runs) == 2 and app.session.runs[-1].finished and app.launch is None, timeout=180)
+        assert app.session.runs[-1].status == "error" and app.session.runs[-1].environment["start"] == "warm"
         app.launch_env = None
         app.enqueue([TINY], queue=False)
-        await wait_for(pilot, lambda: len(app.runs) == 3 and app.runs[-1].finished, timeout=180)
-        assert app.runs[-1].status == "ok" and app.runs[-1].environment["start"] == "warm"
+        await wait_for(pilot, lambda: len(app.session.runs) == 3 and app.session.runs[-1].finished, timeout=180)
+        assert app.session.runs[-1].status == "ok" and app.session.runs[-1].environment["start"] == "warm"
         assert warm._own is own and own.proc.pid == server
         assert isinstance(app.main("#btn-run"), Button)
     assert warm._own is None and _gone(server) and not pointer.exists()
@@ -69,8 +69,8 @@ async def test_a_console_ending_its_runs_leaves_a_warm_process_it_does_not_own()
     app = make_app(TINY, launch_env=None)
     async with app.run_test(size=(100, 34)) as pilot:
         app.enqueue([TINY], queue=False)
-        await wait_for(pilot, lambda: app.runs and app.runs[-1].finished, timeout=180)
-        assert app.runs[-1].status == "ok" and app.runs[-1].environment["start"] == "warm", app.runs[-1].error
+        await wait_for(pilot, lambda: app.session.runs and app.session.runs[-1].finished, timeout=180)
+        assert app.session.runs[-1].status == "ok" and app.session.runs[-1].environment["start"] == "warm", app.session.runs[-1].error
     with pytest.raises(subprocess.TimeoutExpired):  # a SIGKILL would have ended it within this
         own.proc.wait(timeout=2)
     assert warm._own is own

@@ -129,8 +129,8 @@ async def test_a_filter_typed_in_a_burst_right_after_slash_goes_to_the_filter():
     app = make_app()
     async with app.run_test(size=(120, 34)) as pilot:
         record = fixture_profile_record()
-        app.runs.append(record)
-        app.current = record
+        app.session.add(record)
+        app.session.show(record)
         app.show_current()
         await pilot.pause()
         await pilot.press("3")

@@ -20,8 +20,8 @@ GEMM = "nvjet_sm90_tst_96x64_64x8_1x2_h_bz_NNN"
 
 async def _open_on(app, pilot, name: str) -> None:
     record = store.load(FIXTURE)
-    app.runs.append(record)
-    app.current = record
+    app.session.add(record)
+    app.session.show(record)
     app.show_current()
     app.refresh_runs()
     await pilot.pause()

@@ -19,7 +19,7 @@ async def _import(app, pilot) -> None:
     await pilot.pause()
     assert isinstance(app.screen, OpenScreen)
     await pilot.press(*str(DETAILS), "enter")
-    await wait_for(pilot, lambda: app.current is not None and app.current.status == "imported", timeout=60)
+    await wait_for(pilot, lambda: app.session.current is not None and app.session.current.status == "imported", timeout=60)
     await pilot.pause()
 
 

@@ -15,8 +15,9 @@ async def test_a_runs_last_events_after_the_console_closed_fill_its_record_and_d
     async with app.run_test(size=(100, 34)) as pilot:
         await pilot.pause()
         record = RunRecord(TINY)
-        app.runs.append(record)
-        app.active = app.current = record
+        app.session.add(record)
+        app.active = record
+        app.session.show(record)
     assert not app.screen_stack  # closed
     for event in (ev.Error("cancelled", "ended with the console"), ev.Finished("cancelled")):
         feed = app.feeds[record.id] = RunFeed()

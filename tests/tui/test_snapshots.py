@@ -45,8 +45,8 @@ def test_kernels_on_nsys_fixture(snap_compare):
     async def before(pilot):
         app = pilot.app
         r = fixture_profile_record()
-        app.runs.append(r)
-        app.current = r
+        app.session.add(r)
+        app.session.show(r)
         app.show_current()
         app.refresh_runs()
         await pilot.press("3")

@@ -25,7 +25,7 @@ async def test_the_grids_pane_fills_from_slurm_jobs_and_counts_them(slurm_cluste
     async with app.run_test(size=(160, 50)) as pilot:
         app.executor = SlurmExecutor(SlurmOptions(time="5"), tmp_path / "jobs")
         # What action_run_ladder does, with two rungs: the grid drawn, its own copy climbing on a worker.
-        app.grids.append(record)
+        app.session.add_grid(record)
         app.launch = runner = LadderRunner(copy.deepcopy(record), executor=app.executor)
         app.show_grid(record)
         app.drive_ladder(record.id, runner)

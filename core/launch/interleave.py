@@ -28,6 +28,7 @@ class InterleavedRuns:
         self.out_dir = out_dir
         self.env = env
         self.records = [RunRecord(s) for s in specs]
+        self.status = ["ok"] * len(specs)            # each spec's last process's ending
         self.order: list[tuple[int, int]] = []       # (spec, process) in the order they ran
         self.current: Launch | None = None
         self._cancelled = False
@@ -38,21 +39,31 @@ class InterleavedRuns:
             self.current.cancel()
 
     def run(self, on_event: OnEvent | None = None) -> list[RunRecord]:
-        status = ["ok"] * len(self.specs)
-        rounds = max(s.repeat for s in self.specs)
-        for r in range(rounds):
-            for i, spec in enumerate(self.specs):
-                if self._cancelled or status[i] != "ok" or r >= spec.repeat:
-                    continue
-                self._one(i, r, spec, status, on_event)
+        for r in range(max(s.repeat for s in self.specs)):
+            self.run_round(r, [i for i, s in enumerate(self.specs) if r < s.repeat], on_event)
+        return self.finish(on_event)
+
+    def run_round(self, r: int, which: list[int], on_event: OnEvent | None = None) -> None:
+        """Round `r`: one process of each spec in `which`, in order, skipping those that failed or were cancelled
+        (`perfconsole gate` runs rounds until its verdict is decided: core.gate.rounds)."""
+        for i in which:
+            if not self._cancelled and self.status[i] == "ok":
+                self._one(i, r, self.specs[i], on_event)
+
+    def finish(self, on_event: OnEvent | None = None) -> list[RunRecord]:
+        """End every record (one Finished each, after all rounds) and return them."""
         for i in range(len(self.records)):
-            final = "cancelled" if self._cancelled and status[i] == "ok" else status[i]
+            final = "cancelled" if self._cancelled and self.status[i] == "ok" else self.status[i]
             self._apply(i, ev.Finished(final), on_event)
         return self.records
 
-    def _one(self, i: int, r: int, spec: RunSpec, status: list[str], on_event: OnEvent | None) -> None:
+    def launch(self, i: int, spec: RunSpec, out: Path | None) -> Launch:
+        """The launch of one process of spec `i` (the gate starts it with another interpreter, or pairs two specs)."""
+        return Launch(spec, out_dir=out, env=self.env, executor=self.executor)
+
+    def _one(self, i: int, r: int, spec: RunSpec, on_event: OnEvent | None) -> None:
         out = self.out_dir / f"run-{i + 1}-process-{r + 1}" if self.out_dir is not None else None
-        self.current = launch = Launch(spec, out_dir=out, env=self.env, executor=self.executor)
+        self.current = launch = self.launch(i, spec, out)
         self.order.append((i, r))
         self._apply(i, ev.Replicate(r, spec.repeat), on_event)
         launch.start()
@@ -64,9 +75,9 @@ class InterleavedRuns:
                 finished = event
             else:
                 self._apply(i, event, on_event)
-        status[i] = finished.status if finished else "error"
+        self.status[i] = finished.status if finished else "error"
         # The record's last Finished comes after every round; this process's own ending is known now.
-        self.records[i].replicates[-1].status = status[i]
+        self.records[i].replicates[-1].status = self.status[i]
 
     def _apply(self, i: int, event: ev.Event, on_event: OnEvent | None) -> None:
         self.records[i].apply(event)

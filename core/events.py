@@ -278,6 +278,18 @@ class Placed(Event):
 
 
 @dataclass(frozen=True)
+class Paired(Event):
+    """An event of one of the two programs a paired worker runs in one process (core.measure.paired): `program`
+    0 or 1, and that program's own event (a step, its summary) as its JSON object."""
+    type: ClassVar[str] = "paired"
+    program: int
+    event: dict[str, Any]
+
+    def inner(self) -> Event:
+        return from_obj(self.event)
+
+
+@dataclass(frozen=True)
 class Finished(Event):
     """The last event of a run: status ok | oom | error | cancelled | unsupported."""
     type: ClassVar[str] = "finished"
@@ -287,7 +299,7 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed, Provenance)
+                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed, Provenance, Paired)
 }
 
 

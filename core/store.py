@@ -40,6 +40,7 @@ KINDS: dict[str, str] = {
     "comparison": "perfconsole.core.reports.compare:Comparison",
     "ladder": "perfconsole.core.grids.ladder:LadderRecord",
     "scale": "perfconsole.core.grids.scale:ScaleRecord",
+    "gate": "perfconsole.core.gate.record:GateRecord",
 }
 
 

@@ -30,6 +30,7 @@ COMMANDS = [
     "perfconsole.core.cli.ladder",
     "perfconsole.core.cli.kernels",
     "perfconsole.core.cli.scale",
+    "perfconsole.core.cli.gate",
     "perfconsole.core.cli.timeline",
 ]
 
@@ -37,11 +38,11 @@ COMMANDS = [
 # importing every command's module cost `perfconsole run` about 0.7 s on a 2-core machine before its worker
 # started (pandas and pyarrow, which only the profile readers need).
 COMMAND_MODULES = dict(zip(("run", "export", "import", "sweep", "attention", "compare", "ladder", "kernels",
-                            "scale", "timeline"), COMMANDS))
+                            "scale", "gate", "timeline"), COMMANDS))
 
 # The commands that keep files in the data directory (the peaks and FLOP caches, profiles, the console's warm
 # process they fork from): a data directory that cannot be one is bad input for them, said before any work.
-DATA_DIR_COMMANDS = ("run", "sweep", "attention", "compare", "ladder", "scale")
+DATA_DIR_COMMANDS = ("run", "sweep", "attention", "compare", "ladder", "scale", "gate")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_OOM, EXIT_CANCELLED = 0, 1, 2, 3, 130
 

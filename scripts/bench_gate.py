@@ -1,0 +1,123 @@
+"""Does `perfconsole gate` catch a step a tenth slower, and never call the same program a regression?
+
+Makes a git repository with a model file at two commits (the second adds one matmul, about 10 % more work a
+step), then runs N gates of base against slower (`--rev BASE --rev SLOWER`) and N of base against itself,
+alternating so the host's load falls on both kinds alike, each with the default budget. Prints the count of each
+verdict, each gate's ratio and interval, and the wall times, as Markdown (docs/results/gate_cpu.md).
+
+    .venv/bin/python scripts/bench_gate.py --gates 10 --paired
+    .venv/bin/python scripts/bench_gate.py --gates 10            # processes interleaved
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+MODEL = '''"""A stack of square layers: the factory perfconsole calls."""
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, vocab_size: int, width: int, depth: int) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, width)
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        self.head = nn.Linear(width, vocab_size)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+def build(ctx: int, vocab_size: int, width: int = 256, depth: int = 9) -> nn.Module:
+    return Net(vocab_size, width, depth)
+'''
+# The change under test: one more width x width matmul after the stack (nine layers and the head: about 10 % more).
+SLOWER = MODEL.replace("        return self.head(x)\n",
+                       "        x = torch.relu(x @ self.layers[0].weight)  # the slowdown\n        return self.head(x)\n")
+# Run flags that keep its steps small on a CPU.
+FLAGS = ["--device", "cpu", "--vocab-size", "256", "--ctx", "64", "--batch", "4", "--warmup", "3", "--steps", "15"]
+PC = [sys.executable, "-m", "perfconsole.tui.main"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.email=gate@example.com", "-c", "user.name=gate", *args], cwd=repo,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(folder: Path) -> tuple[Path, str, str]:
+    """The repository, and the base and slower commits' hashes; the model file is `model.py` at its root."""
+    folder.mkdir(parents=True, exist_ok=True)
+    git(folder, "init", "--quiet")
+    (folder / "model.py").write_text(MODEL, encoding="utf-8")
+    git(folder, "add", "model.py")
+    git(folder, "commit", "--quiet", "-m", "model")
+    base = git(folder, "rev-parse", "HEAD")
+    (folder / "model.py").write_text(SLOWER, encoding="utf-8")
+    git(folder, "commit", "--quiet", "-am", "one more matmul")
+    return folder, base, git(folder, "rev-parse", "HEAD")
+
+
+def gate_argv(repo: Path, a: str, b: str, *extra: str) -> list[str]:
+    return [*PC, "gate", "--model", f"{repo / 'model.py'}:build", "--rev", a, "--rev", b, *FLAGS, *extra]
+
+
+def one(argv: list[str]) -> dict:
+    start = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    data = json.loads(done.stdout)["data"] if done.stdout.strip() else {}
+    step = next((v for v in data.get("verdicts", []) if v["metric"] == "step time"), {})
+    return {"code": done.returncode, "verdict": data.get("verdict", f"exit {done.returncode}"), "wall_s": wall,
+            "rounds": data.get("rounds"), "ratio": step.get("estimate"), "low": step.get("low"), "high": step.get("high"),
+            "stopped": data.get("stopped"), "stderr": done.stderr[-300:] if done.returncode not in (0, 1, 3) else ""}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gates", type=int, default=10, help="gates of each kind")
+    p.add_argument("--paired", action="store_true", help="gate with --paired")
+    args = p.parse_args()
+    extra = ["--json", *(["--paired"] if args.paired else [])]
+    with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
+        repo, base, slower = make_repo(Path(tmp) / "repo")
+        results: dict[str, list[dict]] = {"slower": [], "same": []}
+        for i in range(args.gates):
+            for kind, b in (("slower", slower), ("same", base)) if i % 2 == 0 else (("same", base), ("slower", slower)):
+                r = one(gate_argv(repo, base, b, *extra))
+                results[kind].append(r)
+                print(f"{kind} {len(results[kind])}: {r['verdict']} {r['ratio'] or 0:.3f} "
+                      f"[{r['low'] or 0:.3f}, {r['high'] or 0:.3f}] {r['rounds']} rounds {r['wall_s']:.1f} s {r['stderr']}",
+                      file=sys.stderr, flush=True)
+    mode = "paired" if args.paired else "processes"
+    print(f"### {mode}: {args.gates} gates of each kind\n")
+    print("| gates | regression | inconclusive | same | improved | other | wall median (s) | wall max (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, rs in results.items():
+        c = Counter(r["verdict"] for r in rs)
+        other = len(rs) - sum(c[k] for k in ("regression", "inconclusive", "same", "improved"))
+        walls = [r["wall_s"] for r in rs]
+        label = "base vs one more matmul" if kind == "slower" else "base vs base"
+        print(f"| {label} | {c['regression']} | {c['inconclusive']} | {c['same']} | {c['improved']} | {other} "
+              f"| {statistics.median(walls):.1f} | {max(walls):.1f} |")
+    print("\n| gate | verdict | B/A | 95% interval | rounds | stopped | wall (s) |\n|---|---|---:|---|---:|---|---:|")
+    for kind, rs in results.items():
+        for i, r in enumerate(rs):
+            interval = f"[{r['low']:.3f}, {r['high']:.3f}]" if r["low"] is not None else "-"
+            ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
+            print(f"| {kind} {i + 1} | {r['verdict']} | {ratio} | {interval} | {r['rounds']} | {r['stopped']} | {r['wall_s']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The console app: seven panes in tabs, keys, help, the command palette and the session's runs.
+"""The console app: eight panes in tabs, keys, help, the command palette and the session's runs.
 
 Background work follows harlequin: each thread is an exclusive `@work(thread=True)` worker that only
 posts typed messages (messages.py); the UI folds them into RunRecords. The run thread lives in
@@ -49,12 +49,13 @@ from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
 from perfconsole.tui.screens.live import LivePane
 from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
 from perfconsole.tui.screens.runs import RunsPane
+from perfconsole.tui.screens.timeline import TimelinePane
 from perfconsole.tui.widgets.footer import ConsoleFooter
 from perfconsole.tui.widgets.sortable_table import SortableTable
 
 LEAVE_S = 1.5    # how long a stopping console waits for its runs' last events before it saves and exits
 TABS = (("launch", "1 Launch"), ("live", "2 Live"), ("kernels", "3 Kernels"), ("nvtx", "4 NVTX"),
-        ("runs", "5 Runs"), ("compare", "6 Compare"), ("grids", "7 Grids"))
+        ("runs", "5 Runs"), ("compare", "6 Compare"), ("grids", "7 Grids"), ("timeline", "8 Timeline"))
 
 
 class AsciiScrollBarRender(ScrollBarRender):
@@ -141,6 +142,8 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
                 yield ComparePane(g, id="compare-pane")
             with TabPane(TABS[6][1], id="grids"):
                 yield GridsPane(g, id="grids-pane")
+            with TabPane(TABS[7][1], id="timeline"):
+                yield TimelinePane(g, id="timeline-pane")
         # Compact: at 80 columns every pane's keys and ? q stay in view; the palette hint draws a "▏".
         yield ConsoleFooter(show_command_palette=not self.ascii_only)
 
@@ -220,7 +223,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
 
     # --- tabs and keys -------------------------------------------------------------------------
     FOCUS = {"launch": "#f-size", "live": "#steps", "kernels": "#kernel-table", "nvtx": "#nvtx-table", "runs": "#runs-table",
-             "compare": "#compare-pane", "grids": "#grids-pane"}
+             "compare": "#compare-pane", "grids": "#grids-pane", "timeline": "#timeline-pane"}
 
     def action_show_tab(self, tab: str) -> None:
         self.tabs.active = tab
@@ -241,7 +244,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         sections = [("Everywhere", self.BINDINGS)]
         for title, cls in (("Launch form", LaunchPane), ("Live run", LivePane), ("Kernels", KernelsPane),
                            ("NVTX", NvtxPane), ("Kernel and NVTX tables", SortableTable), ("Runs", RunsPane),
-                           ("Compare", ComparePane), ("Grids", GridsPane)):
+                           ("Compare", ComparePane), ("Grids", GridsPane), ("Timeline", TimelinePane)):
             sections.append((title, cls.BINDINGS))
         rows = [(title, [(b.key.replace("question_mark", "?").replace("slash", "/"), b.description)
                          for b in bindings if isinstance(b, Binding)]) for title, bindings in sections]
@@ -294,6 +297,7 @@ class PerfConsole(RunDriver, LadderDriver, GpuSampling, SessionActions, SavedIte
         self.live_pane.show_record(r, t[0] if t else None, t[1] if t else None)
         self.kernels_pane.show_record(r)
         self.nvtx_pane.show_record(r)
+        self.main(TimelinePane).show_record(r)
 
     def refresh_runs(self) -> None:
         s = self.session

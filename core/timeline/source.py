@@ -39,7 +39,7 @@ def record_traces(record: RunRecord, snapshot: Path | None = None) -> list[tuple
     if p is None:
         raise TimelineError(f"{record.name}: no profile (run it with --profile torch for a timeline)")
     per_rank = [(int(o.get("rank", i)), o["trace"]) for i, o in enumerate(record.overlap or []) if o.get("trace")]
-    listed = per_rank or [(0, f) for f in p.files if Path(f).name in TRACE_NAMES]
+    listed = per_rank or [(0, f) for f in p.files if f.endswith((".json", ".json.gz"))]   # Kineto writes JSON
     if not listed:
         if p.profiler in ("nsys", "ncu") or any(f.endswith((".nsys-rep", ".qdrep", ".sqlite")) for f in p.files):
             raise TimelineError(f"{record.name}: {NSYS_NOT_YET}")

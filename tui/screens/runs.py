@@ -39,6 +39,7 @@ class RunsPane(Vertical):
         Binding("i", "app.import_profile", "Import", id="runs.import", show=False, priority=True),
         Binding("e", "app.export_run", "Export", id="runs.export", priority=True),
         Binding("d", "app.delete_run", "Delete", id="runs.delete"),
+        Binding("t", "timeline", "Timeline", id="runs.timeline", show=False),
     ]
 
     def __init__(self, glyphs: Glyphs = UNICODE, **kw) -> None:
@@ -137,6 +138,16 @@ class RunsPane(Vertical):
         # The table's own Enter binding wins over ours, so its selection message does the viewing.
         event.stop()
         self.app.action_view_run()
+
+    def action_timeline(self) -> None:
+        """The run under the cursor in the Timeline pane (its torch trace, read there)."""
+        runs = {r.id for r in (self._shown[0] if self._shown else [])}
+        if self.current_id() not in runs:
+            self.app.notify("t shows a run's timeline: pick a run", severity="warning")
+            return
+        self.app.action_view_run()
+        # after the Live tab's focus, which viewing a run moves once the screen is drawn (it would show Live again)
+        self.app.call_after_refresh(self.app.action_show_tab, "timeline")
 
     def current_id(self) -> str | None:
         t = self.query_one("#runs-table", DataTable)

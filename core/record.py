@@ -9,16 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.stats import Stat
 from perfconsole.core.summary import (Summary, between_processes, compute_summary, refit_intervals, with_job_fields,
                                       with_nvml_busy)
-
-if TYPE_CHECKING:
-    from perfconsole.core.profiling.loaded import LoadedProfile
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported", "unsupported")
 
@@ -30,17 +27,6 @@ class Profile:
     tables: dict[str, list[dict[str, Any]]]
     warnings: list[str] = field(default_factory=list)
     overhead: dict[str, Any] | None = None          # ev.ProfileOverhead's fields, where the run measured it
-
-    @property
-    def loaded(self) -> LoadedProfile:
-        """The profile loaded once: its tables' frames built on first use and kept, its analyses views of them
-        (core.profiling.loaded). The same object for as long as the profile holds the same tables."""
-        held = self.__dict__.get("_loaded")
-        if held is None or held.tables is not self.tables or held.profiler != self.profiler:
-            from perfconsole.core.profiling.loaded import LoadedProfile  # pandas: only where a profile is read
-
-            held = self.__dict__["_loaded"] = LoadedProfile(self.profiler, self.tables)
-        return held
 
     def to_dict(self) -> dict[str, Any]:
         return {"profiler": self.profiler, "files": self.files, "tables": self.tables,

@@ -14,6 +14,7 @@ from typing import Any
 from perfconsole.core import store
 from perfconsole.core.cli.main import UsageError, reader_may_be_gone
 from perfconsole.core.record import RunRecord
+from perfconsole.core.profiling.loaded import loaded_of
 
 TOP_ROWS = 20
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         table.caption += "\n\n" + ("\n".join(["Roofline (log-log; the run's measured peaks as roofs):", *picture]) if picture
                                    else "no roofline: no profiled kernel has both counted FLOPs and DRAM bytes")
         return _print(table)
-    rows = record.profile.loaded.rows("cuda_gpu_kern_sum") if record.profile else []
+    rows = loaded_of(record.profile).rows("cuda_gpu_kern_sum") if record.profile else []
     if not rows and record.profile and record.profile.tables.get("ncu_kernels"):  # an import saved before the times
         pages = " ".join(shlex.quote(f) for f in record.profile.files) or "PAGES"
         raise UsageError(f"{record.name}: saved without its kernels' replay times (an older import of ncu's pages); "
@@ -75,7 +76,7 @@ def _times(record: RunRecord) -> str:
     """What the kernel times are: `ncu replay` (an import of ncu's pages alone) or the run's `profile`."""
     from perfconsole.core.profiling.ncu_summary import REPLAY
 
-    return REPLAY if record.profile and record.profile.loaded.replay else "profile"
+    return REPLAY if record.profile and loaded_of(record.profile).replay else "profile"
 
 
 def _num(v: Any, fmt: str) -> str:
@@ -113,7 +114,7 @@ def time_table(record: RunRecord, rows: list[dict[str, Any]]) -> Any:
 
     from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 
-    replay = bool(record.profile and record.profile.loaded.replay)
+    replay = bool(record.profile and loaded_of(record.profile).replay)
     t = CliTable(f"{record.name}: kernels by {REPLAY_WORDS if replay else 'time'} "
                  f"(top {min(TOP_ROWS, len(rows))} of {len(rows)})",
                  [Column("time (%)"), Column("total (ms)"), Column("count"), Column("avg (us)"), Column("name", "name")],

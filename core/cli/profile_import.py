@@ -23,6 +23,7 @@ from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.spec import RunSpec
+from perfconsole.core.profiling.loaded import loaded_of
 
 TOP_ROWS = 20
 
@@ -51,7 +52,7 @@ def build_record(path: Path, tables: Tables, warnings: list[str]) -> RunRecord:
 
 
 def json_document(tables: Tables, warnings: list[str]) -> dict[str, Any]:
-    shares = Profile("import", [], tables).loaded.category_shares()
+    shares = loaded_of(Profile("import", [], tables)).category_shares()
     return {"tables": tables, "categories": [c.to_dict() for c in shares], "warnings": warnings}
 
 
@@ -142,7 +143,7 @@ def _print_tables(profile: Profile, source: str = "RUN.json") -> None:
     from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 
     console = Console()
-    loaded, tables, warnings = profile.loaded, profile.tables, profile.warnings
+    loaded, tables, warnings = loaded_of(profile), profile.tables, profile.warnings
     units, replay = loaded.row_units("cuda"), loaded.replay
     with reader_may_be_gone():  # `| head`, `| less` quit early: what was read is no less right
         kernels = tables.get("cuda_gpu_kern_sum")

@@ -10,6 +10,8 @@ attribution's: they take the profile's frames where a caller has them, a plain m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
+
 from perfconsole.core.profiling import categories as cat
 from perfconsole.core.profiling.attribution import Attribution, attribute
 from perfconsole.core.profiling.category_frames import categorize_column
@@ -90,3 +92,12 @@ class LoadedProfile:
     def __repr__(self) -> str:
         return f"LoadedProfile({self.profiler}: {', '.join(self.tables)})"
 
+
+def loaded_of(profile: Any) -> LoadedProfile:
+    """A record's profile (core.record.Profile) loaded once: its tables' frames built on first use and kept, its
+    analyses views of them. The same object for as long as the profile holds the same tables; kept on the profile
+    itself, since the record's vocabulary may not import this part (tests/core/test_layers.py)."""
+    held = profile.__dict__.get("_loaded")
+    if held is None or held.tables is not profile.tables or held.profiler != profile.profiler:
+        held = profile.__dict__["_loaded"] = LoadedProfile(profile.profiler, profile.tables)
+    return held

@@ -21,6 +21,7 @@ from typing import Any
 from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.record import RunRecord
 from perfconsole.core.stats import SPEEDUP_MIN_N, Speedup, Stat, interval_text, ratio_text, speedup
+from perfconsole.core.profiling.loaded import loaded_of
 
 # Fields that change what a step computes; the others (precision, attention, compile, ...) change how.
 WORK_FIELDS = ("model", "model_args", "size", "d_model", "d_ff", "n_layers", "n_heads", "ctx", "batch", "mode", "vocab_size")
@@ -206,7 +207,7 @@ class Comparison:
         out: list[dict[str, float] | None] = []
         for r in self.runs:
             p = r.profile
-            out.append({c.category: c.share for c in p.loaded.category_shares()} if p and p.tables.get(KERNEL_TABLE) else None)
+            out.append({c.category: c.share for c in loaded_of(p).category_shares()} if p and p.tables.get(KERNEL_TABLE) else None)
         return out
 
     def kernel_moves(self, top: int = 10) -> list[KernelMove]:

@@ -32,6 +32,7 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, interval_text, ratio_text
 from perfconsole.core.summary import BUSY_SOURCES
 from perfconsole.core.summary import busy_text as summary_busy_text
+from perfconsole.core.profiling.loaded import loaded_of
 
 if TYPE_CHECKING:
     from perfconsole.core.grids.ladder import LadderRecord, Rung
@@ -108,7 +109,7 @@ def _category_ms(r: RunRecord) -> dict[str, float]:
     if r.profile is None or not r.profile.tables:
         return {}
     overhead = r.profile.overhead or {}
-    shares = r.profile.loaded.category_shares()
+    shares = loaded_of(r.profile).category_shares()
     if r.spec.device != "cuda" and r.summary is not None:
         return {c.category: c.share * r.summary.total_ms.median for c in shares}
     steps = overhead.get("profiled_steps") or r.spec.steps

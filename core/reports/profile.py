@@ -2,7 +2,7 @@
 
 Category shares over all kernels and per phase, the top kernels, softmax against the two attention
 matmuls, and the profiler's forward against the console's own timed forward. All of it is read from the
-profile loaded once (core.profiling.loaded, `Profile.loaded`); nothing here is stored.
+profile loaded once (core.profiling.loaded, `loaded_of`); nothing here is stored.
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from perfconsole.core.profiling.attribution import Attribution
 from perfconsole.core.profiling.ncu_summary import REPLAY_WORDS
 from perfconsole.core.record import Profile
 from perfconsole.core.summary import Summary
+from perfconsole.core.profiling.loaded import loaded_of
 
 NAME_WIDTH = 90
 
@@ -24,7 +25,7 @@ def _name(name: str) -> str:
 
 
 def markdown_lines(profile: Profile, summary: Summary | None, steps: int | None) -> list[str]:
-    loaded = profile.loaded
+    loaded = loaded_of(profile)
     source = {"nsys": "Nsight Systems", "torch": "the PyTorch profiler", "import": "imported files"}.get(
         profile.profiler, profile.profiler)
     lines = ["", f"## Profile ({source})", ""]
@@ -84,7 +85,7 @@ def attribution(profile: Profile, summary: Summary | None, steps: int | None) ->
         timed = {k: v for k, v in timed.items() if v is not None}
     host = ({"forward": summary.host_forward_ms, "backward": summary.host_backward_ms}
             if summary is not None else None)
-    return profile.loaded.attribution(overhead.get("profiled_steps") or steps, timed, host)
+    return loaded_of(profile).attribution(overhead.get("profiled_steps") or steps, timed, host)
 
 
 def _forward_range(profile: Profile, summary: Summary | None, steps: int | None) -> list[str]:
@@ -97,7 +98,7 @@ def _forward_range(profile: Profile, summary: Summary | None, steps: int | None)
         timed = summary.forward_ms.mean
     host = o.get("profiled_host_forward_ms")
     reference = host if host is not None else timed
-    fc = profile.loaded.forward_check(reference, steps) if reference is not None else None
+    fc = loaded_of(profile).forward_check(reference, steps) if reference is not None else None
     if fc is None:
         return []
     if host is None:
@@ -213,7 +214,7 @@ def headline(profile: Profile, summary: Summary | None, steps: int | None) -> st
     lines = []
     a = attribution(profile, summary, steps)
     if a is not None and a.phases:
-        what = "CPU-op" if profile.loaded.mostly_aten else "kernel"
+        what = "CPU-op" if loaded_of(profile).mostly_aten else "kernel"
         per = "per step" if a.steps else "over the profile"
         lines += [f"the profiler's {what}-time sums {per} for each phase ({a.unattributed_share:.1%} in no phase):",
                   ", ".join(f"{p.phase} {_opt(p.per_step_ms if a.steps else p.kernel_ms)} ms" for p in a.phases)]

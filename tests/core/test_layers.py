@@ -14,7 +14,7 @@ from helpers import ROOT
 
 # core/'s parts, lowest first. "" is the shared vocabulary: the modules at core/'s top, and the run spec,
 # a package of its own (its declarations, the machinery that reads them and its rules) but one word of it.
-PARTS = ("", "profiling", "telemetry", "measure", "launch", "grids", "gate", "reports", "cli")
+PARTS = ("", "profiling", "timeline", "telemetry", "measure", "launch", "grids", "gate", "reports", "cli")
 VOCABULARY_PACKAGES = ("spec",)
 # A string that names a module ("perfconsole.core.measure.checkpointing:apply", for importlib to load) is a
 # dependency as an import is, one no import statement shows. In the spec's declarations, which every part reads,

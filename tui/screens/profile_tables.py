@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Static
 
 from perfconsole.core.profiling.lazy_imports import numpy as np
 from perfconsole.core.profiling.category_rules import CATEGORIES
-from perfconsole.core.profiling.loaded import LoadedProfile
+from perfconsole.core.profiling.loaded import LoadedProfile, loaded_of
 from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import headline
@@ -70,7 +70,7 @@ RANGE_KERNEL_COLUMNS = [
 
 
 def _loaded(record: RunRecord | None) -> LoadedProfile | None:
-    return record.profile.loaded if record is not None and record.profile is not None else None
+    return loaded_of(record.profile) if record is not None and record.profile is not None else None
 
 
 def _units(record: RunRecord | None) -> str:

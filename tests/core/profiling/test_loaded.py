@@ -7,6 +7,7 @@ from helpers import ROOT
 from perfconsole.core import store
 from perfconsole.core.profiling import categories as cat
 from perfconsole.core.profiling.attribution import attribute
+from perfconsole.core.profiling.loaded import loaded_of
 from perfconsole.core.record import Profile
 
 RUN = ROOT / "tests" / "fixtures" / "nsys_perfconsole" / "h200_2.7B_compiled_nsys_run.json"
@@ -14,7 +15,7 @@ RUN = ROOT / "tests" / "fixtures" / "nsys_perfconsole" / "h200_2.7B_compiled_nsy
 
 def test_views_are_the_analyses_of_the_tables():
     tables = store.load(RUN).profile.tables
-    p = Profile("nsys", [], tables).loaded
+    p = loaded_of(Profile("nsys", [], tables))
     assert p.category_shares() == cat.category_shares(tables)
     assert p.phase_shares() == cat.phase_shares(tables) and p.phase_shares()
     assert p.top_kernels(n=5) == cat.top_kernels(tables, n=5)
@@ -30,14 +31,14 @@ def test_views_are_the_analyses_of_the_tables():
 def test_frames_are_kept_until_a_table_is_replaced():
     record = store.load(RUN)
     profile = record.profile
-    loaded = profile.loaded
-    assert profile.loaded is loaded and loaded.frame("cuda_gpu_kern_sum") is loaded.frame("cuda_gpu_kern_sum")
+    loaded = loaded_of(profile)
+    assert loaded_of(profile) is loaded and loaded.frame("cuda_gpu_kern_sum") is loaded.frame("cuda_gpu_kern_sum")
     before = loaded.category_shares()
     assert loaded.category_shares() is before
     # ncu's tables merged into the run's profile (RunRecord.apply): the same mapping, a kernel table replaced
     one = [{"name": "aten::mm", "total_time_ns": 10, "instances": 1}]
     profile.tables.update({"cuda_gpu_kern_sum": one})
-    assert profile.loaded is loaded and len(loaded.kernels()) == 1
+    assert loaded_of(profile) is loaded and len(loaded.kernels()) == 1
     assert [(s.category, s.total_ns) for s in loaded.category_shares()] == [(cat.categorize("aten::mm"), 10)]
     profile.tables = {"cuda_gpu_kern_sum": one}  # a new mapping: a new loaded profile
-    assert profile.loaded is not loaded and Profile("import", [], profile.tables).loaded.mostly_aten
+    assert loaded_of(profile) is not loaded and loaded_of(Profile("import", [], profile.tables)).mostly_aten

@@ -239,6 +239,15 @@ class ModelReady(Event):
     info: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class StartPhases(Event):
+    """Where the worker's start went (core.measure.start): seconds per phase, in the order they ran, from the
+    process's start to its first measured step: imports, peaks, build, flops, each converter, compile, first step,
+    rest of warm-up."""
+    type: ClassVar[str] = "start"
+    phases: dict[str, float]
+
+
 # The progress stage of a worker started ahead of its turn once it is ready to run (worker.hold);
 # the launcher consumes it, so consumers of Launch.events() never see it.
 HELD = "held"
@@ -299,7 +308,8 @@ class Finished(Event):
 _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
-                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed, Provenance, Paired)
+                               CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed, Provenance, Paired,
+                               StartPhases)
 }
 
 

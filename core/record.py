@@ -131,6 +131,7 @@ class RunRecord:
     # ev.Provenance: each process whose steps are the headline, as it read itself right after them (the profiler
     # it names must be None; the capture's own is profile.overhead's `provenance`: core.measure.provenance).
     provenance: list[dict[str, Any]] = field(default_factory=list)
+    start: dict[str, float] | None = None           # ev.StartPhases: seconds per start phase, the first process's
 
     kind = "run"
 
@@ -203,6 +204,8 @@ class RunRecord:
         elif isinstance(event, ev.Telemetry):
             self.telemetry = dict(event.data)
             self.summary = with_nvml_busy(self.summary, self.telemetry)
+        elif isinstance(event, ev.StartPhases):
+            self.start = self.start or dict(event.phases)
         elif isinstance(event, ev.Provenance):
             self.provenance.append(asdict(event))
         elif isinstance(event, ev.Placed):
@@ -272,6 +275,7 @@ class RunRecord:
             "comm_steps": self.comm_steps, "collectives": self.collectives,
             "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
             "jobs": self.jobs, "provenance": self.provenance,
+            "start": self.start,
         }
 
     @classmethod
@@ -310,7 +314,7 @@ class RunRecord:
             comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"),
             collectives=d.get("collectives"),
             baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
-            provenance=list(d.get("provenance", [])),
+            provenance=list(d.get("provenance", [])), start=d.get("start"),
         )
 
 

@@ -23,7 +23,7 @@ from perfconsole.core.launch.scaling import ScalingLaunch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
-from perfconsole.core.reports.run import tflops_text
+from perfconsole.core.reports.run import start_text, tflops_text
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, Stat, interval_text, median_interval_text
 from perfconsole.core.summary import busy_sentence
 
@@ -67,6 +67,8 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
         if e.stage == "replicate":  # the Replicate marker beside it says so, once
             return
         c.print(Text.assemble((f"{e.stage}:", "dim"), f" {e.detail}" if e.detail else ""), soft_wrap=True)
+    elif isinstance(e, ev.StartPhases):
+        c.print(Text(start_text(e.phases)), soft_wrap=True)
     elif isinstance(e, ev.Replicate):
         c.print(f"[bold]process {e.index + 1} of {e.of}[/]")
     elif isinstance(e, ev.Step):

@@ -38,6 +38,7 @@ from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
 from perfconsole.core.measure import flop_count, memory_profile, model_build, provenance
 from perfconsole.core.measure import peaks as measured_peaks
+from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
 
@@ -169,11 +170,14 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
 
     With `job` (one rank of a data-parallel run, core.measure.job) the model is wrapped in DDP or FSDP
     and every step is gathered on rank 0, which emits the job's steps."""
+    CLOCK.begin()
     device = job.device if job else torch.device(spec.device)
     converters.check(spec, device)
     cuda = device.type == "cuda"
     # A GPU's peaks before the model takes memory; a CPU's after the last timed step (core.measure.peaks).
     peaks = measured_peaks.for_run(spec, device, emit) if cuda else None
+    if cuda:
+        CLOCK.lap("peaks")
     configure_backends(spec.section("numerics"))
     # Seeded after a GPU's peaks: measuring them draws random matrices, and only a run whose data folder has no
     # peaks yet measures them, so a seed set before would give that run other weights than the next.
@@ -186,6 +190,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     model = built.module
     if spec.mode == "fwd":
         model.eval()
+    CLOCK.lap("build")
     # FLOPs are counted before the fast paths go in: liger patches transformers' classes for the whole
     # process, and a twin built after them ran liger's Triton kernels on the meta device (hf:llama 1B with
     # --kernels liger on an H200: a CUDA illegal memory access, raised at the first event after the forward).
@@ -195,10 +200,13 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     del inputs, targets
     if spec.profile != "none" and not spec.compile and not built.own_ranges:
         model_build.install_layer_ranges(model)
+    CLOCK.lap("flops")
     # Every optimization is its setting's converter, applied in one loop: the weights' dtype, liger, fp8, the
     # attention's kernel, checkpointing, the data-parallel wrapper, torch.compile (core.measure.converters).
-    converted = converters.convert(spec, converters.Subject(model, info=built.info, job=job), emit)
+    converted = converters.convert(spec, converters.Subject(model, info=built.info, job=job), emit,
+                                   CLOCK.lap)
     stepper = Stepper(spec, converted.model, device, built.loss or converted.loss, built)
+    CLOCK.lap("build")  # the optimizer and the batch: the build's too
     emit(ev.ModelReady(described))
     # A memory capture reads peaks between phases: its steps end with a synchronisation.
     in_flight = cuda and not spec.step_sync and not spec.memory
@@ -219,8 +227,12 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
         emit(ev.Progress("warmup", steps_text(spec.warmup)))
         for index in range(spec.warmup):
             keep(pipe.step(index, warmup=True))
+            # A step's phase ends once it is issued (on a GPU its kernels may still run): the measured steps
+            # start as they always have, behind the warm-up's last step. A compile runs in the first step.
+            CLOCK.lap_steps("first step" if index == 0 else "rest of warm-up")
         if spec.memory:
             keep(pipe.drain())
+        emit(ev.StartPhases(CLOCK.take()))
         if cuda:
             if spec.memory:
                 torch.cuda.synchronize()

@@ -81,12 +81,16 @@ def check(spec: RunSpec, device: torch.device) -> None:
             c.check(spec, device)
 
 
-def convert(spec: RunSpec, subject: Subject, emit: Emit | None = None) -> Subject:
-    """Apply the spec's converters to the subject, in order: the one loop of every optimization."""
+def convert(spec: RunSpec, subject: Subject, emit: Emit | None = None,
+            lap: Callable[[str], object] | None = None) -> Subject:
+    """Apply the spec's converters to the subject, in order: the one loop of every optimization. `lap(setting)` is
+    called as each converter is done (core.measure.start: each converter's seconds)."""
     for c in applying(spec):
         if c.progress is not None and emit is not None:
             emit(ev.Progress(*c.progress(spec)))
         c.convert(spec, subject)
+        if lap is not None:
+            lap(c.setting)
     return subject
 
 

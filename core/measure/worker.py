@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from perfconsole.core import events as ev
+from perfconsole.core.measure.start import CLOCK
 from perfconsole.core.spec import RunSpec, SpecError
 
 
@@ -64,6 +65,7 @@ def hold(emit: EventWriter, preload: Callable[[], object]) -> bool:
     when stdin closes first: the launcher dropped this worker, or is gone."""
     _kill_me_with_parent()
     preload()
+    CLOCK.lap("imports")
     emit(ev.Progress(ev.HELD, "imported; waiting for its turn"))
     line = b""
     while not line.endswith(b"\n"):
@@ -71,6 +73,7 @@ def hold(emit: EventWriter, preload: Callable[[], object]) -> bool:
         if not chunk:
             return False
         line += chunk
+    CLOCK.skip()  # the wait for its turn is no part of the run's start
     return True
 
 
@@ -189,6 +192,7 @@ def serve(emit: EventWriter, device: str, started: dict, body) -> int:
         emit(ev.Finished("error"))
         return 1
     env = collect(device)
+    CLOCK.lap("imports")
     emit(ev.RunStarted(started, env.to_dict(), os.getpid()))
     from perfconsole.core.measure.fast_paths import Unsupported
     from perfconsole.model.sources import ModelError
@@ -233,6 +237,7 @@ def run_rank(emit: EventWriter, spec: RunSpec, out_dir: Path | None) -> int:
         rank = distributed.init(spec)
         say = emit if rank.is_main else (lambda _event: None)
         env = collect(spec.device)
+        CLOCK.lap("imports")
         say(ev.RunStarted(spec.to_dict(), env.to_dict(), os.getpid()))
         hook = fault_hook(distributed.rank_fault() or os.environ.get("PERFCONSOLE_FAULT"))
         bench.run(spec, say, env, out_dir, hook, job=Job(spec, rank))

@@ -1,7 +1,7 @@
 """`perfconsole gate`: did the change make the step slower? Two programs on this machine, their processes
 interleaved (A B A B ...) or, with --paired, their steps alternating inside each process, and a verdict from the
 95% interval of B/A against a threshold: regression (exit 1), inconclusive (exit 3, --inconclusive-exit), same or
-improved (exit 0); a process that failed exits 4, bad input 2. docs/gate.md has the CI jobs.
+improved (exit 0); a process that failed, or an output file that could not be written, exits 4; bad input 2. docs/gate.md has the CI jobs.
 
 The two programs: `--vary FIELD=A,B` (two specs, as `compare`), `--rev BASE --rev HEAD` with `--model
 PATH.py:FACTORY` (the model file at two git revisions, each checked out in a temporary worktree), or
@@ -11,25 +11,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 
 from rich.console import Console
 
 from perfconsole.core import events as ev
 from perfconsole.core import store
-from perfconsole.core.cli.main import (EXIT_ERROR, UsageError, add_force_argument, add_spec_arguments, deliver,
-                                       reader_may_be_gone, save_path, save_snapshot, spec_from_args)
+from perfconsole.core.cli.main import (UsageError, add_force_argument, add_spec_arguments, deliver, reader_may_be_gone,
+                                       save_path, save_snapshot, spec_from_args)
 from perfconsole.core.cli.spec_args import check_spec
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.gate import programs as progs
-from perfconsole.core.gate.record import EXIT_INCONCLUSIVE, GateRecord
+from perfconsole.core.gate.record import EXIT_FAILED, EXIT_INCONCLUSIVE, GateRecord
 from perfconsole.core.gate.rounds import GateRounds
 from perfconsole.core.gate.runner import METRICS, Budget, Settings, run_gate
 from perfconsole.core.gate.verdict import parse_threshold
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.reports import gate as report
 
-DEFAULT_BUDGET = "55s"
+DEFAULT_BUDGET = "50s"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -142,13 +143,29 @@ def run(args: argparse.Namespace) -> int:
         with stop.cancelling(runner.cancel):
             record = run_gate(programs, settings, started, progress, each_round, runner)
     code = record.exit_code(args.inconclusive_exit)
+    text = store.dumps(record)
+    written = [save_snapshot(path, made()) for path, made in ((paths[0], lambda: text), (paths[1], lambda: report.junit(record)))
+               if path is not None]
     if markdown is not None:
+        written.append(append(markdown, report.markdown(record)))
+    if not all(written):  # the verdict still prints; the job learns a file it asked for is missing
+        code = EXIT_FAILED
+    elif paths[0] is not None:
+        with reader_may_be_gone():
+            err.print(f"saved {paths[0]}", markup=False, highlight=False, soft_wrap=True)
+    return deliver(text, lambda: gate_table(record), None, args.json, err, stop, code)
+
+
+def append(path, text: str) -> bool:
+    """Append to a file (a CI step summary holds what earlier steps wrote); a failure is one line on stderr."""
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
         with contextlib.suppress(OSError):
-            with markdown.open("a", encoding="utf-8") as f:
-                f.write(report.markdown(record))
-    if paths[1] is not None and not save_snapshot(paths[1], report.junit(record)):
-        code = EXIT_ERROR
-    return deliver(store.dumps(record), lambda: gate_table(record), paths[0], args.json, err, stop, code)
+            print(f"perfconsole: error: {path}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return False
+    return True
 
 
 def gate_table(g: GateRecord) -> CliTable:

@@ -71,7 +71,10 @@ class Worktrees:
             self.root = Path(git(self.file.parent if self.file.parent.is_dir() else Path.cwd(), "rev-parse", "--show-toplevel"))
         except (ProgramError, OSError) as exc:
             raise ProgramError(f"--rev: {path} is not inside a git repository ({exc})") from None
-        self.relative = self.file.resolve().relative_to(self.root.resolve())
+        try:
+            self.relative = self.file.resolve().relative_to(self.root.resolve())
+        except ValueError:
+            raise ProgramError(f"--rev: {path} is not inside the git repository {self.root}") from None
         self.commits = [self._commit(rev) for rev in revisions]
         self.folder: Path | None = None
         self.trees: list[Path] = []

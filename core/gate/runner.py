@@ -3,7 +3,7 @@
 The first MIN_ROUNDS rounds always run (an interval needs three samples a side); then a round is added while
 any metric is inconclusive and the budget allows another: `--budget 8` is 8 processes of each program (8
 paired processes), `--budget 60s` stops before a round that would end past 60 s of the gate's wall time,
-counted from its start (checkouts included), at the mean round's pace so far.
+counted from its start (checkouts included), if it took as long as the slowest round so far.
 """
 from __future__ import annotations
 
@@ -102,9 +102,11 @@ def run_gate(programs: list[Program], settings: Settings, started: float | None 
     started = time.monotonic() if started is None else started
     runner = rounds or GateRounds(programs, settings.paired)
     budget, r, stopped = settings.budget, 0, "decided"
-    first = time.monotonic()
+    slowest = 0.0
     while True:
+        began = time.monotonic()
         runner.round(r, on_event)
+        slowest = max(slowest, time.monotonic() - began)
         r += 1
         if runner.cancelled or any(s != "ok" for s in runner.status):
             stopped = "cancelled" if runner.cancelled else "failed"
@@ -116,9 +118,8 @@ def run_gate(programs: list[Program], settings: Settings, started: float | None 
             continue
         if decided(now):
             break
-        pace = (time.monotonic() - first) / r
         if (budget.processes is not None and r >= budget.processes) or \
-                (budget.seconds is not None and time.monotonic() - started + pace > budget.seconds):
+                (budget.seconds is not None and time.monotonic() - started + slowest > budget.seconds):
             stopped = "budget"
             break
     records = runner.finish(on_event)

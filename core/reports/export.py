@@ -1,4 +1,4 @@
-"""Turn any snapshot (run, sweep, attention grid, comparison, ladder, scaling curve) into Markdown, CSV or JSON text, and a
+"""Turn any snapshot (run, sweep, attention grid, comparison, ladder, scaling curve, gate) into Markdown, CSV or JSON text, and a
 run into a Chrome trace-event document (`trace`, for ui.perfetto.dev and chrome://tracing).
 
 The table below is the one place that says which kind exports how; the report modules only format.
@@ -11,6 +11,7 @@ from typing import Any
 
 from perfconsole.core.reports import attention as report_attention
 from perfconsole.core.reports import compare as report_compare
+from perfconsole.core.reports import gate as report_gate
 from perfconsole.core.reports import ladder as report_ladder
 from perfconsole.core.reports import run as report_run
 from perfconsole.core.reports import scale as report_scale
@@ -39,6 +40,8 @@ _EXPORTERS: dict[tuple[str, str], Callable[[Any], str]] = {
     ("scale", "md"): report_scale.markdown,
     ("scale", "csv"): report_scale.csv_text,
     ("scale", "json"): report_scale.json_text,
+    ("gate", "md"): report_gate.markdown,
+    ("gate", "json"): lambda g: json.dumps(g.to_dict(), indent=2) + "\n",
 }
 
 

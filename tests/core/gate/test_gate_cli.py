@@ -25,9 +25,9 @@ def repo(tmp_path_factory):
     return bench_gate.make_repo(tmp_path_factory.mktemp("gate") / "repo")
 
 
-def gate(repo, a: str, b: str, *extra: str, files=None) -> tuple[subprocess.CompletedProcess, object]:
+def gate(repo, a: str, b: str, *extra: str, flags=SHORT) -> tuple[subprocess.CompletedProcess, object]:
     folder, *_ = repo
-    out = pc("gate", "--model", f"{folder / 'model.py'}:build", "--rev", a, "--rev", b, *SHORT, "--json", *extra)
+    out = pc("gate", "--model", f"{folder / 'model.py'}:build", "--rev", a, "--rev", b, *flags, "--json", *extra)
     assert out.returncode in (0, 1, 3), out.stderr
     return out, store.loads(out.stdout)
 
@@ -36,7 +36,10 @@ def test_one_more_matmul_is_a_regression_in_paired_mode_and_the_outputs_say_so(r
     folder, base, slower = repo
     md, xml = tmp_path / "summary.md", tmp_path / "junit.xml"
     md.write_text("earlier step\n")
-    out, g = gate(repo, base, slower, "--paired", "--budget", "90s", "--markdown", str(md), "--junit", str(xml))
+    # bench_gate's own flags (15 steps a process) and a budget for a machine loaded by other work: the gate
+    # stops as soon as it is decided (seconds on a quiet machine)
+    out, g = gate(repo, base, slower, "--paired", "--budget", "240s", "--markdown", str(md), "--junit", str(xml),
+                  flags=bench_gate.FLAGS)
     assert g.kind == "gate" and g.mode == "paired" and out.returncode == 1 and g.verdict == "regression"
     step = g.verdicts[0]
     assert step.metric == "step time" and step.verdict == "regression" and step.low > 1.03

@@ -181,6 +181,14 @@ class SessionActions:
             self.list_comparison(obj, str(path))
             self.refresh_runs()
             self.show_comparison(obj)
+        elif obj.kind == "gate":  # its two runs in Compare, the verdict above them (core.reports.gate)
+            from perfconsole.core.reports.gate import comparison as gate_comparison
+
+            c = gate_comparison(obj)
+            for r in c.runs:
+                self.session.add(r, str(path))
+            self.refresh_runs()
+            self.show_comparison(c)
         elif obj.kind in GRID_KINDS:
             g = self.session.add_grid(obj, str(path))
             self.refresh_runs()

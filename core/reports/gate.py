@@ -4,9 +4,22 @@ of the terminal table. Each says the verdict beside its interval and how the int
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 
 from perfconsole.core.gate.record import GateRecord
 from perfconsole.core.gate.verdict import MetricVerdict
+from perfconsole.core.reports.compare import Comparison
+
+
+@dataclass
+class GateComparison(Comparison):
+    """A gate's two runs as a comparison, A the baseline, with the gate beside them: the console's Compare pane
+    shows its verdict and intervals above the runs' tables. Saved from there, it is a plain comparison."""
+    gate: GateRecord | None = None
+
+
+def comparison(g: GateRecord) -> GateComparison:
+    return GateComparison(list(g.runs), name=f"gate: {g.name}", gate=g)
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -37,6 +50,11 @@ def rows(g: GateRecord) -> list[list[str]]:
 def headline(g: GateRecord) -> str:
     a, b = (p["label"] for p in g.programs)
     return f"gate: {g.verdict.upper()} (A {a}, B {b})"
+
+
+def verdict_lines(g: GateRecord) -> list[tuple[str, str]]:
+    """(verdict, line): each metric's verdict with its interval and what it rests on."""
+    return [(v.verdict, f"{v.metric}: {v.verdict} - {verdict_detail(v)}") for v in g.verdicts]
 
 
 def footer(g: GateRecord) -> list[str]:

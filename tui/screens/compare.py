@@ -36,6 +36,22 @@ def column_heads(c: Comparison, width: int) -> list[str]:
     return [cut(head, each) for head in differs_first(c.runs)]
 
 
+VERDICT_STYLES = {"regression": "bold red", "improved": "bold green", "same": "bold green",
+                  "inconclusive": "bold yellow", "failed": "bold red", "unmeasured": "dim"}
+
+
+def gate_verdict(g) -> Text:
+    """A gate's verdict, each metric's with its interval, and how the gate ran (core.reports.gate)."""
+    from perfconsole.core.reports import gate as report
+
+    text = Text(report.headline(g) + "\n", style=VERDICT_STYLES.get(g.verdict, "bold"))
+    for verdict, line in report.verdict_lines(g):
+        text.append(f"  {line}\n", style=VERDICT_STYLES.get(verdict, ""))
+    for line in report.footer(g):
+        text.append(f"  {line}\n", style="dim")
+    return text
+
+
 class ComparePane(VerticalScroll):
     BINDINGS = [
         Binding("e", "app.export_comparison", "Export", id="compare.export"),
@@ -77,6 +93,9 @@ class ComparePane(VerticalScroll):
 
     def _tables(self, c: Comparison) -> list:
         out: list = []
+        gate = getattr(c, "gate", None)  # a gate's record opened here (core.reports.gate.GateComparison)
+        if gate is not None:
+            out += [gate_verdict(gate), Text("")]
         diffs = c.spec_differences()
         spec = self._table("Spec differences", c)
         if diffs:

@@ -246,6 +246,8 @@ class StartPhases(Event):
     rest of warm-up."""
     type: ClassVar[str] = "start"
     phases: dict[str, float]
+    # torch.compile's cache (core.measure.compile_cache): hit | miss | partial; None without a compile.
+    compile_cache: str | None = None
 
 
 # The progress stage of a worker started ahead of its turn once it is ready to run (worker.hold);

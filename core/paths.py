@@ -47,6 +47,12 @@ def runs_dir() -> Path:
     return data_dir() / "runs"
 
 
+def compile_cache_dir(torch_version: str) -> Path:
+    """torch.compile's caches (core.measure.compile_cache), one folder per torch version: another torch never
+    reads what this one wrote."""
+    return data_dir() / "compile-cache" / f"torch-{safe_name(torch_version)}"
+
+
 def shipped_snapshots_dir() -> Path | None:
     """The example snapshots in the source tree's snapshots/ folder, when running from a checkout."""
     here = Path(__file__).resolve().parent.parent / "snapshots"

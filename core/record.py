@@ -132,6 +132,7 @@ class RunRecord:
     # it names must be None; the capture's own is profile.overhead's `provenance`: core.measure.provenance).
     provenance: list[dict[str, Any]] = field(default_factory=list)
     start: dict[str, float] | None = None           # ev.StartPhases: seconds per start phase, the first process's
+    compile_cache: str | None = None                # ev.StartPhases: hit | miss | partial, the first process's
 
     kind = "run"
 
@@ -205,7 +206,8 @@ class RunRecord:
             self.telemetry = dict(event.data)
             self.summary = with_nvml_busy(self.summary, self.telemetry)
         elif isinstance(event, ev.StartPhases):
-            self.start = self.start or dict(event.phases)
+            if self.start is None:
+                self.start, self.compile_cache = dict(event.phases), event.compile_cache
         elif isinstance(event, ev.Provenance):
             self.provenance.append(asdict(event))
         elif isinstance(event, ev.Placed):
@@ -275,7 +277,7 @@ class RunRecord:
             "comm_steps": self.comm_steps, "collectives": self.collectives,
             "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
             "jobs": self.jobs, "provenance": self.provenance,
-            "start": self.start,
+            "start": self.start, "compile_cache": self.compile_cache,
         }
 
     @classmethod
@@ -315,6 +317,7 @@ class RunRecord:
             collectives=d.get("collectives"),
             baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
             provenance=list(d.get("provenance", [])), start=d.get("start"),
+            compile_cache=d.get("compile_cache"),
         )
 
 

@@ -68,7 +68,7 @@ def _show(c: Console, r: RunRecord, e: ev.Event) -> None:
             return
         c.print(Text.assemble((f"{e.stage}:", "dim"), f" {e.detail}" if e.detail else ""), soft_wrap=True)
     elif isinstance(e, ev.StartPhases):
-        c.print(Text(start_text(e.phases)), soft_wrap=True)
+        c.print(Text(start_text(e.phases, e.compile_cache)), soft_wrap=True)
     elif isinstance(e, ev.Replicate):
         c.print(f"[bold]process {e.index + 1} of {e.of}[/]")
     elif isinstance(e, ev.Step):

@@ -36,7 +36,7 @@ from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
 from perfconsole.core.spec import RunSpec
 from perfconsole.core.summary import compute_summary
-from perfconsole.core.measure import flop_count, memory_profile, model_build, provenance
+from perfconsole.core.measure import compile_cache, flop_count, memory_profile, model_build, provenance
 from perfconsole.core.measure import peaks as measured_peaks
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
@@ -223,6 +223,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             (warmup_steps if step.warmup else steps).append(step)
 
     memory = memory_profile.capture(spec, out_dir)
+    cache = compile_cache.Watch()
     try:
         emit(ev.Progress("warmup", steps_text(spec.warmup)))
         for index in range(spec.warmup):
@@ -232,7 +233,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             CLOCK.lap_steps("first step" if index == 0 else "rest of warm-up")
         if spec.memory:
             keep(pipe.drain())
-        emit(ev.StartPhases(CLOCK.take()))
+        emit(ev.StartPhases(CLOCK.take(), cache.verdict()))
         if cuda:
             if spec.memory:
                 torch.cuda.synchronize()

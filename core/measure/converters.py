@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import attention_kernels, checkpointing, fast_paths
+from perfconsole.core.measure import attention_kernels, checkpointing, compile_cache, fast_paths
 from perfconsole.core.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -139,4 +139,5 @@ def _data_parallel(spec: RunSpec, subject: Subject) -> None:
 
 @register("compile", progress=lambda s: ("compiling", f"torch.compile ({s.compile_mode}): the first step compiles"))
 def _compile(spec: RunSpec, subject: Subject) -> None:
+    compile_cache.point()  # before anything compiles: a rerun loads what an earlier run compiled
     subject.model = torch.compile(subject.model, mode=None if spec.compile_mode == "default" else spec.compile_mode)

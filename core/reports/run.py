@@ -58,7 +58,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         "telemetry": r.telemetry,
         "replicates": [rep.to_dict() for rep in r.replicates],
         "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
-        "start": r.start,
+        "start": r.start, "compile_cache": r.compile_cache,
     }
     if r.profile is not None:
         from perfconsole.core.reports.profile import attribution  # pandas: only where a profile is
@@ -77,10 +77,11 @@ def run_document(r: RunRecord) -> dict[str, Any]:
     return doc
 
 
-def start_text(phases: dict[str, float]) -> str:
-    """"start: imports 2.1 s · build 0.3 s · compile 12.0 s": where a run's first seconds went, in the order its
-    phases ran (core.events.StartPhases)."""
-    return "start: " + " · ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
+def start_text(phases: dict[str, float], cache: str | None = None) -> str:
+    """"start: imports 2.1 s · build 0.3 s · compile 12.0 s (cache miss)": where a run's first seconds went, in
+    the order its phases ran, and whether torch.compile's cache served the compile (core.events.StartPhases)."""
+    return "start: " + " · ".join(f"{name} {seconds:.1f} s" + (f" (cache {cache})" if name == "compile" and cache
+                                                                else "") for name, seconds in phases.items())
 
 
 def tflops_text(v: float) -> str:
@@ -144,7 +145,7 @@ def markdown(r: RunRecord) -> str:
              f"- model: {model_text(r)}, "
              f"attention {s.attention}{', compiled' if s.compile else ''}{', TF32' if s.tf32 else ''}",
              f"- {s.warmup} warm-up + {s.steps} measured steps, batch {s.batch}, seed {s.seed}",
-             *([f"- {start_text(r.start)}"] if r.start else []), ""]
+             *([f"- {start_text(r.start, r.compile_cache)}"] if r.start else []), ""]
     lines += ["| size | ctx | mode | precision | avg_ms | std_ms | median_ms | tokens/s | TFLOP/s | MFU | peak_alloc (MiB) |",
               "| --- | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |"]
     if sm:

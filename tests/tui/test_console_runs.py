@@ -10,6 +10,7 @@ from helpers import gone_or_zombie
 from textual.widgets import Button, Static
 
 from perfconsole.core.launch.interleave import InterleavedRuns
+from perfconsole.core.reports.run import start_text
 from perfconsole.tui.messages import RunEnded, RunUpdated
 from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.tui.screens.launch import LaunchPane
@@ -34,6 +35,10 @@ async def test_tiny_cpu_run_from_launch_to_finished_stats():
         assert app.query_one("#tabs").active == "live"
         status = _text(app, "#live-status")
         assert status.startswith("finished") and "3/3 measured steps" in status
+        # where the start went: the status's second line, whole or cut to the pane's width
+        whole, second = start_text(r.start), status.splitlines()[1]
+        assert len(status.splitlines()) == 2 and second.startswith("start: imports ")
+        assert second == whole or (second.endswith("…") and whole.startswith(second[:-1]))
         stats = _text(app, "#stats")
         assert f"{r.summary.total_ms.mean:,.3f} ms" in stats and "tokens/s" in stats
         assert app.query_one("#steps").row_count == 4

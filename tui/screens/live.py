@@ -20,6 +20,7 @@ from perfconsole.core.events import Step
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line, rank_rows
+from perfconsole.core.reports.run import start_text
 from perfconsole.core.reports.telemetry import flag_text
 from perfconsole.core.telemetry.summary import Telemetry
 from perfconsole.tui.format import duration
@@ -199,7 +200,14 @@ class LivePane(VerticalScroll, can_focus=False):
             t.append(f"\n{r.error.text()}", style="red")
         elif r.status == "running":
             t.append(" · x cancels", style="dim")
-        self.query_one("#live-status", Static).update(t, layout=False)
+        box = self.query_one("#live-status", Static)
+        if r.start:  # where the start went, in the status's second line (its height holds two): one line, cut to fit
+            line = Text(start_text(r.start, r.compile_cache), style="dim")
+            if box.size.width:
+                line.truncate(box.size.width, overflow="ellipsis")
+            t.append("\n")
+            t.append_text(line)
+        box.update(t, layout=False)
 
     def show_gpu(self, sample: GpuSample | None, history: tuple[GpuSample, ...],
                  others: tuple[GpuSample, ...] = ()) -> None:

@@ -148,7 +148,7 @@ def test_perfconsole_help_lists_serve_among_the_commands():
 def test_an_unknown_command_names_serve_among_the_choices():
     out = run_perfconsole("bogus")
     assert out.returncode == 2 and out.stdout == "", out
-    assert "invalid choice: 'bogus'" in out.stderr and "'kernels', 'serve')" in out.stderr, out.stderr
+    assert "invalid choice: 'bogus'" in out.stderr and "'kernels', 'scale', 'gate', 'timeline', 'serve')" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
 

@@ -4,6 +4,8 @@ job. Keys move a window (core.timeline.view) and select a kernel or an idle gap;
 filtered to the selected kernel. The trace is read in a thread the first time the pane shows a run."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -12,12 +14,12 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static, TabbedContent
 
 from perfconsole.core.record import RunRecord
-from perfconsole.core.timeline.model import Timeline, TimelineError
-from perfconsole.core.timeline.render import STYLES
-from perfconsole.core.timeline.summary import legend
-from perfconsole.core.timeline.view import View
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.form_input import FormInput
+
+if TYPE_CHECKING:  # core.timeline holds numpy: imported where a timeline is read or drawn, not as the console starts
+    from perfconsole.core.timeline.model import Timeline
+    from perfconsole.core.timeline.view import View
 
 
 class TimelinePane(Vertical, can_focus=True):
@@ -97,6 +99,7 @@ class TimelinePane(Vertical, can_focus=True):
     @work(thread=True, exclusive=True, group="timeline", exit_on_error=False)
     def _read(self, record: RunRecord) -> None:
         from perfconsole.core.timeline.load import load_timeline
+        from perfconsole.core.timeline.model import TimelineError
         from perfconsole.core.timeline.source import record_traces
 
         try:
@@ -113,6 +116,8 @@ class TimelinePane(Vertical, can_focus=True):
             self.draw()
 
     def _ready(self, rid: str, tl: Timeline) -> None:
+        from perfconsole.core.timeline.view import View
+
         self._cache[rid] = tl
         if self.record is not None and self.record.id == rid:
             self.view = View(tl)
@@ -143,6 +148,9 @@ class TimelinePane(Vertical, can_focus=True):
             rows.update("")
             detail.update("")
             return
+        from perfconsole.core.timeline.render import STYLES
+        from perfconsole.core.timeline.summary import legend
+
         width = self._cells()
         frame = v.frame(width, self.ascii_only)
         name = self.record.name if self.record else ""
@@ -170,6 +178,8 @@ class TimelinePane(Vertical, can_focus=True):
         if self.view is None:
             self.app.notify(self.message, severity="warning")
             return
+        from perfconsole.core.timeline.model import TimelineError
+
         try:
             fn(*args)
         except (ValueError, TimelineError) as exc:

@@ -106,8 +106,11 @@ def programs_from_args(args: argparse.Namespace, stack: contextlib.ExitStack) ->
 
 
 def check_paired(programs: list[progs.Program]) -> None:
+    """What one process cannot hold for both programs, said before any process starts."""
     from perfconsole.core.measure.paired import process_wide
 
+    if len({p.spec.device for p in programs}) > 1 or any(p.spec.nproc > 1 for p in programs):
+        raise UsageError("--paired: both programs run in one process, so on one device with one process each")
     asked = sorted({w for p in programs for w in process_wide(p.spec)})
     if asked:
         raise UsageError(f"--paired: not with --{', --'.join(asked)}: it patches the whole process, so it would reach "
@@ -129,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
 
         def progress(i: int, event: ev.Event) -> None:
             if isinstance(event, ev.Replicate):
+                who = "both programs" if settings.paired else programs[i].label
                 with reader_may_be_gone():
-                    err.print(f"[dim]{programs[i].label}[/] process {event.index + 1}", markup=True)
+                    err.print(f"{who}: process {event.index + 1}", style="dim", markup=False, highlight=False)
             elif isinstance(event, ev.Error):
                 with reader_may_be_gone():
                     err.print(f"{programs[i].label}: {event.text()}", style="bold red", markup=False)

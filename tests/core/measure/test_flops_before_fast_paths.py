@@ -22,9 +22,9 @@ def test_a_fast_path_that_patches_classes_never_reaches_the_flop_counters_twin(m
             raise RuntimeError("a kernel launched on a tensor with no storage")
         return real_forward(self, x)
 
-    def convert_and_patch_the_class(spec, subject, emit=None):
+    def convert_and_patch_the_class(spec, subject, *rest):
         monkeypatch.setattr(transformer.RMSNorm, "forward", kernel_like)   # for every instance, as liger does
-        return real_convert(spec, subject, emit)
+        return real_convert(spec, subject, *rest)
 
     monkeypatch.setattr(converters, "convert", convert_and_patch_the_class)
     spec = RunSpec(size="tiny", ctx=16, batch=2, device="cpu", precision="fp32", mode="train", warmup=0,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from perfconsole.core import events as ev
+from perfconsole.core.grids.cell_records import CellRecords
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
 from perfconsole.core.grids.rungs import (DP_RUNGS, RUNGS, Rung, default_rungs, for_other_models, not_applicable,
@@ -119,7 +120,7 @@ class LadderSpec:
 
 
 @dataclass
-class LadderRecord:
+class LadderRecord(CellRecords):
     spec: LadderSpec
     runs: list[RunRecord]       # one per rung run, in ladder order
     id: str = field(default_factory=new_id)
@@ -129,6 +130,7 @@ class LadderRecord:
     cell_seconds: list[float | None] = field(default_factory=list)
 
     kind = "ladder"
+    spec_class = LadderSpec
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -149,14 +151,8 @@ class LadderRecord:
     def reopen(self) -> list[str]:
         """Make the rungs that did not finish (cancelled, or never started) pending again, so a runner goes on
         where the ladder stopped; the rungs that finished keep their figures. Returns the reopened rungs' names."""
-        names = []
-        for i, (name, r) in enumerate(zip(self.spec.rungs_in_order(), self.runs)):
-            if r.status in ("pending", "running", "cancelled"):
-                self.runs[i] = RunRecord(r.spec, name=r.name)
-                self.cell_seconds[i] = None
-                names.append(name)
-        self.status = "pending"
-        return names
+        names = self.spec.rungs_in_order()
+        return [names[i] for i in self.reopen_cells()]
 
     def machines(self) -> list[tuple[str, list[str]]]:
         """(host, GPU, driver, torch) in words, with the rungs run there, in ladder order of first use."""
@@ -171,21 +167,6 @@ class LadderRecord:
     @property
     def rungs(self) -> list[Rung]:
         return [rung(n, self.spec.base) for n in self.spec.rungs_in_order()]
-
-    @property
-    def environment(self) -> dict[str, Any]:
-        return next((r.environment for r in self.runs if r.environment), {})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
-                "spec": self.spec.to_dict(), "runs": [r.to_dict() for r in self.runs],
-                "cell_seconds": self.cell_seconds}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LadderRecord:
-        return cls(LadderSpec.from_dict(d["spec"]), [RunRecord.from_dict(r) for r in d["runs"]], id=d["id"],
-                   name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
-                   cell_seconds=list(d.get("cell_seconds", [])))
 
 
 class LadderRunner(SweepRunner):

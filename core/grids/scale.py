@@ -12,6 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfconsole.core.grids.cell_records import CellRecords
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.launch.scaling import one_process, rank_threads
 from perfconsole.core.record import RunRecord, new_id
@@ -91,7 +92,7 @@ class ScaleSpec:
 
 
 @dataclass
-class ScaleRecord:
+class ScaleRecord(CellRecords):
     spec: ScaleSpec
     runs: list[RunRecord]       # one per count, in the spec's order
     id: str = field(default_factory=new_id)
@@ -101,6 +102,7 @@ class ScaleRecord:
     cell_seconds: list[float | None] = field(default_factory=list)
 
     kind = "scale"
+    spec_class = ScaleSpec
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -119,29 +121,7 @@ class ScaleRecord:
     def reopen(self) -> list[int]:
         """Make the counts that did not finish pending again, so a runner goes on where the curve stopped;
         returns those counts."""
-        counts = []
-        for i, (n, r) in enumerate(zip(self.spec.counts, self.runs)):
-            if r.status in ("pending", "running", "cancelled"):
-                self.runs[i] = RunRecord(r.spec, name=r.name)
-                self.cell_seconds[i] = None
-                counts.append(n)
-        self.status = "pending"
-        return counts
-
-    @property
-    def environment(self) -> dict[str, Any]:
-        return next((r.environment for r in self.runs if r.environment), {})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "created": self.created, "status": self.status,
-                "spec": self.spec.to_dict(), "runs": [r.to_dict() for r in self.runs],
-                "cell_seconds": self.cell_seconds}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ScaleRecord:
-        return cls(ScaleSpec.from_dict(d["spec"]), [RunRecord.from_dict(r) for r in d["runs"]], id=d["id"],
-                   name=d.get("name", ""), created=d.get("created", ""), status=d["status"],
-                   cell_seconds=list(d.get("cell_seconds", [])))
+        return [self.spec.counts[i] for i in self.reopen_cells()]
 
 
 class ScaleRunner(SweepRunner):

@@ -40,6 +40,9 @@ def test_fresh_install_has_the_command_and_no_bare_packages(tmp_path):
     for bare in ("core", "model", "tui"):
         assert not (site / bare).exists(), f"installed a bare {bare!r} package"
         assert (site / "perfconsole" / bare / "__init__.py").exists()
+        # every package of the checkout is installed (pyproject lists them by name: a new one is easily left out)
+        for init in (ROOT / bare).rglob("__init__.py"):
+            assert (site / "perfconsole" / init.relative_to(ROOT)).exists(), f"not installed: {init.parent}"
     assert (site / "perfconsole" / "tui" / "app.tcss").exists() or not (ROOT / "tui" / "app.tcss").exists()
     out = subprocess.run([env_dir / "bin" / "perfconsole", "--help"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)

@@ -80,6 +80,8 @@ class Worktrees:
         self.trees: list[Path] = []
 
     def _commit(self, rev: str) -> str:
+        if not rev or rev.startswith("-"):  # git would read it as an option
+            raise ProgramError(f"--rev {rev!r}: not a revision name")
         try:
             return git(self.root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
         except ProgramError:

@@ -93,6 +93,7 @@ def test_two_interpreters_each_run_their_processes(tmp_path):
     (["--vary", "precision=fp32,bf16", "--budget", "soon"], "--budget: give seconds"),
     (["--python", sys.executable, "--python", sys.executable, "--paired"], "--paired runs both programs in one process"),
     (["--rev", "HEAD", "--rev", "no-such-rev", "--model", "model.py:build"], "--rev no-such-rev: not a commit"),
+    (["--rev", "HEAD", "--rev=--output=x", "--model", "model.py:build"], "--rev '--output=x': not a revision name"),
     (["--rev", "HEAD", "--rev", "HEAD", "--model", "/model.py:build"], "--rev: /model.py is not inside a git repository"),
     (["--size", "tiny", "--vary", "device=cpu,cuda", "--paired"], "--paired: both programs run in one process")])
 def test_bad_input_is_one_line_and_exit_2(repo, args, said):

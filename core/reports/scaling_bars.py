@@ -47,11 +47,8 @@ def lines(items: list[ScalingBar], full: str = "█", comm: str = "▒", width: 
     top = max([v for b in items for v in (b.one_ms, b.job_ms) if v] or [0.0])
     if not top:
         return []
-    scale = width / top
-    label_w = max(len(b.label) for b in items)
+    scale, label_w, out = width / top, max(len(b.label) for b in items), [_legend(full, comm)]
     n = items[0].nproc
-    out = [f"{full} compute (and the communication it hid)   {comm} communication the step waited for "
-           "(step minus the step without DDP's all-reduce)"]
     for b in items:
         head = b.label.ljust(label_w)
         if b.job_ms is None:
@@ -64,6 +61,11 @@ def lines(items: list[ScalingBar], full: str = "█", comm: str = "▒", width: 
         out.append(f"{head}  {one}")
         out.append(f"{' ' * label_w}  {f'{n} GPUs'.ljust(7)}{job.ljust(width)}  {b.job_ms:,.1f} ms · {note}{eff}")
     return out
+
+
+def _legend(full: str, comm: str) -> str:
+    return (f"{full} compute (and the communication it hid)   {comm} communication the step waited for "
+            "(step minus the step without DDP's all-reduce)")
 
 
 def _job_bar(b: ScalingBar, scale: float, full: str, comm: str) -> tuple[str, str]:
@@ -84,10 +86,7 @@ def count_lines(items: list[ScalingBar], efficiency: str = "weak scaling", full:
     top = max([b.job_ms for b in items if b.job_ms] or [0.0])
     if not top:
         return []
-    scale = width / top
-    label_w = max(len(b.label) for b in items)
-    out = [f"{full} compute (and the communication it hid)   {comm} communication the step waited for "
-           "(step minus the step without DDP's all-reduce)"]
+    scale, label_w, out = width / top, max(len(b.label) for b in items), [_legend(full, comm)]
     for b in items:
         head = b.label.ljust(label_w)
         if b.job_ms is None:

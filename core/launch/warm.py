@@ -297,6 +297,9 @@ def _request(sock: socket.socket, argv: list[str], env: dict[str, str], cwd: str
     return WarmProc(int(reply["pid"]), sock, ours), ""
 
 
+WAIT_SLICE = 0.2  # s: the longest a waiting thread sleeps before it looks at the status again
+
+
 class WarmProc:
     """A worker forked by a warm process, as the launcher sees a `subprocess.Popen`: its pid (also its process
     group's), text pipes to its stdin, stdout and stderr, and its exit status (negative: the signal), which the
@@ -318,25 +321,31 @@ class WarmProc:
             self.stderr = open(stderr, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
 
     def _check(self, timeout: float | None) -> int | None:
-        if self.returncode is not None or self._released:
-            return self.returncode
-        if timeout != 0:
-            try:
-                select.select([self._sock], [], [], timeout)
-            except (OSError, ValueError):
-                pass
-        with self._lock:
-            if self.returncode is not None or self._released:
-                return self.returncode
-            try:
-                data = self._sock.recv(1 << 12, socket.MSG_DONTWAIT)
-            except BlockingIOError:
+        """The exit status once the warm process has sent it, waiting up to `timeout` seconds (None: until it
+        comes). Another thread may read the status between this one's look and its wait (a poll beside a wait),
+        so the wait is taken in short slices, each ended by a fresh look, never once for the whole time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self.returncode is not None or self._released:
+                    return self.returncode
+                try:
+                    data = self._sock.recv(1 << 12, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    data = None
+                except OSError:
+                    data = b""
+                if data is not None:
+                    # No word and the connection gone: the warm process died, and its death signal killed the child.
+                    self.returncode = int(json.loads(data)["exit"]) if data else -signal.SIGKILL
+                    return self.returncode
+            left = WAIT_SLICE if deadline is None else min(WAIT_SLICE, deadline - time.monotonic())
+            if left <= 0:
                 return None
-            except OSError:
-                data = b""
-            # No word and the connection gone: the warm process died, and its death signal killed the child.
-            self.returncode = int(json.loads(data)["exit"]) if data else -signal.SIGKILL
-        return self.returncode
+            try:
+                select.select([self._sock], [], [], left)
+            except (OSError, ValueError):  # released (the socket closed) meanwhile: the next look says so
+                pass
 
     def poll(self) -> int | None:
         return self._check(0)

@@ -142,3 +142,14 @@ def finish(record: Any, statuses: Iterable[str], save: Path | None, as_json: boo
     if record.status == "cancelled":
         return stop.exit_code(EXIT_CANCELLED)
     return stop.exit_code(EXIT_ERROR if "error" in set(statuses) else EXIT_OK)
+
+
+def outcome(r: Any, tokens: bool = False) -> str:
+    """A finished cell (a rung, a count) in one progress line: its median step (and the job's tokens/s), or
+    its status and error in words."""
+    if r.status == "ok" and r.summary:
+        return f"{r.summary.total_ms.median:,.2f} ms (median)" + (
+            f", {r.summary.tokens_per_s:,.0f} tokens/s" if tokens else "")
+    if r.error is None:
+        return r.status
+    return r.error.text() if r.error.kind == r.status else f"{r.status} ({r.error.text()})"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from perfconsole.core.cli.cells import add_start_ahead_argument, finish, run_cells
+from perfconsole.core.cli.cells import add_start_ahead_argument, finish, outcome, run_cells
 from perfconsole.core import store
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
 from perfconsole.core.cli.main import (UsageError, add_force_argument, check_default_size, check_device, save_path,
@@ -24,7 +24,6 @@ from perfconsole.core.grids.ladder import (DEFAULT_RUNGS, DP_RUNG_NAMES, LADDER,
                                           LadderRunner, LadderSpec)
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.ladder import (busy_legend, busy_text, carry_notes, moved_text, rows, rung_text,
                                              speedup_cells, status_text, verdicts)
 
@@ -126,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     stop = install_exit_handlers()
     runner = LadderRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save,
                           start_ahead=args.start_ahead, executor=executor)
-    err = run_cells(runner, len(record.runs), lambda r: r.name, _outcome, stop)
+    err = run_cells(runner, len(record.runs), lambda r: r.name, outcome, stop)
     return finish(record, (r.status for r in record.runs), save, args.json, ladder_table, err, stop)
 
 
@@ -144,11 +143,3 @@ def resumed(path: str, remote: bool = False) -> LadderRecord:
     if not reopened:
         raise UsageError(f"{path}: every rung has finished; nothing to resume")
     return record
-
-
-def _outcome(r: RunRecord) -> str:
-    if r.status == "ok" and r.summary:
-        return f"{r.summary.total_ms.median:,.2f} ms (median)"
-    if r.error is None:
-        return r.status
-    return r.error.text() if r.error.kind == r.status else f"{r.status} ({r.error.text()})"

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.text import Text
 
 from perfconsole.core import store
-from perfconsole.core.cli.cells import finish, run_cells
+from perfconsole.core.cli.cells import finish, outcome, run_cells
 from perfconsole.core.cli.main import (UsageError, add_force_argument, check_default_size, check_device, save_path,
                                        spec_from_args)
 from perfconsole.core.cli.spec_args import add_spec_arguments, check_gpus, check_size_given
@@ -23,7 +23,6 @@ from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.grids.scale import SCALE, ScaleRecord, ScaleRunner, ScaleSpec
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.record import RunRecord
 from perfconsole.core.reports import scale as report
 
 
@@ -97,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         save = save_path(args.save, args.force)
     stop = install_exit_handlers()
     runner = ScaleRunner(record, out_dir=Path(args.out_dir) if args.out_dir else None, save_to=save)
-    err = run_cells(runner, len(record.runs), lambda r: r.name, _outcome, stop)
+    err = run_cells(runner, len(record.runs), lambda r: r.name, lambda r: outcome(r, tokens=True), stop)
     return finish(record, (r.status for r in record.runs), save, args.json, scale_table, err, stop)
 
 
@@ -113,11 +112,3 @@ def resumed(path: str) -> ScaleRecord:
     if not record.reopen():
         raise UsageError(f"{path}: every count has finished; nothing to resume")
     return record
-
-
-def _outcome(r: RunRecord) -> str:
-    if r.status == "ok" and r.summary:
-        return f"{r.summary.total_ms.median:,.2f} ms (median), {r.summary.tokens_per_s:,.0f} tokens/s"
-    if r.error is None:
-        return r.status
-    return r.error.text() if r.error.kind == r.status else f"{r.status} ({r.error.text()})"

@@ -6,7 +6,8 @@
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # The sections not yet run to the end on 4x H100 (docs/results/four_gpus_h100.md): "curve xl priority".
 set -uo pipefail
-D=${D:-"${OUT:-$PWD/out}/four"}
+# Outside $OUT: a later call on the same warm machine finds the data folder and the compile caches of the one before.
+D=${D:-/tmp/four}
 mkdir -p "$D"
 export PERFCONSOLE_DATA_DIR="$D/data"
 # One compile cache for every process of the call: a program compiled once compiles from the cache after
@@ -19,7 +20,7 @@ want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 # A call brings back at most eight files and nothing once it runs past its limit: after every part the results so
 # far are packed into one file, so a call cut short still returns what it measured.
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/four.tgz.part" -C "$D" --exclude=./inductor --exclude=./data \
-    --exclude='*/torchrun' . 2>/dev/null && mv "$OUT/four.tgz.part" "$OUT/four.tgz"; }
+    --exclude='*/torchrun' --exclude='*.nsys-rep' --exclude='*.qdstrm' --exclude='./cap_*/*.sqlite' --exclude='./fx_*/*' --exclude='./fixtures/*.nsys-rep' . 2>/dev/null && mv "$OUT/four.tgz.part" "$OUT/four.tgz"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; nvidia-smi topo -m;
   python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"; git rev-parse --short HEAD; } > "$D/environment.txt" 2>&1
 COMMON=(--size "$SIZE" --ctx 512 --batch 4 --warmup 3 --steps 10)
@@ -75,12 +76,46 @@ if want xl; then  # DDP's defaults at xl, whose fp32 state leaves room on an 80 
     KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)
     pc pc_xl_4 120 run --mode train --nproc 4 --parallel ddp
     indep ind_xl_4 4 90
+    indep ind_xl_2 2 80
+    pc pc_xl_2 100 run --mode train --nproc 2 --parallel ddp
+    pc pc_xl_1 80 run --mode train
+    indep ind_xl_1 1 70 --no-wrap
     COMMON=("${KEPT[@]}")
+fi
+if want memtrace; then  # where the independent script's DDP-defaults step at 2.7B runs out of memory, and perfconsole's does not
+    indep ind_mem_2 2 70 --memory-trace
 fi
 before() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; }  # whether the call is still under N s: the last parts are optional
 if want priority && before 440; then  # NCCL's streams at high priority: the rung after compile, both programs
     indep ind_prio_4 4 80 "${BEST[@]}" --bucket-mb 100 --nccl-high-priority
     before 480 && pc pc_prio_4 100 run --mode train --nproc 4 "${PCBEST[@]}" --nccl-priority
+fi
+if want capture; then  # the best rung's job under nsys, one capture a rank: what bounds its scaling
+    pc cap_best_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --profile nsys --force
+fi
+if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
+    KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)
+    mkdir -p "$D/fixtures" && touch "$D/fixtures/.start"
+    pc fx_eager_nsys 90 run --mode train --profile nsys
+    pc fx_compiled_nsys 120 run --mode train --profile nsys --compile
+    pc fx_ddp2_nsys 120 run --mode train --profile nsys --nproc 2 --parallel ddp
+    pc fx_eager_torch 90 run --mode train --profile torch
+    pc fx_ddp2_torch 120 run --mode train --profile torch --nproc 2 --parallel ddp
+    # Each capture's .nsys-rep to SQLite (nsys export), and the torch traces, beside the records.
+    find "$D" -path "$D/inductor" -prune -o -name '*.nsys-rep' -newer "$D/fixtures/.start" -print | while read -r rep; do
+        base=$(basename "$(dirname "$rep")")_$(basename "$rep" .nsys-rep)
+        timeout 120 nsys export --type sqlite --force-overwrite true -o "$D/fixtures/$base.sqlite" "$rep" \
+            >> "$D/fixtures/export.log" 2>&1
+        echo "$rep -> $base.sqlite: exit $?" >> "$D/fixtures/export.log"
+    done
+    find "$D" -path "$D/inductor" -prune -o -path "$D/fixtures" -prune -o -name 'torch_trace.json*' \
+        -newer "$D/fixtures/.start" -print | while read -r tr; do
+        ls -la "$tr" >> "$D/fixtures/traces.txt"
+        cp "$tr" "$D/fixtures/$(basename "$(dirname "$tr")")_$(basename "$tr")"
+    done
+    ls -la "$D/fixtures" >> "$D/fixtures/export.log"
+    COMMON=("${KEPT[@]}")
+    pack
 fi
 echo "total $(( $(date +%s) - T0 )) s"
 python3 scripts/four_gpu_table.py "$D"

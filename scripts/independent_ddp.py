@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 
 import torch
 import torch.distributed as dist
@@ -65,6 +66,9 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model")
     p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization"),
                    help="torch._dynamo.config.optimize_ddp with --compile")
+    p.add_argument("--memory-trace", action="store_true",
+                   help="rank 0 prints the memory allocated after each warm-up step's forward, backward and "
+                        "optimizer step (stderr, GiB), and DDP's bucket rebuild")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
@@ -109,16 +113,27 @@ def main() -> None:
     ids = torch.randint(0, cfg.vocab_size, (a.batch, a.ctx + 1), generator=g).to(dev)
     x, y = ids[:, :-1], ids[:, 1:]
 
-    def step() -> None:
+    def mem(where: str) -> None:
+        if a.memory_trace and rank == 0:
+            torch.cuda.synchronize()
+            print(f"memory {where}: allocated {torch.cuda.memory_allocated(dev) / 2**30:.2f} GiB, "
+                  f"peak {torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB", file=sys.stderr, flush=True)
+
+    def step(tag: str = "") -> None:
         opt.zero_grad(set_to_none=True)
+        mem(f"{tag} zero_grad")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = ddp(x)
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), y.reshape(-1))
+        mem(f"{tag} forward")
         loss.backward()
+        mem(f"{tag} backward")
         opt.step()
+        mem(f"{tag} optimizer")
 
-    for _ in range(a.warmup):
-        step()
+    mem("built")
+    for w in range(a.warmup):
+        step(f"warm-up {w + 1}")
         torch.cuda.synchronize()
     torch.cuda.synchronize()
     dist.barrier()

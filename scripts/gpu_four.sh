@@ -82,6 +82,15 @@ if want xl; then  # DDP's defaults at xl, whose fp32 state leaves room on an 80 
     indep ind_xl_1 1 70 --no-wrap
     COMMON=("${KEPT[@]}")
 fi
+if want exchange; then  # the per-step exchange without lockstep: perfconsole's job against the script, with and without
+    KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)  # a blocking one, xl eager first
+    indep ind_xl4_a 4 80
+    pc pc_xl4_fix 110 run --mode train --nproc 4 --parallel ddp
+    indep ind_xl4_ex 4 80 --exchange
+    COMMON=("${KEPT[@]}")
+    pc pc_best4_fix 190 run --mode train --nproc 4 "${PCBEST[@]}"
+    indep ind_best4_b 4 130 "${BEST[@]}" --bucket-mb 100
+fi
 if want memtrace; then  # where the independent script's DDP-defaults step at 2.7B runs out of memory, and perfconsole's does not
     indep ind_mem_2 2 70 --memory-trace
 fi

@@ -24,6 +24,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -69,6 +70,9 @@ def main() -> None:
     p.add_argument("--memory-trace", action="store_true",
                    help="rank 0 prints the memory allocated after each warm-up step's forward, backward and "
                         "optimizer step (stderr, GiB), and DDP's bucket rebuild")
+    p.add_argument("--exchange", action="store_true",
+                   help="after each step's end, every rank's step time goes to rank 0 through gather_object on a gloo "
+                        "group, one step late (as perfconsole's job does), to see what that exchange costs")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
@@ -119,17 +123,24 @@ def main() -> None:
             print(f"memory {where}: allocated {torch.cuda.memory_allocated(dev) / 2**30:.2f} GiB, "
                   f"peak {torch.cuda.max_memory_allocated(dev) / 2**30:.2f} GiB", file=sys.stderr, flush=True)
 
+    host: list[tuple[float, float, float]] = []  # the host's time to issue each step's forward, backward, optimizer
+
     def step(tag: str = "") -> None:
         opt.zero_grad(set_to_none=True)
         mem(f"{tag} zero_grad")
+        t0 = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = ddp(x)
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), y.reshape(-1))
+        t1 = time.perf_counter()
         mem(f"{tag} forward")
         loss.backward()
+        t2 = time.perf_counter()
         mem(f"{tag} backward")
         opt.step()
+        t3 = time.perf_counter()
         mem(f"{tag} optimizer")
+        host.append(((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
 
     mem("built")
     for w in range(a.warmup):
@@ -137,6 +148,8 @@ def main() -> None:
         torch.cuda.synchronize()
     torch.cuda.synchronize()
     dist.barrier()
+    host.clear()
+    gloo = dist.new_group(backend="gloo") if a.exchange else None
     torch.cuda.reset_peak_memory_stats(dev)
     retries_before = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0)
     marks = []
@@ -148,12 +161,16 @@ def main() -> None:
         marks.append((s, e))
         if i:  # one step in flight: the host waits for the step before this one, as a loop that reads its loss
             marks[i - 1][1].synchronize()
+            if gloo is not None:
+                dist.gather_object({"step": i - 1, "ms": marks[i - 1][0].elapsed_time(marks[i - 1][1])},
+                                   [None] * world if rank == 0 else None, dst=0, group=gloo)
     torch.cuda.synchronize()
     mine = [s.elapsed_time(e) for s, e in marks]
     memory = {"alloc_retries": torch.cuda.memory_stats(dev).get("num_alloc_retries", 0) - retries_before,
               "peak_allocated_mib": torch.cuda.max_memory_allocated(dev) / 2**20}
     everyone: list = [None] * world
     dist.all_gather_object(everyone, mine)
+    memory["host_ms"] = [statistics.median(h[k] for h in host) for k in range(3)]
     memories: list = [None] * world
     dist.all_gather_object(memories, memory)
     job = [max(r[i] for r in everyone) for i in range(a.steps)]
@@ -178,7 +195,8 @@ def main() -> None:
             "nccl_high_priority": a.nccl_high_priority,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
-            "alloc_retries": [m["alloc_retries"] for m in memories],
+            "alloc_retries": [m["alloc_retries"] for m in memories], "exchange": a.exchange,
+            "host_issue_ms_fwd_bwd_opt": [[round(v, 2) for v in m["host_ms"]] for m in memories],
             "peak_allocated_mib": [round(m["peak_allocated_mib"], 1) for m in memories],
             "grads_allreduce_ms": grads_ms, "grads_bytes": grads_bytes,
             "grads_busbw_gbps": grads_bytes * factor / grads_ms / 1e6,

@@ -214,13 +214,17 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     warmup_steps: list[ev.Step] = []
     steps: list[ev.Step] = []
 
+    def kept(step: ev.Step) -> None:
+        (warmup_steps if step.warmup else steps).append(step)
+
     def keep(done: list[ev.Step]) -> None:
         for step in done:
-            if job:
-                step = job.publish(step, emit)  # outside the timed region: the step is complete
+            if job:  # outside the timed region: the step is complete; the job's steps come back a step later
+                for job_step in job.publish(step, emit):
+                    kept(job_step)
             else:
                 emit(step)
-            (warmup_steps if step.warmup else steps).append(step)
+                kept(step)
 
     memory = memory_profile.capture(spec, out_dir)
     cache = compile_cache.Watch()
@@ -244,9 +248,14 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             for index in range(spec.warmup, spec.warmup + spec.steps):
                 keep(pipe.step(index, warmup=False, after_phase=memory.after_phase))
             keep(pipe.drain())
+            for job_step in job.flush(emit) if job else []:
+                kept(job_step)
     except BaseException:
-        if job is None:  # a job's ranks cannot gather after one of them failed
+        if job is None:
             keep(pipe.salvage())
+        else:  # the steps this rank had sent still reach rank 0; the one in flight cannot be gathered any more
+            for job_step in job.flush_failed(emit):
+                kept(job_step)
         raise
     emit(ev.Provenance(**provenance.read().to_dict()))  # the process that timed the headline's steps, as it is now
 

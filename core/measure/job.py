@@ -1,10 +1,9 @@
 """What the timed loop (core.measure.bench) does differently on one rank of a data-parallel job.
 
 Every rank runs the same loop. After each step's timing is complete, every rank's step goes to rank 0
-(core.measure.distributed.gather), which emits them all (`rank_steps`) and, as the job's step, the
-slowest rank's: a synchronous data-parallel step is as slow as its slowest rank. Other ranks emit
-nothing (their emitter drops events). On CUDA the exchange happens while the next step runs (a step in
-flight, core.measure.pipeline), so it never leaves the GPU waiting.
+(core.measure.step_exchange: posted without waiting, read a step later, so no rank's host waits for
+another's), which emits them all (`rank_steps`) and, as the job's step, the slowest rank's: a synchronous
+data-parallel step is as slow as its slowest rank. Other ranks emit nothing (their emitter drops events).
 
 The quiet steps are the user's program: DDP as configured, nothing timing its collectives. After them,
 DDP runs steps of its own with the communication timer on (`comm_steps`: time in collectives, and
@@ -15,6 +14,7 @@ the link's bus bandwidth is measured (core.measure.collectives).
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from collections.abc import Callable
 from pathlib import Path
@@ -23,10 +23,12 @@ import torch
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure import distributed
+from perfconsole.core.measure.step_exchange import StepExchange
 from perfconsole.core.spec import RunSpec
 
 Emit = Callable[[ev.Event], None]
 COMM_STEPS = 10  # steps with the timer on, and steps without the all-reduce
+FLUSH_FAILED = timedelta(seconds=20)
 
 
 class Job:
@@ -38,6 +40,8 @@ class Job:
         self.wrapped: torch.nn.Module | None = None
         self.comm_free_ms: list[float] | None = None
         self.comm_steps_ms: dict[str, list] | None = None
+        self._exchange = StepExchange(rank.exchange, rank.rank, rank.world_size)
+        self._sent: list[ev.Step] = []  # this rank's steps whose exchange is not complete yet, in order
 
     @property
     def device(self) -> torch.device:
@@ -50,18 +54,37 @@ class Job:
             self.ddp = wrapped
         return wrapped
 
-    def publish(self, step: ev.Step, emit: Emit) -> ev.Step:
-        """Gather every rank's step on rank 0, emit them; returns the job's step on rank 0 (the slowest
-        rank's) and this rank's own elsewhere."""
-        mine = dataclasses.replace(step, rank=self.rank.rank)
-        everyone = distributed.gather(self.rank, dataclasses.asdict(mine))
-        if everyone is None:
-            return mine
-        emit(ev.RankSteps(step.index, step.warmup, everyone))
-        slowest = max(everyone, key=lambda s: s["total_ms"])
-        job_step = ev.Step(**slowest)
-        emit(job_step)
-        return job_step
+    def publish(self, step: ev.Step, emit: Emit) -> list[ev.Step]:
+        """Send this rank's step towards rank 0 (core.measure.step_exchange: no rank waits for another's host);
+        the steps whose exchange is complete, in order: on rank 0 the job's (the slowest rank's, after emitting
+        every rank's), elsewhere this rank's own."""
+        self._sent.append(dataclasses.replace(step, rank=self.rank.rank))
+        return self._received(self._exchange.post(self._sent[-1]), emit)
+
+    def flush(self, emit: Emit) -> list[ev.Step]:
+        """The steps still in the exchange, once every rank has sent them."""
+        return self._received(self._exchange.flush(), emit)
+
+    def flush_failed(self, emit: Emit) -> list[ev.Step]:
+        """After this rank failed: what it had already sent still reaches rank 0 (a step the job finished is
+        never lost); waits at most FLUSH_FAILED for the other ranks, then gives up without a word."""
+        try:
+            return self._received(self._exchange.flush(FLUSH_FAILED), emit)
+        except Exception:  # another rank is gone too: its part of the gather never comes
+            return []
+
+    def _received(self, gathered: list[list[dict] | None], emit: Emit) -> list[ev.Step]:
+        out = []
+        for everyone in gathered:
+            mine = self._sent.pop(0)
+            if everyone is None:
+                out.append(mine)
+                continue
+            emit(ev.RankSteps(mine.index, mine.warmup, everyone))
+            job_step = ev.Step(**max(everyone, key=lambda s: s["total_ms"]))
+            emit(job_step)
+            out.append(job_step)
+        return out
 
     def most_alloc_retries(self, retries: int) -> int:
         """Every rank's allocator retries on rank 0, which speaks for the job with the busiest rank's count."""

@@ -91,6 +91,10 @@ if want exchange; then  # the per-step exchange without lockstep: perfconsole's 
     pc pc_best4_fix 190 run --mode train --nproc 4 "${PCBEST[@]}"
     indep ind_best4_b 4 130 "${BEST[@]}" --bucket-mb 100
 fi
+if want best2; then  # the best rung at 2 GPUs, both programs, after "exchange" (its compile caches warm)
+    pc pc_best2_fix 100 run --mode train --nproc 2 "${PCBEST[@]}"
+    indep ind_best2_b 2 70 "${BEST[@]}" --bucket-mb 100
+fi
 if want memtrace; then  # where the independent script's DDP-defaults step at 2.7B runs out of memory, and perfconsole's does not
     indep ind_mem_2 2 70 --memory-trace
 fi

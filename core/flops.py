@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfconsole.core.paths import data_dir
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import Stat
 
 # Dense (no sparsity) peak TFLOP/s by precision class. "tf32" applies to fp32 with TF32 matmuls on.

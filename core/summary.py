@@ -11,7 +11,7 @@ from typing import Any
 
 from perfconsole.core.events import Step
 from perfconsole.core.flops import busy_label, peak_tflops, speed_of_light, step_flops
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import Stat, refit, summarize
 
 PHASES = ("total_ms", "forward_ms", "backward_ms", "optimizer_ms")

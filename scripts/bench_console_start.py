@@ -23,7 +23,7 @@ from textual.app import App
 from textual.containers import Grid
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.app import PerfConsole
 from perfconsole.tui.screens.compare import ComparePane
 from perfconsole.tui.screens.grids import GridsPane

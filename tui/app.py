@@ -31,7 +31,7 @@ from perfconsole.core.launch.replicates import RepeatedLaunch
 from perfconsole.core.telemetry import nvml
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui import exit_guard
 from perfconsole.tui import glyphs as gl
 from perfconsole.tui.actions import SessionActions

@@ -22,7 +22,7 @@ from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.profiling.loaded import loaded_of
 
 TOP_ROWS = 20

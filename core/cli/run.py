@@ -161,7 +161,7 @@ def profile_caption(r: RunRecord) -> str:
 
 def _baseline(path: str, spec) -> ev.Baseline:
     from perfconsole.core.launch.scaling import saved_baseline
-    from perfconsole.core.spec import SpecError
+    from perfconsole.core.settings import SpecError
 
     if spec.nproc == 1 or spec.scaling:
         raise SpecError("baseline", "is for a job of nproc 2 or more without --scaling")

@@ -22,7 +22,7 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.launch.processes import STDERR_TAIL, ChildProcess
 from perfconsole.core.launch.telemetry import MeasuredStepsTelemetry
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 def worker_argv(spec: RunSpec, out_dir: Path | None) -> list[str]:

@@ -23,7 +23,7 @@ import torch
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure import distributed
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 Emit = Callable[[ev.Event], None]
 COMM_STEPS = 10  # steps with the timer on, and steps without the all-reduce

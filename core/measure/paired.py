@@ -17,7 +17,7 @@ import sys
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure.worker import EventWriter, begin, end, refuse, serve
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 
 def tagged(emit: EventWriter, program: int):

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import torch
 
 from perfconsole.core import events as ev
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 class Stepper(Protocol):

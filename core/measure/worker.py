@@ -27,7 +27,7 @@ from typing import TextIO
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure.start import CLOCK
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 
 class EventWriter:

@@ -9,7 +9,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.flops import (Peaks, adamw_bytes, beaten_text, busy_label, cache_key, cached_peaks, floors_ms,
                                     forget_peaks, save_peaks, sol_fraction, speed_of_light)
 from perfconsole.core.paths import data_dir
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.summary import Summary, compute_summary
 
 # d_model 64, d_ff 128, 1 layer, vocab 100, batch 2, ctx 8: small enough to count by hand.

@@ -14,7 +14,7 @@ import pytest
 from textual.widgets import Static
 
 from perfconsole.core import store
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.core.reports.ladder import rows
 from perfconsole.tui.widgets.sol_bars import sol_table

@@ -106,7 +106,7 @@ async def test_compare_says_why_tokens_per_s_and_the_speedup_differ_between_proc
     from perfconsole.core import events as ev
     from perfconsole.core import store
     from perfconsole.core.record import RunRecord
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
     from perfconsole.core.summary import compute_summary
 
     paths = []
@@ -364,7 +364,7 @@ async def test_a_live_filter_draws_its_rows_at_their_full_width():
 
 def test_the_no_profile_hint_offers_nsys_only_on_a_gpu():
     from perfconsole.core.record import RunRecord
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
     from perfconsole.tui.screens.profile_tables import _no_profile
 
     cpu, gpu = RunRecord(RunSpec(size="tiny", device="cpu")), RunRecord(RunSpec(size="tiny", device="cuda"))

@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from perfconsole.core.measure.distributed import Rank, wrap_model
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.config import config_for
 from perfconsole.model.transformer import TransformerLM
 

@@ -74,7 +74,7 @@ def test_sacct_lines_become_job_states():
 def test_replicates_on_different_nodes_say_so_beside_the_interval():
     from perfconsole.core.cli.executor import nodes_note
     from perfconsole.core.record import RunRecord
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     record = RunRecord(RunSpec(size="tiny", device="cpu", repeat=2))
     record.jobs = [{"job_id": "1", "nodes": ["n1"]}, {"job_id": "2", "nodes": ["n1"]}]

@@ -11,7 +11,7 @@ from perfconsole.core.gate.runner import Budget, Settings, step_pairs, verdicts
 from perfconsole.core.gate.verdict import Threshold
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports import gate as report
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.summary import compute_summary
 
 SPEC = RunSpec(size="tiny", device="cpu", ctx=16, batch=2, warmup=1, steps=4)

@@ -16,7 +16,7 @@ from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.config import config_for
 
 JOB = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", nproc=2, parallel="ddp")

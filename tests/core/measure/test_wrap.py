@@ -65,7 +65,7 @@ DDP_RANK = r"""
 import json, sys
 import torch, torch.distributed as dist
 from perfconsole.core.measure.distributed import Rank, wrap_model
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 class Stack(torch.nn.Module):  # the user's own module: Dynamo does not start a frame in torch.nn's code

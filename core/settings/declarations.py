@@ -1,5 +1,5 @@
 """What a run setting is, declared once: `setting()` puts a `Setting` beside a RunSpec field's default, and
-everything else is built from those declarations (core.spec holds them).
+everything else is built from those declarations (core.settings holds them).
 
 From one declaration come: the flags of `run`, `compare`, `sweep`, `ladder` and the console
 (core.cli.spec_args), `spec_from_args`, the launch form's rows (tui.screens.launch), the run's label,

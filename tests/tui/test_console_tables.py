@@ -365,7 +365,7 @@ async def test_a_live_filter_draws_its_rows_at_their_full_width():
 def test_the_no_profile_hint_offers_nsys_only_on_a_gpu():
     from perfconsole.core.record import RunRecord
     from perfconsole.core.settings import RunSpec
-    from perfconsole.tui.screens.profile_tables import _no_profile
+    from perfconsole.tui.panes.profile_tables import _no_profile
 
     cpu, gpu = RunRecord(RunSpec(size="tiny", device="cpu")), RunRecord(RunSpec(size="tiny", device="cuda"))
     assert "launch with profiler torch, or import nsys CSVs" in _no_profile(cpu, "cuda_gpu_kern_sum")

@@ -11,7 +11,7 @@ from perfconsole.core.cli.main import build_parser
 from perfconsole.core.cli.spec_args import add_spec_arguments, spec_from_args
 from perfconsole.core.settings.declarations import SECTIONS, declared, flag_of, kind_of
 from perfconsole.core.settings import RunSpec, same_program
-from perfconsole.tui.screens.launch import ORDER
+from perfconsole.tui.panes.launch import ORDER
 
 # A value other than the default for each field, valid beside the others where it needs them.
 OTHER = {"model": "hf:llama", "model_args": ("num_key_value_heads=2",), "size": "tiny", "vocab_size": 512, "seed": 3,

@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, action="append", help="a RunSpec as JSON; given twice, A then B")
     parser.add_argument("--hold", action="store_true", help="import, then wait for a line on stdin")
     args = parser.parse_args(argv)
-    from perfconsole.core.measure import collector
+    from perfconsole.core.measure import gc_control
 
-    collector.space()
+    gc_control.space()
     emit = begin(args.hold, lambda: importlib.import_module("perfconsole.core.measure.bench"))
     if emit is None:
         return 0
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(emit, "paired: give two one-process specs on one device")
     if any(process_wide(s) for s in specs):
         return refuse(emit, "paired: not with --kernels, which patches the whole process (run without --paired)")
-    collector.settle()
+    gc_control.settle()
     return serve(emit, specs[0].device, specs[0].to_dict(), lambda env: run(specs, emit, env))
 
 

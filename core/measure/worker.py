@@ -157,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
     parser.add_argument("--hold", action="store_true", help=HOLD_HELP)
     args = parser.parse_args(argv)
-    from perfconsole.core.measure import collector
+    from perfconsole.core.measure import gc_control
 
-    collector.space()  # before torch's imports (core/measure/collector.py)
+    gc_control.space()  # before torch's imports (core/measure/gc_control.py)
     emit = begin(args.hold, lambda: importlib.import_module("perfconsole.core.measure.bench"))
     if emit is None:
         return 0
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from perfconsole.core.measure import bench
 
-    collector.settle()  # torch and the bench imported, cold or forked alike (core/measure/collector.py)
+    gc_control.settle()  # torch and the bench imported, cold or forked alike (core/measure/gc_control.py)
     out_dir = Path(args.out_dir) if args.out_dir else None
     if spec.nproc > 1:
         return run_rank(emit, spec, out_dir)

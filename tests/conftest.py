@@ -72,7 +72,7 @@ def cpu_peaks_file(tmp_path_factory) -> Iterator[Path]:
     the others wait: four workers measuring at once on a small machine measure each other."""
     import torch
 
-    from perfconsole.core.measure.peaks import peaks_for
+    from perfconsole.core.measure.device_peaks import peaks_for
 
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     folder = (tmp_path_factory.getbasetemp().parent / f"session-data-{run}") if run else \

@@ -43,7 +43,7 @@ WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_
 # or touches a GPU (`untrusted` checks).
 PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch.utils.flop_counter",
            "torch.optim", "perfconsole.model.transformer", "perfconsole.core.measure.bench",
-           "perfconsole.core.measure.peaks", "perfconsole.core.store", *WORKERS)
+           "perfconsole.core.measure.device_peaks", "perfconsole.core.store", *WORKERS)
 # Read as torch, numpy and their libraries load, or as Python starts: a run whose environment sets one of
 # these differently from the warm process's would not be the same program forked; it starts cold.
 IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")

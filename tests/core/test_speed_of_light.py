@@ -128,7 +128,7 @@ def test_forgetting_peaks_drops_one_device_and_keeps_the_others():
 
 @pytest.mark.fresh_data_dir
 def test_only_cached_peaks_are_dropped_when_beaten_since_measuring_again_gives_the_same():
-    from perfconsole.core.measure.peaks import refute_peaks
+    from perfconsole.core.measure.device_peaks import refute_peaks
 
     low = {**PEAKS, "matmul_tflops": {"fp32": 1e-9}, "bandwidth_gbps": 1e-6, "device": "x"}
     for source, dropped in (("measured", False), ("override", False), ("cached", True)):

@@ -17,7 +17,7 @@ from perfconsole.core.flops import cached_peaks
 from perfconsole.core.measure import converters, fast_paths
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
-from perfconsole.core.measure.peaks import MEASURING, device_key, measure, peaks_for
+from perfconsole.core.measure.device_peaks import MEASURING, device_key, measure, peaks_for
 from perfconsole.core.settings import RunSpec, SpecError
 from helpers import TINY as TINY_RUN
 

@@ -35,7 +35,7 @@ from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
 from perfconsole.core.settings import RunSpec
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.run_summary import compute_summary
 from perfconsole.core.measure import compile_cache, flop_count, memory_profile, model_build, provenance
 from perfconsole.core.measure import device_peaks
 from perfconsole.core.measure.start import CLOCK

@@ -1,7 +1,7 @@
 """What the timed loop (core.measure.bench) does differently on one rank of a data-parallel job.
 
 Every rank runs the same loop. After each step's timing is complete, every rank's step goes to rank 0
-(core.measure.distributed.gather), which emits them all (`rank_steps`) and, as the job's step, the
+(core.measure.data_parallel.gather), which emits them all (`rank_steps`) and, as the job's step, the
 slowest rank's: a synchronous data-parallel step is as slow as its slowest rank. Other ranks emit
 nothing (their emitter drops events). On CUDA the exchange happens while the next step runs (a step in
 flight, core.measure.pipeline), so it never leaves the GPU waiting.
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import distributed
+from perfconsole.core.measure import data_parallel
 from perfconsole.core.settings import RunSpec
 
 Emit = Callable[[ev.Event], None]
@@ -30,10 +30,10 @@ COMM_STEPS = 10  # steps with the timer on, and steps without the all-reduce
 
 
 class Job:
-    def __init__(self, spec: RunSpec, rank: distributed.Rank) -> None:
+    def __init__(self, spec: RunSpec, rank: data_parallel.Rank) -> None:
         self.spec = spec
         self.rank = rank
-        self.timer: distributed.CommTimer | None = None
+        self.timer: data_parallel.CommTimer | None = None
         self.ddp: torch.nn.Module | None = None
         self.wrapped: torch.nn.Module | None = None
         self.comm_free_ms: list[float] | None = None
@@ -44,7 +44,7 @@ class Job:
         return self.rank.device
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        wrapped, self.timer = distributed.wrap_model(self.spec.section("parallel"), model, self.rank)
+        wrapped, self.timer = data_parallel.wrap_model(self.spec.section("parallel"), model, self.rank)
         self.wrapped = wrapped
         if self.timer is not None:
             self.ddp = wrapped
@@ -54,7 +54,7 @@ class Job:
         """Gather every rank's step on rank 0, emit them; returns the job's step on rank 0 (the slowest
         rank's) and this rank's own elsewhere."""
         mine = dataclasses.replace(step, rank=self.rank.rank)
-        everyone = distributed.gather(self.rank, dataclasses.asdict(mine))
+        everyone = data_parallel.gather(self.rank, dataclasses.asdict(mine))
         if everyone is None:
             return mine
         emit(ev.RankSteps(step.index, step.warmup, everyone))
@@ -65,7 +65,7 @@ class Job:
 
     def most_alloc_retries(self, retries: int) -> int:
         """Every rank's allocator retries on rank 0, which speaks for the job with the busiest rank's count."""
-        everyone = distributed.gather(self.rank, {"alloc_retries": retries})
+        everyone = data_parallel.gather(self.rank, {"alloc_retries": retries})
         return retries if everyone is None else max(r["alloc_retries"] for r in everyone)
 
     def after_quiet(self, run_step: Callable[[], ev.Step], run_steps: Callable[[int], list[ev.Step]],
@@ -94,14 +94,14 @@ class Job:
         if self.ddp is None or self.timer is None:
             return
         emit(ev.Progress("comm_steps", "steps with their collectives timed"))
-        distributed.time_comm(self.ddp, self.timer)
+        data_parallel.time_comm(self.ddp, self.timer)
         totals: list[float] = []
         comms: list[float | None] = []
         try:
             for _ in range(min(self.spec.steps, COMM_STEPS)):
                 self.timer.begin()
                 step = run_step()
-                everyone = distributed.gather(self.rank, {"total_ms": step.total_ms, "comm_ms": self.timer.step_ms()})
+                everyone = data_parallel.gather(self.rank, {"total_ms": step.total_ms, "comm_ms": self.timer.step_ms()})
                 if everyone is not None:
                     slowest = max(everyone, key=lambda s: s["total_ms"])
                     totals.append(slowest["total_ms"])
@@ -118,11 +118,11 @@ class Job:
         if self.ddp is None:
             return
         emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
-        with distributed.no_sync(self.ddp):
+        with data_parallel.no_sync(self.ddp):
             done = run_steps(min(self.spec.steps, COMM_STEPS))
         times: list[float] = []
         for step in done:
-            everyone = distributed.gather(self.rank, {"total_ms": step.total_ms})
+            everyone = data_parallel.gather(self.rank, {"total_ms": step.total_ms})
             if everyone is not None:
                 times.append(max(s["total_ms"] for s in everyone))
         if self.rank.is_main:
@@ -140,6 +140,6 @@ class Job:
         mine: dict = {"rank": self.rank.rank, "trace": trace_files[0] if trace_files else None}
         if trace_files:
             mine.update(trace_overlap(trace_files[0]).to_dict())
-        everyone = distributed.gather(self.rank, mine)
+        everyone = data_parallel.gather(self.rank, mine)
         if everyone is not None:
             emit(ev.Overlap(everyone))

@@ -57,7 +57,7 @@ def run(specs: list[RunSpec], emit: EventWriter, env) -> None:
     import torch
 
     from perfconsole.core.measure.pipeline import timed_step
-    from perfconsole.core.summary import compute_summary
+    from perfconsole.core.run_summary import compute_summary
 
     device = torch.device(specs[0].device)
     emits = [tagged(emit, p) for p in range(len(specs))]

@@ -222,11 +222,11 @@ def run_rank(emit: EventWriter, spec: RunSpec, out_dir: Path | None) -> int:
     raised out of torch's `record`, which writes it to the error file torchrun gave this rank
     (TORCHELASTIC_ERROR_FILE) and exits non-zero, so torchrun's agent stops the other ranks (a rank
     left waiting in a collective would wait for the timeout) and the launcher names the rank that
-    failed first (core.launch.distributed)."""
+    failed first (core.launch.torchrun)."""
     import torch
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from perfconsole.core.measure import bench, distributed
+    from perfconsole.core.measure import bench, data_parallel
     from perfconsole.core.measure.environment import collect
     from perfconsole.core.measure.job import Job
 
@@ -234,16 +234,16 @@ def run_rank(emit: EventWriter, spec: RunSpec, out_dir: Path | None) -> int:
     def job() -> None:
         if spec.device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"CUDA is not available here (torch {torch.__version__} sees no GPU)")
-        rank = distributed.init(spec)
+        rank = data_parallel.init(spec)
         say = emit if rank.is_main else (lambda _event: None)
         env = collect(spec.device)
         CLOCK.lap("imports")
         say(ev.RunStarted(spec.to_dict(), env.to_dict(), os.getpid()))
-        hook = fault_hook(distributed.rank_fault() or os.environ.get("PERFCONSOLE_FAULT"))
+        hook = fault_hook(data_parallel.rank_fault() or os.environ.get("PERFCONSOLE_FAULT"))
         bench.run(spec, say, env, out_dir, hook, job=Job(spec, rank))
         # Only after a clean run: tearing down a group whose peer has died can block, and torchrun
         # ends every rank of a failed job anyway.
-        distributed.shutdown()
+        data_parallel.shutdown()
         say(ev.Finished("ok"))
 
     job()

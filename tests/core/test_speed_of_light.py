@@ -10,7 +10,7 @@ from perfconsole.core.flops import (Peaks, adamw_bytes, beaten_text, busy_label,
                                     forget_peaks, save_peaks, sol_fraction, speed_of_light)
 from perfconsole.core.paths import data_dir
 from perfconsole.core.settings import RunSpec
-from perfconsole.core.summary import Summary, compute_summary
+from perfconsole.core.run_summary import Summary, compute_summary
 
 # d_model 64, d_ff 128, 1 layer, vocab 100, batch 2, ctx 8: small enough to count by hand.
 SPEC = RunSpec(size="custom", d_model=64, d_ff=128, n_layers=1, n_heads=4, vocab_size=100, batch=2, ctx=8,

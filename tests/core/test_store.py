@@ -10,7 +10,7 @@ from perfconsole.core.reports.export import export
 from perfconsole.core.record import RunRecord
 from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import interval_text
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.run_summary import compute_summary
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "snapshots"
 

@@ -107,7 +107,7 @@ async def test_compare_says_why_tokens_per_s_and_the_speedup_differ_between_proc
     from perfconsole.core import store
     from perfconsole.core.record import RunRecord
     from perfconsole.core.settings import RunSpec
-    from perfconsole.core.summary import compute_summary
+    from perfconsole.core.run_summary import compute_summary
 
     paths = []
     for name, processes in (("fp32", [[100.0, 100.0, 100.0, 900.0], [100.0] * 4]), ("bf16", [[80.0] * 4] * 2)):
@@ -262,7 +262,7 @@ async def test_a_cpu_profile_s_rows_are_called_cpu_ops():
 async def test_live_status_flags_a_throttled_run():
     import json
 
-    from perfconsole.core.telemetry.summary import Telemetry
+    from perfconsole.core.telemetry.gpu_summary import Telemetry
 
     doc = json.loads((shipped("../tests/fixtures/telemetry/h200_power_capped.json")).read_text())
     record = fixture_profile_record()

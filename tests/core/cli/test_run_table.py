@@ -6,7 +6,7 @@ from perfconsole.core.cli.run import summary_table
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.run import markdown, run_document
 from perfconsole.core.settings import RunSpec
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.run_summary import compute_summary
 
 
 def _record(*processes: list[float]) -> RunRecord:

@@ -15,7 +15,7 @@ from perfconsole.core.reports.compare import Comparison, CompareError, speedup_t
 from perfconsole.core.launch.queue import RunQueue, precision_ladder
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.settings import RunSpec, SpecError
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.run_summary import compute_summary
 
 SNAPSHOTS = Path(__file__).resolve().parents[3] / "snapshots"
 

@@ -1,5 +1,5 @@
 """`--executor` input that is wrong before Slurm is asked anything: one line, exit 2. And the config
-files' defaults, the flags over them. (What Slurm itself refuses: tests/core/slurm.)"""
+files' defaults, the flags over them. (What Slurm itself refuses: tests/core/launch/slurm.)"""
 from __future__ import annotations
 
 import argparse

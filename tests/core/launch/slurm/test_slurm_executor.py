@@ -20,7 +20,7 @@ from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 from perfconsole.core.launch.slurm import SlurmExecutor
 from perfconsole.core.launch.slurm_options import SlurmOptions
 from perfconsole.core.settings import RunSpec
-from tests.core.slurm.conftest import squeue
+from tests.core.launch.slurm.conftest import squeue
 
 pytestmark = pytest.mark.slurm
 

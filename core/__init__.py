@@ -1,11 +1,11 @@
 """perfconsole's engine. Its subpackages follow a run's data flow:
 
-    spec -> launch (child process) -> measure (the worker's timed loop) -> events -> record
-         -> store (snapshots) -> reports (md/csv/json, comparisons) ; cli drives it headless
+    settings -> launch (child process) -> measure (the worker's timed loop) -> events -> record
+             -> store (snapshots) -> reports (md/csv/json, comparisons) ; cli drives it headless
 
-- The modules at this level are the shared vocabulary every part speaks: `spec` (RunSpec),
-  `events` (the worker's JSON-line stream), `record` (RunRecord, folded from events), `summary` and
-  `stats` (what steps add up to), `flops`, `paths` (where files go), `store` (snapshot files).
+- The modules at this level are the shared vocabulary every part speaks: `settings` (RunSpec),
+  `events` (the worker's JSON-line stream), `record` (RunRecord, folded from events), `run_summary`
+  and `stats` (what steps add up to), `flops`, `paths` (where files go), `store` (snapshot files).
   They import nothing else of core/ (store names snapshot kinds' classes by module path only).
 - `profiling/` reads and runs profilers (nsys, nvprof, torch.profiler) into tables.
 - `telemetry/` reads the GPU through NVML.

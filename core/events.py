@@ -70,7 +70,7 @@ class Step(Event):
     # Host time to issue the backward (CUDA only, from the call of backward() until autograd has queued all
     # of it): the same reading for the backward.
     host_backward_ms: float | None = None
-    # Data-parallel runs only: the time in collectives (core.measure.distributed) and, for the job's
+    # Data-parallel runs only: the time in collectives (core.measure.data_parallel) and, for the job's
     # step, the rank it came from (the slowest rank of that step).
     comm_ms: float | None = None
     rank: int | None = None

@@ -15,9 +15,9 @@ bf16 weights (`--weights bf16`), whose gradients and AdamW state are bf16 too. `
 measured median, so 1.0 would be a step at the speed of light. A phase measured faster than its floor
 (fraction above BEATEN) proves the peaks too low, most often measured while something else held the
 device: `beaten` names such phases, the worker drops cached peaks so the next run measures them again
-(core.measure.peaks.refute_peaks), and no reader is shown a fraction above 100%.
+(core.measure.device_peaks.refute_peaks), and no reader is shown a fraction above 100%.
 
-The peaks are measured once per device in the worker (core.measure.peaks), never inside the timed steps:
+The peaks are measured once per device in the worker (core.measure.device_peaks), never inside the timed steps:
 a GPU's before the model is built, a CPU's after the last timed step, only the figures its summary needs.
 They are cached here in the data directory keyed by device name, driver and torch version, so a new driver
 or torch is measured again. `--peak-tflops` and `--peak-gbps` override them; `source` says which of
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from perfconsole.core.paths import data_dir
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import Stat
 
 # Dense (no sparsity) peak TFLOP/s by precision class. "tf32" applies to fp32 with TF32 matmuls on.
@@ -111,7 +111,7 @@ class Peaks:
     bandwidth_gbps: float               # device-to-device copy: bytes read + bytes written per second
     source: str = "measured"            # measured | cached
     # Where the copy's figure came from when not from `source`: a CPU measures one precision's matmul at a time
-    # (core.measure.peaks), and a later precision's run measures its matmul beside the copy cached before.
+    # (core.measure.device_peaks), and a later precision's run measures its matmul beside the copy cached before.
     bandwidth_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +123,7 @@ class Peaks:
                    float(d["bandwidth_gbps"]), str(d.get("source", "measured")), d.get("bandwidth_source"))
 
 
-# Part of the cache key: a change to how core.measure.peaks measures makes every device measure again.
+# Part of the cache key: a change to how core.measure.device_peaks measures makes every device measure again.
 PEAKS_METHOD = 5
 
 

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from perfconsole.core import events as ev
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import Stat
-from perfconsole.core.summary import (Summary, between_processes, compute_summary, refit_intervals, with_job_fields,
-                                      with_nvml_busy)
+from perfconsole.core.run_summary import (Summary, between_processes, compute_summary, refit_intervals, with_job_fields,
+                                          with_nvml_busy)
 
 STATUSES = ("pending", "running", "ok", "oom", "error", "cancelled", "imported", "unsupported")
 

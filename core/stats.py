@@ -48,7 +48,7 @@ class Stat:
     ci95_low: float | None
     ci95_high: float | None
     # What the interval bounds. None in a record saved before it was the median's (its interval was of the
-    # geometric mean, and is not shown beside the median): core.summary.refit_intervals recomputes it there.
+    # geometric mean, and is not shown beside the median): core.run_summary.refit_intervals recomputes it there.
     ci95_of: str | None = "median"
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,14 +23,14 @@ from textual.app import App
 from textual.containers import Grid
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.app import PerfConsole
-from perfconsole.tui.screens.compare import ComparePane
-from perfconsole.tui.screens.grids import GridsPane
-from perfconsole.tui.screens.launch import LaunchPane
-from perfconsole.tui.screens.live import LivePane
-from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
-from perfconsole.tui.screens.runs import RunsPane
+from perfconsole.tui.panes.compare import ComparePane
+from perfconsole.tui.panes.grids import GridsPane
+from perfconsole.tui.panes.launch import LaunchPane
+from perfconsole.tui.panes.live import LivePane
+from perfconsole.tui.panes.profile_tables import KernelsPane, NvtxPane
+from perfconsole.tui.panes.runs import RunsPane
 from perfconsole.tui.widgets.choice_field import ChoiceField
 
 PANES = {"launch": lambda: LaunchPane(RunSpec()), "live": LivePane, "kernels": KernelsPane, "nvtx": NvtxPane,

@@ -20,7 +20,7 @@ import time
 
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.config import SIZES
 
 HERE = pathlib.Path(__file__).resolve().parent

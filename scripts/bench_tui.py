@@ -64,7 +64,7 @@ def gpu_sampler():
 
 
 async def ui_cpu(seconds: float, slow_ms: int) -> tuple[float, float, str]:
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
     from perfconsole.tui.app import PerfConsole
 
     sampler, kind = gpu_sampler()

@@ -29,7 +29,7 @@ TARGET_S = 0.5   # issue 40: warm, from Enter on the launch form to the first st
 
 
 def spec():
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     return RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=2, mode="train")
 

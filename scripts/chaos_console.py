@@ -278,9 +278,9 @@ def describe(p: psutil.Process) -> str:
 SEED_PEAKS = """
 import sys, torch
 from perfconsole.core.flops import save_peaks
-from perfconsole.core.measure import peaks
-peaks.CPU_SIZES, peaks.REPEATS = (256, 8 << 20), 2
-save_peaks(peaks.measure(torch.device("cpu")))
+from perfconsole.core.measure import device_peaks
+device_peaks.CPU_SIZES, device_peaks.REPEATS = (256, 8 << 20), 2
+save_peaks(device_peaks.measure(torch.device("cpu")))
 """
 
 

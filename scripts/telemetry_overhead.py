@@ -20,7 +20,7 @@ from pathlib import Path
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.telemetry.recorder import TelemetryRecorder
 
 

@@ -24,9 +24,9 @@ import pytest
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from perfconsole.core.measure import collector  # noqa: E402
+from perfconsole.core.measure import gc_control  # noqa: E402
 
-collector.space()  # before the test modules import torch; what they import is frozen once collected (below)
+gc_control.space()  # before the test modules import torch; what they import is frozen once collected (below)
 
 # The suite starts hundreds of Python processes (pytest-xdist's workers, each run's worker, the CLI, torchrun's ranks).
 # Where the environment says PYTHONDONTWRITEBYTECODE, each of them compiled the project's modules, and each xdist
@@ -72,7 +72,7 @@ def cpu_peaks_file(tmp_path_factory) -> Iterator[Path]:
     the others wait: four workers measuring at once on a small machine measure each other."""
     import torch
 
-    from perfconsole.core.measure.peaks import peaks_for
+    from perfconsole.core.measure.device_peaks import peaks_for
 
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     folder = (tmp_path_factory.getbasetemp().parent / f"session-data-{run}") if run else \
@@ -200,13 +200,13 @@ def pytest_sessionfinish(session):
     # passes of the collector over it, to print an error a finaliser raised then as a warning tied to no test: 0.8 to
     # 2.5 CPU-s a worker, on the run's critical path, where the controller waits for every worker to exit (and
     # execnet, tired of waiting, interrupted some, which printed a KeyboardInterrupt raised inside those passes).
-    collector.settle()
+    gc_control.settle()
 
 
 def pytest_collection_finish(session):
     """What is imported and collected by now lives as long as the session: out of the collector's sight, as
-    in the console's own process (core/measure/collector.py)."""
-    collector.settle()
+    in the console's own process (core/measure/gc_control.py)."""
+    gc_control.settle()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -13,7 +13,7 @@ from types import ModuleType
 import psutil
 
 from perfconsole.core.launch.warm import SERVER as WARM_SERVER
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -57,7 +57,7 @@ TINY_ARGS = ["--size", "tiny", "--device", "cpu", "--ctx", "16", "--batch", "2"]
 TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train")
 
 # Specs that validate, each with other rules between settings in play: what the launch form offers beside
-# them and what a ladder climbs from them must agree with validation (core.spec.rules).
+# them and what a ladder climbs from them must agree with validation (core.settings.rules).
 RULE_BASES = {"cpu tiny": TINY, "ddp x2": TINY.with_(nproc=2, parallel="ddp"),
               "fsdp x2": TINY.with_(nproc=2, parallel="fsdp"), "bf16": TINY.with_(precision="bf16"),
               "fwd": TINY.with_(mode="fwd"), "cuda bf16 compile": TINY.with_(device="cuda", precision="bf16", compile=True),

@@ -33,7 +33,7 @@ PY = sys.executable
      "a multiprocessing process (forkserver or spawn)"),
     ([PY, "-m", "pytest", "-m", "gpu", "--collect-only"], "a pytest run"),
     ([PY, "-c", "import torch.distributed as d; d.init_process_group('gloo')", "store"], "a torch.distributed rank"),
-    ([PY, "-c", "import perfconsole.core.spec"], None),
+    ([PY, "-c", "import perfconsole.core.settings"], None),
     ([PY, "-m", "pip", "install", "/tmp/perfconsole"], None),
     (["git", "-C", "/work/perfconsole", "status"], None),
     (["nsys", "--version"], None),

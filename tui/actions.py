@@ -17,7 +17,7 @@ from perfconsole.core.paths import data_dir, safe_name, shipped_snapshots_dir
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports import export
 from perfconsole.core.reports.names import short_title
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 SNAPSHOTS = "snapshots"
 EXPORTS = "exports"

@@ -31,7 +31,7 @@ from perfconsole.core.launch.replicates import RepeatedLaunch
 from perfconsole.core.telemetry import nvml
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui import exit_guard
 from perfconsole.tui import glyphs as gl
 from perfconsole.tui.actions import SessionActions
@@ -41,15 +41,15 @@ from perfconsole.tui.messages import RunFeed
 from perfconsole.tui.run_driver import RunDriver
 from perfconsole.tui.saved_items import SavedItems
 from perfconsole.tui.session import Session
-from perfconsole.tui.screens.compare import ComparePane
+from perfconsole.tui.panes.compare import ComparePane
+from perfconsole.tui.panes.grids import GridsPane
+from perfconsole.tui.panes.launch import LaunchPane, LaunchRequested
+from perfconsole.tui.panes.live import LivePane
+from perfconsole.tui.panes.profile_tables import KernelsPane, NvtxPane
+from perfconsole.tui.panes.runs import RunsPane
+from perfconsole.tui.panes.timeline import TimelinePane
 from perfconsole.tui.screens.console_screen import ConsoleScreen
 from perfconsole.tui.screens.dialogs import ConfirmScreen, HelpScreen
-from perfconsole.tui.screens.grids import GridsPane
-from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
-from perfconsole.tui.screens.live import LivePane
-from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
-from perfconsole.tui.screens.runs import RunsPane
-from perfconsole.tui.screens.timeline import TimelinePane
 from perfconsole.tui.widgets.footer import ConsoleFooter
 from perfconsole.tui.widgets.sortable_table import SortableTable
 

@@ -15,7 +15,7 @@ from typing import Any
 from textual import work
 
 from perfconsole.core.paths import data_dir, safe_name
-from perfconsole.core.spec import SpecError
+from perfconsole.core.settings import SpecError
 from perfconsole.tui.actions import SNAPSHOTS
 from perfconsole.tui.messages import GridEnded, GridUpdated
 

@@ -68,9 +68,9 @@ def open_console(args: argparse.Namespace) -> int:
         raise cli.UsageError("the console needs a terminal (stdin and stdout are not both one); "
                              "headless work is a sub-command, e.g. `perfconsole run ... --json` (see --help), "
                              "or serve it to a browser with `perfconsole serve`")
-    from perfconsole.core.measure import collector
+    from perfconsole.core.measure import gc_control
 
-    collector.space()  # before textual's imports; what the console imported is frozen below
+    gc_control.space()  # before textual's imports; what the console imported is frozen below
     from perfconsole.core.launch import processes, warm
     from perfconsole.tui.app import PerfConsole
     from perfconsole.tui import exit_guard
@@ -79,7 +79,7 @@ def open_console(args: argparse.Namespace) -> int:
 
     executor = executor_from_args(args, device=spec.device)
     app = PerfConsole(spec, start=args.start, ascii_only=args.ascii)
-    collector.settle()  # what is imported lives as long as the console (core/measure/collector.py)
+    gc_control.settle()  # what is imported lives as long as the console (core/measure/gc_control.py)
     app.executor = executor
     app.install_signals = True
     # Runs fork from a process that has imported torch (core/launch/warm.py): the console's own, or the one its

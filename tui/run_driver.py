@@ -19,7 +19,7 @@ from perfconsole.core.launch import launcher, processes
 from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.messages import RunEnded, RunFeed, RunUpdated
 
 REDRAW_S = 0.25              # live pane redraws at most 4 times a second, however fast steps come

@@ -32,7 +32,7 @@ from perfconsole.core import paths
 from perfconsole.core.cli import main as cli
 from perfconsole.core.launch import warm
 from perfconsole.core.launch.processes import STOP_SIGNALS
-from perfconsole.core.spec import SpecError
+from perfconsole.core.settings import SpecError
 from perfconsole.tui import serve_auth
 
 DEFAULT_PORT = 8000

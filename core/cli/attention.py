@@ -18,7 +18,7 @@ from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argum
 from perfconsole.core.cli.sweep import STATUS_CELLS, parse_list
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.spec import DEVICES, PRECISIONS
+from perfconsole.core.settings import DEVICES, PRECISIONS
 
 
 # The sequence lengths of the grid by device: on a 2-core CPU the naive cell at 4096 alone takes minutes.

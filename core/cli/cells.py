@@ -39,7 +39,7 @@ def add_gpus_argument(p: argparse.ArgumentParser) -> None:
 
 def gpus_from_args(text: str | None, device: str) -> list[str] | None:
     """The GPUs a grid's cells are spread over: the ones named, else every visible one on cuda."""
-    from perfconsole.core.spec import SpecError
+    from perfconsole.core.settings import SpecError
     from perfconsole.core.telemetry.nvml import visible_gpus
 
     if device != "cuda":

@@ -21,8 +21,8 @@ from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.reports.compare import Comparison
 from perfconsole.core.reports.names import differs_first
-from perfconsole.core.spec.settings import convert, declared
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings.declarations import convert, declared
+from perfconsole.core.settings import RunSpec, SpecError
 
 # Any setting of one process can vary (a job's settings are `run --scaling`'s; the processes are --repeat).
 VARYING = tuple(f.name for f, s in declared(RunSpec) if s.section != "parallel" and f.name not in ("repeat", "model_args"))

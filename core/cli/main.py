@@ -18,7 +18,7 @@ from pathlib import Path
 from perfconsole.core import paths, store
 from perfconsole.core.cli.spec_args import (add_spec_arguments, check_default_size, check_device,  # noqa: F401
                                             default_device, default_size, spec_from_args)
-from perfconsole.core.spec import SpecError
+from perfconsole.core.settings import SpecError
 
 COMMANDS = [
     "perfconsole.core.cli.run",

@@ -25,7 +25,7 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
 from perfconsole.core.reports.run import start_text, tflops_text
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, Stat, interval_text, median_interval_text
-from perfconsole.core.summary import busy_sentence
+from perfconsole.core.run_summary import busy_sentence
 
 # unsupported: the spec asks for what this machine lacks (a GPU, perfconsole[fast]); like bad input, not a crash.
 EXIT_BY_STATUS = {"ok": EXIT_OK, "oom": EXIT_OOM, "cancelled": EXIT_CANCELLED, "unsupported": EXIT_USAGE}
@@ -161,7 +161,7 @@ def profile_caption(r: RunRecord) -> str:
 
 def _baseline(path: str, spec) -> ev.Baseline:
     from perfconsole.core.launch.scaling import saved_baseline
-    from perfconsole.core.spec import SpecError
+    from perfconsole.core.settings import SpecError
 
     if spec.nproc == 1 or spec.scaling:
         raise SpecError("baseline", "is for a job of nproc 2 or more without --scaling")

@@ -1,4 +1,4 @@
-"""The flags that make a RunSpec, built from its declarations (core.spec, core.spec.settings): `run`,
+"""The flags that make a RunSpec, built from its declarations (core.settings, core.settings.declarations): `run`,
 `compare`, `sweep`, `ladder` and the console's pre-fill all take them from here, grouped by section.
 
 A sweep's axes take comma lists (`--precision fp32,bf16`, or the plural `--precisions`); a command
@@ -12,8 +12,8 @@ import argparse
 from dataclasses import Field
 from typing import Any
 
-from perfconsole.core.spec.settings import SECTIONS, Command, Setting, convert, declared, flag_of, kind_of
-from perfconsole.core.spec import RunSpec, SpecError, axes
+from perfconsole.core.settings.declarations import SECTIONS, Command, Setting, convert, declared, flag_of, kind_of
+from perfconsole.core.settings import RunSpec, SpecError, axes
 
 RUN = Command("run")
 

@@ -22,7 +22,7 @@ from perfconsole.core.cli.cells import (add_gpus_argument, add_start_ahead_argum
 from perfconsole.core.cli.executor import add_executor_arguments, executor_from_args, is_remote
 from perfconsole.core.cli.tables import CliTable, Column
 from perfconsole.core.launch.processes import install_exit_handlers
-from perfconsole.core.spec import SWEEP, RunSpec, SpecError
+from perfconsole.core.settings import SWEEP, RunSpec, SpecError
 from perfconsole.core.record import RunRecord
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 

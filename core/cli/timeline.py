@@ -54,7 +54,7 @@ def open_source(arg: str) -> tuple[object, str]:
 def run(args: argparse.Namespace) -> int:
     from perfconsole.core.timeline.model import TimelineError
     from perfconsole.core.timeline.render import render
-    from perfconsole.core.timeline.summary import busy_lines, legend, window_line
+    from perfconsole.core.timeline.captions import busy_lines, legend, window_line
 
     if args.width is not None and args.width < 10:
         raise UsageError(f"--width {args.width}: at least 10")

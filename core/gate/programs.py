@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 class ProgramError(ValueError):

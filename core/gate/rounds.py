@@ -11,7 +11,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.gate.programs import Program
 from perfconsole.core.launch.interleave import InterleavedRuns, OnEvent
 from perfconsole.core.launch.launcher import Launch
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 class ProgramLaunch(Launch):

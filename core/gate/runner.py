@@ -19,7 +19,7 @@ from perfconsole.core.gate.verdict import HIGHER_IS_BETTER, MetricVerdict, Thres
 from perfconsole.core.launch.interleave import OnEvent
 from perfconsole.core.record import RunRecord
 from perfconsole.core.stats import SPEEDUP_MIN_N, Stat
-from perfconsole.core.summary import Summary
+from perfconsole.core.run_summary import Summary
 
 MIN_ROUNDS = SPEEDUP_MIN_N
 # The summary fields `--metric` may name: each process's figure (a step statistic's median).

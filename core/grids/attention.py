@@ -20,9 +20,9 @@ from perfconsole.core import events as ev
 from perfconsole.core.grids.cell_runner import CellRunner
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import new_id
-from perfconsole.core.spec import DEVICES, PRECISIONS, RunSpec, SpecError
-from perfconsole.core.spec.rules import choice as _choice
-from perfconsole.core.spec.rules import int_range as _int_range
+from perfconsole.core.settings import DEVICES, PRECISIONS, RunSpec, SpecError
+from perfconsole.core.settings.rules import choice as _choice
+from perfconsole.core.settings.rules import int_range as _int_range
 from perfconsole.core.stats import Stat
 
 IMPLS = ("naive", "sdpa")

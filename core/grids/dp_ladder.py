@@ -21,7 +21,7 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.launch.scaling import one_process
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 MEMORY_EDGE = 0.97  # of the card's memory: above it a rung is not started (CUDA's context and fragmentation)
 MIB = 2**20

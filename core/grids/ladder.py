@@ -22,9 +22,9 @@ from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.record import RunRecord, new_id
 from perfconsole.core.grids.rungs import (DP_RUNGS, RUNGS, Rung, default_rungs, for_other_models, not_applicable,
                                           rung_set)
-from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.core.spec.rules import unmet
-from perfconsole.core.spec.settings import Command
+from perfconsole.core.settings import RunSpec, SpecError
+from perfconsole.core.settings.rules import unmet
+from perfconsole.core.settings.declarations import Command
 
 # The ladder's own defaults (a long context in bf16, where its rungs matter) and the settings its rungs set,
 # which it takes from no flag; one process per rung (or one job of --nproc processes), profiled by the ladder itself.

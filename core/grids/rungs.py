@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.spec.rules import why_not
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.settings.rules import why_not
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Rung:
 
     def ruled_out(self, below: RunSpec) -> str | None:
         """Why the spec below this rung (the one its change is made to) rules the change out: a rule between
-        settings (core.spec.rules.why_not) that the change breaks, in its words; None where it can run as far
+        settings (core.settings.rules.why_not) that the change breaks, in its words; None where it can run as far
         as the spec alone can tell."""
         return why_not(below, **self.change)
 

@@ -16,9 +16,9 @@ from perfconsole.core.grids.cell_records import CellRecords
 from perfconsole.core.grids.sweep import SweepRunner
 from perfconsole.core.launch.scaling import one_process, rank_threads
 from perfconsole.core.record import RunRecord, new_id
-from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.core.spec.rules import MAX_NPROC
-from perfconsole.core.spec.settings import Command
+from perfconsole.core.settings import RunSpec, SpecError
+from perfconsole.core.settings.rules import MAX_NPROC
+from perfconsole.core.settings.declarations import Command
 
 # `--nproc` takes the counts (a comma list, core.cli.scale); a count's run is one process or one job, so no
 # replicate processes and no --scaling (the curve's first count is the one-process run).

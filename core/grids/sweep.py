@@ -20,7 +20,7 @@ from perfconsole.core.flops import step_flops
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.replicates import RepeatedLaunch, make_launch
 from perfconsole.core.record import RunRecord, new_id
-from perfconsole.core.spec import RunSpec, SpecError, axes
+from perfconsole.core.settings import RunSpec, SpecError, axes
 
 MAX_CELLS = 2000
 
@@ -34,7 +34,7 @@ class SweepSpec:
     precisions: tuple[str, ...]
     modes: tuple[str, ...]
     warmups: tuple[int, ...]
-    # Any other setting declared as an axis (core.spec), with its values: `--checkpoint none,blocks`.
+    # Any other setting declared as an axis (core.settings), with its values: `--checkpoint none,blocks`.
     extra: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def columns(self) -> list[tuple[str, str, tuple[Any, ...]]]:

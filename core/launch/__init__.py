@@ -1,7 +1,7 @@
 """Starting and ending child processes, in the console's or the CLI's process: `launcher.Launch`
 spawns the worker for a RunSpec (under nsys when asked), decodes its stream into events, cancels it
 and leaves no process behind; `replicates` runs a spec in N processes in turn (--repeat);
-`distributed` runs a data-parallel job under torchrun and names the rank that failed; `scaling` runs
+`torchrun` runs a data-parallel job under torchrun and names the rank that failed; `scaling` runs
 the one-process spec before the job (--scaling);
 `telemetry` samples NVML over the child's measured steps; `processes` tracks every live child and
 turns Ctrl-C, SIGTERM and SIGHUP into a cancel; `queue` orders the console's runs; `model_choice` tells

@@ -15,7 +15,7 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 OnEvent = Callable[[int, ev.Event], None]
 

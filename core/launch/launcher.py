@@ -22,7 +22,7 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.launch.processes import STDERR_TAIL, ChildProcess
 from perfconsole.core.launch.telemetry import MeasuredStepsTelemetry
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 def worker_argv(spec: RunSpec, out_dir: Path | None) -> list[str]:
@@ -96,7 +96,7 @@ class Launch(ChildProcess):
         return [sys.executable, "-m", "perfconsole.core.launch.warm_rank", *argv]
 
     def _torchrun(self, argv: list[str]) -> list[str]:
-        from perfconsole.core.launch.distributed import torchrun_command
+        from perfconsole.core.launch.torchrun import torchrun_command
 
         assert self.out_dir is not None
         nodes = getattr(self.executor, "nodes", 1)
@@ -237,7 +237,7 @@ class Launch(ChildProcess):
             yield ev.Finished("error")
             return
         if self.spec.nproc > 1 and self.out_dir is not None:
-            from perfconsole.core.launch.distributed import failure_events
+            from perfconsole.core.launch.torchrun import failure_events
 
             yield from failure_events(self.out_dir / "torchrun", code, list(self.stderr_tail))
             return

@@ -3,7 +3,7 @@ before any process starts. Both read files only (model.sources never imports tor
 so the form can ask at every key typed; building the model in the worker remains the full check."""
 from __future__ import annotations
 
-from perfconsole.core.spec import SpecError
+from perfconsole.core.settings import SpecError
 from perfconsole.model.sources import ModelError, check as check_source, parse_args, sizes as source_sizes
 
 

@@ -31,7 +31,7 @@ from perfconsole.core.launch.launcher import Launch, worker_argv
 from perfconsole.core.launch.processes import run_to_end
 from perfconsole.core.launch.sequence import LaunchSequence
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 TOP_KERNELS = 8
 KERNELS = "cuda_gpu_kern_sum"

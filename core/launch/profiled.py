@@ -30,7 +30,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.sequence import LaunchSequence
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 # Profilers whose process differs from a plain one even outside the capture. The torch profiler starts only
 # for its profiled steps, inside the process, so its quiet steps are the plain program's: on an H100 its three

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from perfconsole.core.spec import PRECISIONS, RunSpec
+from perfconsole.core.settings import PRECISIONS, RunSpec
 
 
 class RunQueue:

@@ -14,7 +14,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 class RepeatedLaunch:

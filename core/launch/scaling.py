@@ -17,7 +17,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.launch.sequence import LaunchSequence
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec, same_program
+from perfconsole.core.settings import RunSpec, same_program
 
 
 def one_process(spec: RunSpec) -> RunSpec:
@@ -29,13 +29,13 @@ def one_process(spec: RunSpec) -> RunSpec:
 
 
 # What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ):
-# the settings declared `same_program` (core.spec).
+# the settings declared `same_program` (core.settings).
 SAME_PROGRAM = same_program()
 
 
 def saved_baseline(saved: RunRecord, spec: RunSpec) -> ev.Baseline:
     """A saved run as the job's one-process baseline (`run --baseline FILE`); SpecError if it is not one."""
-    from perfconsole.core.spec import SpecError
+    from perfconsole.core.settings import SpecError
 
     if saved.spec.nproc != 1:
         raise SpecError("baseline", f"must be a one-process run, not nproc {saved.spec.nproc}")

@@ -45,7 +45,7 @@ def first_node() -> str:
 
 
 def torchrun_argv(nproc_per_node: int, log_dir: str, argv: list[str]) -> list[str]:
-    """torchrun as one node's agent of a multi-node job (compare core.launch.distributed, one node)."""
+    """torchrun as one node's agent of a multi-node job (compare core.launch.torchrun, one node)."""
     jid = os.environ.get("SLURM_JOB_ID", "0")
     port = RDZV_PORT_BASE + int(jid) % RDZV_PORT_SPAN if jid.isdigit() else RDZV_PORT_BASE
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", os.environ.get("SLURM_NTASKS", "1"),

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfconsole.core.launch.warm_child import IOENCODING, THREADS, become, io_encoding, pdeathsig
-from perfconsole.core.measure import collector
+from perfconsole.core.measure import gc_control
 
 WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_worker", "torch.distributed.run")
 # What a run imports before its first step (python -X importtime on a tiny CPU run): torch's compiler stack
@@ -43,7 +43,7 @@ WORKERS = ("perfconsole.core.measure.worker", "perfconsole.core.grids.attention_
 # or touches a GPU (`untrusted` checks).
 PRELOAD = ("torch", "torch._dynamo", "torch.fx.experimental.symbolic_shapes", "torch.utils.flop_counter",
            "torch.optim", "perfconsole.model.transformer", "perfconsole.core.measure.bench",
-           "perfconsole.core.measure.peaks", "perfconsole.core.store", *WORKERS)
+           "perfconsole.core.measure.device_peaks", "perfconsole.core.store", *WORKERS)
 # Read as torch, numpy and their libraries load, or as Python starts: a run whose environment sets one of
 # these differently from the warm process's would not be the same program forked; it starts cold.
 IMPORT_TIME = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "LD_", "MALLOC_", "TORCH_")
@@ -358,10 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.set_wakeup_fd(server.wakeup[1].fileno(), warn_on_full_buffer=False)
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: setattr(server, "stopping", True))
-    collector.space()  # then frozen before any fork: a worker's passes skip torch's objects, its pages stay shared
+    gc_control.space()  # then frozen before any fork: a worker's passes skip torch's objects, its pages stay shared
     for module in PRELOAD:
         importlib.import_module(module)
-    collector.settle()
+    gc_control.settle()
     server.server_pid = os.getpid()
     server.watch_fd = 0
     path = Path(args.socket)

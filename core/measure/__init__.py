@@ -2,11 +2,11 @@
 events (a wall clock on the CPU), capture memory or a torch profile, and write the event stream.
 
 `worker` is the child's entry point (`python -m perfconsole.core.measure.worker`); `bench` is the timed
-loop and `pipeline` its steps' marks (a step in flight, or a synchronisation after each); `peaks` the
-device's matmul and copy peaks; `converters` every optimization, registered under its setting's name and
+loop and `pipeline` its steps' marks (a step in flight, or a synchronisation after each); `device_peaks`
+the device's matmul and copy peaks; `converters` every optimization, registered under its setting's name and
 applied in one loop; `fast_paths` the ladder's optional kernels and optimizers; `environment`
-describes the machine; `memory_profile` the memory capture; `distributed` and `job` are one rank of a
-data-parallel job (process group, DDP/FSDP, time in collectives, rank 0's view); `collector` sets Python's
+describes the machine; `memory_profile` the memory capture; `data_parallel` and `job` are one rank of
+a data-parallel job (process group, DDP/FSDP, time in collectives, rank 0's view); `gc_control` sets Python's
 garbage collector once a process's imports are done (a worker's, the warm process's, the console's).
 May import: the shared vocabulary at core/'s top, core.profiling, core.telemetry, and perfconsole.model.
 """

@@ -34,10 +34,10 @@ from perfconsole.core.measure import converters, fast_paths
 from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.measure.job import Job
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.run_summary import compute_summary
 from perfconsole.core.measure import compile_cache, flop_count, memory_profile, model_build, provenance
-from perfconsole.core.measure import peaks as measured_peaks
+from perfconsole.core.measure import device_peaks
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
@@ -174,8 +174,8 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     device = job.device if job else torch.device(spec.device)
     converters.check(spec, device)
     cuda = device.type == "cuda"
-    # A GPU's peaks before the model takes memory; a CPU's after the last timed step (core.measure.peaks).
-    peaks = measured_peaks.for_run(spec, device, emit) if cuda else None
+    # A GPU's peaks before the model takes memory; a CPU's after the last timed step (core.measure.device_peaks).
+    peaks = device_peaks.for_run(spec, device, emit) if cuda else None
     if cuda:
         CLOCK.lap("peaks")
     configure_backends(spec.section("numerics"))
@@ -280,11 +280,11 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     if spec.profile != "none":
         busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
     if not cuda:
-        peaks = measured_peaks.for_run(spec, device, emit)
+        peaks = device_peaks.for_run(spec, device, emit)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
                               peak_alloc, peak_reserved, peaks, busy, job.comm_free_ms if job else None,
                               job.comm_steps_ms if job else None, described)
-    measured_peaks.refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
+    device_peaks.refute_peaks(summary.speed_of_light, lambda line: emit(ev.Progress("peaks", line)))
     emit(ev.SummaryReady(summary.to_dict()))
 
 

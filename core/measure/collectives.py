@@ -6,7 +6,7 @@ in the dtype they carry:
 - DDP: one all-reduce per gradient bucket, of the sizes DDP's buckets have (read from DDP's own logging
   data, after it rebuilt its buckets in the order the gradients became ready), in the parameters' dtype
   or bf16 under the bf16 compression hook.
-- FSDP (`fully_shard` per Transformer block, then the root; core.measure.distributed): per block, an
+- FSDP (`fully_shard` per Transformer block, then the root; core.measure.data_parallel): per block, an
   all-gather of its parameters for the forward, another for the backward (a block is resharded after
   its forward, unless the spec keeps it gathered: `reshard` False) and a reduce-scatter of its
   gradients; the root's own parameters (embeddings, final norm, head) gathered once and reduced once.
@@ -64,7 +64,7 @@ def ddp_ops(ddp: torch.nn.Module, comm_hook: str) -> tuple[list[Op], torch.dtype
 
 
 def fsdp_ops(model: torch.nn.Module, reshard: bool, bf16: bool = False) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
-    """FSDP's units as core.measure.distributed shards them: `model.layers`' blocks, then the root. A
+    """FSDP's units as core.measure.data_parallel shards them: `model.layers`' blocks, then the root. A
     block kept gathered after its forward (`reshard` False) is gathered once; with FSDP's bf16 mixed
     precision every collective carries bf16."""
     blocks = list(getattr(model, "layers", []))

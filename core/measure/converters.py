@@ -1,5 +1,5 @@
 """Every optimization a run applies to its built model is a converter, registered here under the name of the
-setting that turns it on (a RunSpec field declared with `apply=True`, core.spec), and applied in one loop,
+setting that turns it on (a RunSpec field declared with `apply=True`, core.settings), and applied in one loop,
 `convert`, in the order registered (torchtitan's model converters, applied by one container in one loop).
 
 The order is the one the runs have always had: the weights' dtype first (what every later swap keeps), then
@@ -9,7 +9,7 @@ model, and torch.compile last, around that wrapper (DDP's graph splitting needs 
 
 A converter may check what this machine can do (`check`: a package, a GPU's compute capability); `check`
 runs those checks before the model is built, the last registered first, so a ladder rung's reason is its own
-change's. What the spec alone rules out is each setting's `needs` (core.spec), refused before any process.
+change's. What the spec alone rules out is each setting's `needs` (core.settings), refused before any process.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from torch import nn
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure import attention_kernels, checkpointing, compile_cache, fast_paths
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 if TYPE_CHECKING:
     from perfconsole.core.measure.job import Job

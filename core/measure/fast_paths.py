@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 INSTALL = "install perfconsole[fast]"
 FP8_MIN_CAPABILITY = (8, 9)

@@ -21,7 +21,7 @@ import torch
 from perfconsole.core.flops import FLOPS_FILE as CACHE_FILE, forward_flops
 from perfconsole.core.measure import model_build
 from perfconsole.core.paths import data_dir
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.sources import Built
 
 METHOD = 1   # part of the key: a change to how FLOPs are counted counts every model again

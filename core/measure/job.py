@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import distributed
+from perfconsole.core.measure import data_parallel
 from perfconsole.core.measure.step_exchange import StepExchange
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 Emit = Callable[[ev.Event], None]
 COMM_STEPS = 10  # steps with the timer on, and steps without the all-reduce
@@ -32,10 +32,10 @@ FLUSH_FAILED = timedelta(seconds=20)
 
 
 class Job:
-    def __init__(self, spec: RunSpec, rank: distributed.Rank) -> None:
+    def __init__(self, spec: RunSpec, rank: data_parallel.Rank) -> None:
         self.spec = spec
         self.rank = rank
-        self.timer: distributed.CommTimer | None = None
+        self.timer: data_parallel.CommTimer | None = None
         self.ddp: torch.nn.Module | None = None
         self.wrapped: torch.nn.Module | None = None
         self.comm_free_ms: list[float] | None = None
@@ -48,7 +48,7 @@ class Job:
         return self.rank.device
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        wrapped, self.timer = distributed.wrap_model(self.spec.section("parallel"), model, self.rank)
+        wrapped, self.timer = data_parallel.wrap_model(self.spec.section("parallel"), model, self.rank)
         self.wrapped = wrapped
         if self.timer is not None:
             self.ddp = wrapped
@@ -88,7 +88,7 @@ class Job:
 
     def most_alloc_retries(self, retries: int) -> int:
         """Every rank's allocator retries on rank 0, which speaks for the job with the busiest rank's count."""
-        everyone = distributed.gather(self.rank, {"alloc_retries": retries})
+        everyone = data_parallel.gather(self.rank, {"alloc_retries": retries})
         return retries if everyone is None else max(r["alloc_retries"] for r in everyone)
 
     def after_quiet(self, run_step: Callable[[], ev.Step], run_steps: Callable[[int], list[ev.Step]],
@@ -117,14 +117,14 @@ class Job:
         if self.ddp is None or self.timer is None:
             return
         emit(ev.Progress("comm_steps", "steps with their collectives timed"))
-        distributed.time_comm(self.ddp, self.timer)
+        data_parallel.time_comm(self.ddp, self.timer)
         totals: list[float] = []
         comms: list[float | None] = []
         try:
             for _ in range(min(self.spec.steps, COMM_STEPS)):
                 self.timer.begin()
                 step = run_step()
-                everyone = distributed.gather(self.rank, {"total_ms": step.total_ms, "comm_ms": self.timer.step_ms()})
+                everyone = data_parallel.gather(self.rank, {"total_ms": step.total_ms, "comm_ms": self.timer.step_ms()})
                 if everyone is not None:
                     slowest = max(everyone, key=lambda s: s["total_ms"])
                     totals.append(slowest["total_ms"])
@@ -141,11 +141,11 @@ class Job:
         if self.ddp is None:
             return
         emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
-        with distributed.no_sync(self.ddp):
+        with data_parallel.no_sync(self.ddp):
             done = run_steps(min(self.spec.steps, COMM_STEPS))
         times: list[float] = []
         for step in done:
-            everyone = distributed.gather(self.rank, {"total_ms": step.total_ms})
+            everyone = data_parallel.gather(self.rank, {"total_ms": step.total_ms})
             if everyone is not None:
                 times.append(max(s["total_ms"] for s in everyone))
         if self.rank.is_main:
@@ -163,6 +163,6 @@ class Job:
         mine: dict = {"rank": self.rank.rank, "trace": trace_files[0] if trace_files else None}
         if trace_files:
             mine.update(trace_overlap(trace_files[0]).to_dict())
-        everyone = distributed.gather(self.rank, mine)
+        everyone = data_parallel.gather(self.rank, mine)
         if everyone is not None:
             emit(ev.Overlap(everyone))

@@ -16,7 +16,7 @@ from typing import Any
 
 from perfconsole.core import events as ev
 from perfconsole.core.paths import safe_name
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 MIB = float(2**20)
 MAX_ENTRIES = 200_000          # allocator events kept; older ones drop off, as memory_viz expects

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built, ModelError, ModelRequest
 from perfconsole.model.sources import build as build_source

@@ -17,7 +17,7 @@ import sys
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure.worker import EventWriter, begin, end, refuse, serve
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 
 def tagged(emit: EventWriter, program: int):
@@ -57,7 +57,7 @@ def run(specs: list[RunSpec], emit: EventWriter, env) -> None:
     import torch
 
     from perfconsole.core.measure.pipeline import timed_step
-    from perfconsole.core.summary import compute_summary
+    from perfconsole.core.run_summary import compute_summary
 
     device = torch.device(specs[0].device)
     emits = [tagged(emit, p) for p in range(len(specs))]
@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, action="append", help="a RunSpec as JSON; given twice, A then B")
     parser.add_argument("--hold", action="store_true", help="import, then wait for a line on stdin")
     args = parser.parse_args(argv)
-    from perfconsole.core.measure import collector
+    from perfconsole.core.measure import gc_control
 
-    collector.space()
+    gc_control.space()
     emit = begin(args.hold, lambda: importlib.import_module("perfconsole.core.measure.bench"))
     if emit is None:
         return 0
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(emit, "paired: give two one-process specs on one device")
     if any(process_wide(s) for s in specs):
         return refuse(emit, "paired: not with --kernels, which patches the whole process (run without --paired)")
-    collector.settle()
+    gc_control.settle()
     return serve(emit, specs[0].device, specs[0].to_dict(), lambda env: run(specs, emit, env))
 
 

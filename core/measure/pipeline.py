@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import torch
 
 from perfconsole.core import events as ev
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 class Stepper(Protocol):
@@ -124,7 +124,7 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
         after("optimizer_step")
     # The host has issued the whole step; the GPU may not have run it yet. The GPU can only have waited
     # inside the step's span while the host was still issuing it, so span minus this is a lower bound
-    # on the GPU's busy time (core.summary), with a step in flight or not.
+    # on the GPU's busy time (core.run_summary), with a step in flight or not.
     host_ms = (time.perf_counter() - issued) * 1e3 if clock.cuda else None
     host_forward_ms = (forward_issued - issued) * 1e3 if clock.cuda else None
     host_backward_ms = (backward_issued - backward_start) * 1e3 if clock.cuda and backward_issued else None

@@ -27,7 +27,7 @@ from typing import TextIO
 
 from perfconsole.core import events as ev
 from perfconsole.core.measure.start import CLOCK
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 
 class EventWriter:
@@ -157,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", default=None, help="where profiler and memory files go")
     parser.add_argument("--hold", action="store_true", help=HOLD_HELP)
     args = parser.parse_args(argv)
-    from perfconsole.core.measure import collector
+    from perfconsole.core.measure import gc_control
 
-    collector.space()  # before torch's imports (core/measure/collector.py)
+    gc_control.space()  # before torch's imports (core/measure/gc_control.py)
     emit = begin(args.hold, lambda: importlib.import_module("perfconsole.core.measure.bench"))
     if emit is None:
         return 0
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from perfconsole.core.measure import bench
 
-    collector.settle()  # torch and the bench imported, cold or forked alike (core/measure/collector.py)
+    gc_control.settle()  # torch and the bench imported, cold or forked alike (core/measure/gc_control.py)
     out_dir = Path(args.out_dir) if args.out_dir else None
     if spec.nproc > 1:
         return run_rank(emit, spec, out_dir)
@@ -222,11 +222,11 @@ def run_rank(emit: EventWriter, spec: RunSpec, out_dir: Path | None) -> int:
     raised out of torch's `record`, which writes it to the error file torchrun gave this rank
     (TORCHELASTIC_ERROR_FILE) and exits non-zero, so torchrun's agent stops the other ranks (a rank
     left waiting in a collective would wait for the timeout) and the launcher names the rank that
-    failed first (core.launch.distributed)."""
+    failed first (core.launch.torchrun)."""
     import torch
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from perfconsole.core.measure import bench, distributed
+    from perfconsole.core.measure import bench, data_parallel
     from perfconsole.core.measure.environment import collect
     from perfconsole.core.measure.job import Job
 
@@ -234,16 +234,16 @@ def run_rank(emit: EventWriter, spec: RunSpec, out_dir: Path | None) -> int:
     def job() -> None:
         if spec.device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"CUDA is not available here (torch {torch.__version__} sees no GPU)")
-        rank = distributed.init(spec)
+        rank = data_parallel.init(spec)
         say = emit if rank.is_main else (lambda _event: None)
         env = collect(spec.device)
         CLOCK.lap("imports")
         say(ev.RunStarted(spec.to_dict(), env.to_dict(), os.getpid()))
-        hook = fault_hook(distributed.rank_fault() or os.environ.get("PERFCONSOLE_FAULT"))
+        hook = fault_hook(data_parallel.rank_fault() or os.environ.get("PERFCONSOLE_FAULT"))
         bench.run(spec, say, env, out_dir, hook, job=Job(spec, rank))
         # Only after a clean run: tearing down a group whose peer has died can block, and torchrun
         # ends every rank of a failed job anyway.
-        distributed.shutdown()
+        data_parallel.shutdown()
         say(ev.Finished("ok"))
 
     job()

@@ -2,6 +2,6 @@
 
 Tables travel as `dict[str, ProfileTable]` (report name -> a DataFrame of rows with normalised columns,
 times in int ns, read as row dicts where rows are wanted; table.py); a snapshot's tables are lists of
-those rows. Analyses (categories, phase shares, top kernels) are computed from them on demand.
+those rows. Analyses (analyses.py: category and phase shares, top kernels) are computed from them on demand.
 May import: the shared vocabulary at core/'s top (today it needs none of it).
 """

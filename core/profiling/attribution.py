@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfconsole.core.profiling.categories import PHASES, Source, column, exact_sum
+from perfconsole.core.profiling.analyses import PHASES, Source, column, exact_sum
 from perfconsole.core.profiling.table import TableFrames, frames_of
 
 # The phase ranges as the worker names them -> the names of the timed phases.

@@ -4,7 +4,7 @@ trace and each analysis is a method on it).
 Each table's DataFrame is built the first time a view reads it and kept, with what is derived from it (the
 kernels' categories, the category shares), so the Kernels pane's rows, bars and headline, the NVTX pane's
 ranges and each range's kernels, and a report's sections read one set of frames. A record's profile hands out
-its own (`core.record.Profile.loaded`). The analyses themselves are core.profiling.categories' and
+its own (`core.record.Profile.loaded`). The analyses themselves are core.profiling.analyses' and
 attribution's: they take the profile's frames where a caller has them, a plain mapping of tables otherwise.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from perfconsole.core.profiling import categories as cat
+from perfconsole.core.profiling import analyses
 from perfconsole.core.profiling.attribution import Attribution, attribute
 from perfconsole.core.profiling.category_frames import categorize_column
 from perfconsole.core.profiling.lazy_imports import pandas as pd
@@ -57,24 +57,25 @@ class LoadedProfile:
         frame = self.frames.view(KERNELS, "kernels", lambda f: f.reset_index(drop=True).assign(category=self.categories))
         return frame if frame is not None else pd.DataFrame()
 
-    def category_shares(self) -> list[cat.CategoryShare]:
-        shares = self.frames.view(KERNELS, "shares", lambda _: cat.category_shares(self.frames, self.categories))
+    def category_shares(self) -> list[analyses.CategoryShare]:
+        shares = self.frames.view(KERNELS, "shares", lambda _: analyses.category_shares(self.frames, self.categories))
         return shares if shares is not None else []
 
-    def phase_shares(self, phases: tuple[str, ...] = cat.PHASES) -> list[cat.PhaseShares]:
-        return cat.phase_shares(self.frames, phases)
+    def phase_shares(self, phases: tuple[str, ...] = analyses.PHASES) -> list[analyses.PhaseShares]:
+        return analyses.phase_shares(self.frames, phases)
 
-    def top_kernels(self, range_name: str | None = None, n: int = 10) -> cat.RangeTopKernels:
-        return cat.top_kernels(self.frames, range_name, n)
+    def top_kernels(self, range_name: str | None = None, n: int = 10) -> analyses.RangeTopKernels:
+        return analyses.top_kernels(self.frames, range_name, n)
 
-    def top_kernels_per_range(self, ranges: tuple[str, ...] = cat.PHASES, n: int = 5) -> list[cat.RangeTopKernels]:
-        return cat.top_kernels_per_range(self.frames, ranges, n)
+    def top_kernels_per_range(self, ranges: tuple[str, ...] = analyses.PHASES,
+                              n: int = 5) -> list[analyses.RangeTopKernels]:
+        return analyses.top_kernels_per_range(self.frames, ranges, n)
 
-    def softmax_vs_matmuls(self) -> cat.SoftmaxVsMatmuls | None:
-        return cat.softmax_vs_matmuls(self.frames)
+    def softmax_vs_matmuls(self) -> analyses.SoftmaxVsMatmuls | None:
+        return analyses.softmax_vs_matmuls(self.frames)
 
-    def forward_check(self, timed_forward_ms: float, steps: int | None = None) -> cat.ForwardCheck | None:
-        return cat.forward_check(self.frames, timed_forward_ms, steps)
+    def forward_check(self, timed_forward_ms: float, steps: int | None = None) -> analyses.ForwardCheck | None:
+        return analyses.forward_check(self.frames, timed_forward_ms, steps)
 
     def attribution(self, steps: int | None = None, timed_ms: Mapping[str, float | None] | None = None,
                     host_ms: Mapping[str, float | None] | None = None) -> Attribution | None:
@@ -83,11 +84,11 @@ class LoadedProfile:
     @property
     def mostly_aten(self) -> bool:
         """Most kernel time in `aten::` ops: the rows are CPU ops, not GPU kernels."""
-        return bool(self.frames.view(KERNELS, "mostly_aten", lambda _: cat.mostly_aten(self.frames)))
+        return bool(self.frames.view(KERNELS, "mostly_aten", lambda _: analyses.mostly_aten(self.frames)))
 
     def row_units(self, device: str) -> str:
         """What the kernel table's rows are: "kernels", or "CPU ops" (a CPU run's torch profile, or such an import)."""
-        return cat.row_units(self.profiler, device, self.frames)
+        return analyses.row_units(self.profiler, device, self.frames)
 
     def __repr__(self) -> str:
         return f"LoadedProfile({self.profiler}: {', '.join(self.tables)})"

@@ -28,10 +28,10 @@ from perfconsole.core.reports.profile import over_count
 from perfconsole.core.record import RunRecord
 
 from perfconsole.core.grids.ladder import rung as rung_named
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, interval_text, ratio_text
-from perfconsole.core.summary import BUSY_SOURCES
-from perfconsole.core.summary import busy_text as summary_busy_text
+from perfconsole.core.run_summary import BUSY_SOURCES
+from perfconsole.core.run_summary import busy_text as summary_busy_text
 from perfconsole.core.profiling.loaded import loaded_of
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 SEP = " · "
 _TWIN = re.compile(r" (#\d+)$")     # "x #2": the console's number for a second run of one name

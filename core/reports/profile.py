@@ -9,7 +9,7 @@ from __future__ import annotations
 from perfconsole.core.profiling.attribution import Attribution
 from perfconsole.core.profiling.ncu_summary import REPLAY_WORDS
 from perfconsole.core.record import Profile
-from perfconsole.core.summary import Summary
+from perfconsole.core.run_summary import Summary
 from perfconsole.core.profiling.loaded import loaded_of
 
 NAME_WIDTH = 90

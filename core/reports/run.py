@@ -10,8 +10,8 @@ from perfconsole.core.reports.memory import markdown_lines as memory_lines
 from perfconsole.core.reports.parallel import markdown_lines as parallel_lines
 from perfconsole.core.reports.telemetry import markdown_lines as telemetry_lines
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, Stat, median_interval_text
-from perfconsole.core.summary import busy_sentence
-from perfconsole.core.telemetry.summary import Telemetry
+from perfconsole.core.run_summary import busy_sentence
+from perfconsole.core.telemetry.gpu_summary import Telemetry
 
 STAT_KEYS = ("mean", "std", "median", "min", "max")
 

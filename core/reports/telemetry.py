@@ -1,7 +1,7 @@
 """The GPU telemetry section of a run report, and the one-line warning the CLI and console show."""
 from __future__ import annotations
 
-from perfconsole.core.telemetry.summary import FIELDS, NOT_THROTTLING, Telemetry
+from perfconsole.core.telemetry.gpu_summary import FIELDS, NOT_THROTTLING, Telemetry
 
 LABELS = {
     "sm_clock_mhz": "SM clock",

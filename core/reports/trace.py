@@ -22,7 +22,7 @@ from typing import Any
 from perfconsole.core import events as ev
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.telemetry import LABELS
-from perfconsole.core.telemetry.summary import FIELDS, NOT_THROTTLING
+from perfconsole.core.telemetry.gpu_summary import FIELDS, NOT_THROTTLING
 
 Event = dict[str, Any]
 

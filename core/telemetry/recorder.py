@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable
 
 from perfconsole.core.telemetry import nvml
-from perfconsole.core.telemetry.summary import REASONS, Telemetry
+from perfconsole.core.telemetry.gpu_summary import REASONS, Telemetry
 
 Read = Callable[[], dict[str, Any] | None]
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from perfconsole.core.timeline.model import Kernel, Timeline
 from perfconsole.core.timeline.render import Frame, render
-from perfconsole.core.timeline.summary import MIN_GAP_NS, at, busy_lines, duration, window_line
+from perfconsole.core.timeline.captions import MIN_GAP_NS, at, busy_lines, duration, window_line
 
 MIN_SPAN_NS = 1_000     # zoomed in no further than a microsecond across
 

@@ -12,15 +12,15 @@ import pytest
 from helpers import ROOT
 
 
-# core/'s parts, lowest first. "" is the shared vocabulary: the modules at core/'s top, and the run spec,
+# core/'s parts, lowest first. "" is the shared vocabulary: the modules at core/'s top, and the run's settings,
 # a package of its own (its declarations, the machinery that reads them and its rules) but one word of it.
 PARTS = ("", "profiling", "timeline", "telemetry", "measure", "launch", "grids", "gate", "reports", "cli")
-VOCABULARY_PACKAGES = ("spec",)
+VOCABULARY_PACKAGES = ("settings",)
 # A string that names a module ("perfconsole.core.measure.checkpointing:apply", for importlib to load) is a
-# dependency as an import is, one no import statement shows. In the spec's declarations, which every part reads,
+# dependency as an import is, one no import statement shows. In the settings' declarations, which every part reads,
 # such a link obeys the layers' rule too.
 LINK = re.compile(r"^perfconsole(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?$")
-LINKING = ("core/spec",)
+LINKING = ("core/settings",)
 
 
 def imports_of(folder: str, root: pathlib.Path = ROOT) -> set[tuple[str, str]]:
@@ -165,17 +165,17 @@ def test_the_checks_catch_an_upward_import_and_a_circle(fake_tree):
 
 
 def test_a_string_in_the_spec_that_names_a_module_above_it_is_caught(tmp_path):
-    """An optimization's code named by the spec as "module:function" (how core.spec once named
+    """An optimization's code named by the spec as "module:function" (how the settings package once named
     core.measure.checkpointing) is an upward link no import statement shows."""
-    for d in ("core/spec", "core/measure"):
+    for d in ("core/settings", "core/measure"):
         (tmp_path / d).mkdir(parents=True)
         (tmp_path / d / "__init__.py").write_text("")
     (tmp_path / "core/measure/checkpointing.py").write_text("def apply(value, model):\n    return model\n")
-    (tmp_path / "core/spec/__init__.py").write_text(
+    (tmp_path / "core/settings/__init__.py").write_text(
         'CHECKPOINT = dict(default="none", apply="perfconsole.core.measure.checkpointing:apply")\n'
         '"""perfconsole.core.measure is named in prose here, which links nothing."""\n')
     assert layer_violations(tmp_path) == [
-        "core/spec/__init__.py names perfconsole.core.measure.checkpointing: core.<vocabulary> may not import "
+        "core/settings/__init__.py names perfconsole.core.measure.checkpointing: core.<vocabulary> may not import "
         "core.measure"]
 
 

@@ -49,6 +49,6 @@ def test_fresh_install_has_the_command_and_no_bare_packages(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "run" in out.stdout and "export" in out.stdout
     # The installed copy, not the checkout, answers.
-    where = subprocess.run([py, "-c", "import perfconsole.core.spec as s; print(s.__file__)"],
+    where = subprocess.run([py, "-c", "import perfconsole.core.settings as s; print(s.__file__)"],
                            capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert where.startswith(str(site))

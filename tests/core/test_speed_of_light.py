@@ -9,8 +9,8 @@ from perfconsole.core import events as ev
 from perfconsole.core.flops import (Peaks, adamw_bytes, beaten_text, busy_label, cache_key, cached_peaks, floors_ms,
                                     forget_peaks, save_peaks, sol_fraction, speed_of_light)
 from perfconsole.core.paths import data_dir
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import Summary, compute_summary
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.run_summary import Summary, compute_summary
 
 # d_model 64, d_ff 128, 1 layer, vocab 100, batch 2, ctx 8: small enough to count by hand.
 SPEC = RunSpec(size="custom", d_model=64, d_ff=128, n_layers=1, n_heads=4, vocab_size=100, batch=2, ctx=8,
@@ -128,7 +128,7 @@ def test_forgetting_peaks_drops_one_device_and_keeps_the_others():
 
 @pytest.mark.fresh_data_dir
 def test_only_cached_peaks_are_dropped_when_beaten_since_measuring_again_gives_the_same():
-    from perfconsole.core.measure.peaks import refute_peaks
+    from perfconsole.core.measure.device_peaks import refute_peaks
 
     low = {**PEAKS, "matmul_tflops": {"fp32": 1e-9}, "bandwidth_gbps": 1e-6, "device": "x"}
     for source, dropped in (("measured", False), ("override", False), ("cached", True)):

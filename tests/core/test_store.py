@@ -8,9 +8,9 @@ from perfconsole.core import events as ev
 from perfconsole.core import store
 from perfconsole.core.reports.export import export
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import interval_text
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.run_summary import compute_summary
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "snapshots"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from perfconsole.core.measure import model_build
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 OWN = '''
 import torch

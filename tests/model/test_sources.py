@@ -10,7 +10,7 @@ import torch
 
 from perfconsole.core.flops import forward_flops
 from perfconsole.core.measure import fast_paths, flop_count, model_build
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 from perfconsole.model.sources import ModelError, parse
 from perfconsole.model.sources.hf import INSTALL
 

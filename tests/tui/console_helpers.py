@@ -12,7 +12,7 @@ from rich.console import Console
 from perfconsole.core import store
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.app import PerfConsole
 from helpers import ROOT, TINY
 

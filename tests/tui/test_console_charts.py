@@ -15,7 +15,7 @@ from console_helpers import ROOT, make_app, plain, shipped, wait_for
 from perfconsole.core import store
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.tui.glyphs import ASCII, UNICODE
-from perfconsole.tui.screens.live import LivePane
+from perfconsole.tui.panes.live import LivePane
 from perfconsole.tui.widgets.grid_chart import ASCII_CHART, UNICODE_CHART
 
 GRIDS = ROOT / "tests" / "fixtures" / "grids"
@@ -243,7 +243,7 @@ def test_snapshot_gpu_panel_history(snap_compare):
 
 def test_an_ok_cell_without_a_value_is_no_value_not_an_error():
     from perfconsole.core.reports import sweep as report_sweep
-    from perfconsole.tui.screens.grids import STATUS_STYLE, STATUS_WORD
+    from perfconsole.tui.panes.grids import STATUS_STYLE, STATUS_WORD
     from perfconsole.tui.widgets.grid_chart import legend
     sweep = store.load(shipped("tiny-cpu-sweep.json"))     # a CPU sweep: no peak allocated memory
     table = report_sweep.grid_tables(sweep, "peak_mib")[0]

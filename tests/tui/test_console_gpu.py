@@ -12,7 +12,7 @@ import pytest
 from console_helpers import make_app, plain, wait_for
 
 from perfconsole.core.telemetry import nvml
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.messages import GpuSampled
 from perfconsole.tui.widgets.sortable_table import SortableTable
 

@@ -18,7 +18,7 @@ from perfconsole.core.paths import data_dir
 from perfconsole.core.reports.sweep import GridCell
 from perfconsole.tui.actions import snapshot_choices
 from perfconsole.tui.screens.dialogs import ConfirmScreen, ExportScreen, OpenScreen
-from perfconsole.tui.screens.grids import cell_text
+from perfconsole.tui.panes.grids import cell_text
 
 GRIDS = ROOT / "tests" / "fixtures" / "grids"
 SWEEP = GRIDS / "sweep_train_fp32_bf16.json"

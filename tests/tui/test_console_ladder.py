@@ -14,7 +14,7 @@ import pytest
 from textual.widgets import Static
 
 from perfconsole.core import store
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.screens.dialogs import ConfirmScreen
 from perfconsole.core.reports.ladder import rows
 from perfconsole.tui.widgets.sol_bars import sol_table
@@ -192,7 +192,7 @@ def _climbing_ladder():
 
 def test_a_climbing_ladder_counts_its_running_and_pending_rungs_as_such():
     from perfconsole.tui.glyphs import UNICODE
-    from perfconsole.tui.screens.grids import counts_line, ladder_view
+    from perfconsole.tui.panes.grids import counts_line, ladder_view
     ladder = _climbing_ladder()
     n = len(ladder.runs)
     assert counts_line(ladder) == f"1/{n} cells finished: 1 ok, 1 running, {n - 2} pending"
@@ -208,7 +208,7 @@ def test_the_ladder_table_says_a_slower_rung_is_slower_not_a_fraction():
     import re
 
     from perfconsole.tui.glyphs import UNICODE
-    from perfconsole.tui.screens.grids import ladder_view
+    from perfconsole.tui.panes.grids import ladder_view
     body = plain(ladder_view(store.load(LADDER), UNICODE))
     assert "x slower" in body and not re.search(r"(?<![\d.,])0\.\d+x", body), body   # was "0.88x"
 

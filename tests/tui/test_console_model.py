@@ -8,7 +8,7 @@ import pytest
 from console_helpers import TINY, make_app, plain, wait_for
 from textual.widgets import Static
 
-from perfconsole.tui.screens.launch import LaunchPane, pick_size, spec_from_form, split_args
+from perfconsole.tui.panes.launch import LaunchPane, pick_size, spec_from_form, split_args
 from perfconsole.tui.widgets.choice_field import ChoiceField
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "student_model.py"

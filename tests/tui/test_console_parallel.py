@@ -9,8 +9,8 @@ from textual.widgets import Static
 
 from perfconsole.core import store
 from perfconsole.core.telemetry.nvml import GpuSample
-from perfconsole.tui.screens.launch import LaunchPane, spec_from_form
-from perfconsole.tui.screens.live import LivePane
+from perfconsole.tui.panes.launch import LaunchPane, spec_from_form
+from perfconsole.tui.panes.live import LivePane
 from perfconsole.tui.widgets.gpu_panel import GpuPanel
 
 JOB = Path(__file__).resolve().parents[1] / "fixtures" / "parallel" / "ddp2_tiny_cpu.json"

@@ -13,7 +13,7 @@ from perfconsole.core.launch.interleave import InterleavedRuns
 from perfconsole.core.reports.run import start_text
 from perfconsole.tui.messages import RunEnded, RunUpdated
 from perfconsole.tui.screens.dialogs import ConfirmScreen
-from perfconsole.tui.screens.launch import LaunchPane
+from perfconsole.tui.panes.launch import LaunchPane
 
 
 def _text(app, selector: str) -> str:

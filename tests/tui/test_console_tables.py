@@ -106,8 +106,8 @@ async def test_compare_says_why_tokens_per_s_and_the_speedup_differ_between_proc
     from perfconsole.core import events as ev
     from perfconsole.core import store
     from perfconsole.core.record import RunRecord
-    from perfconsole.core.spec import RunSpec
-    from perfconsole.core.summary import compute_summary
+    from perfconsole.core.settings import RunSpec
+    from perfconsole.core.run_summary import compute_summary
 
     paths = []
     for name, processes in (("fp32", [[100.0, 100.0, 100.0, 900.0], [100.0] * 4]), ("bf16", [[80.0] * 4] * 2)):
@@ -262,7 +262,7 @@ async def test_a_cpu_profile_s_rows_are_called_cpu_ops():
 async def test_live_status_flags_a_throttled_run():
     import json
 
-    from perfconsole.core.telemetry.summary import Telemetry
+    from perfconsole.core.telemetry.gpu_summary import Telemetry
 
     doc = json.loads((shipped("../tests/fixtures/telemetry/h200_power_capped.json")).read_text())
     record = fixture_profile_record()
@@ -364,8 +364,8 @@ async def test_a_live_filter_draws_its_rows_at_their_full_width():
 
 def test_the_no_profile_hint_offers_nsys_only_on_a_gpu():
     from perfconsole.core.record import RunRecord
-    from perfconsole.core.spec import RunSpec
-    from perfconsole.tui.screens.profile_tables import _no_profile
+    from perfconsole.core.settings import RunSpec
+    from perfconsole.tui.panes.profile_tables import _no_profile
 
     cpu, gpu = RunRecord(RunSpec(size="tiny", device="cpu")), RunRecord(RunSpec(size="tiny", device="cuda"))
     assert "launch with profiler torch, or import nsys CSVs" in _no_profile(cpu, "cuda_gpu_kern_sum")

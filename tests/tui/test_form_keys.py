@@ -6,7 +6,7 @@ from console_helpers import make_app, wait_for
 from textual import events
 from textual.widgets import Input
 
-from perfconsole.tui.screens.launch import LaunchPane, LaunchRequested
+from perfconsole.tui.panes.launch import LaunchPane, LaunchRequested
 
 
 async def _burst(app, pilot, keys) -> None:

@@ -6,8 +6,8 @@ import pytest
 from console_helpers import make_app
 from helpers import RULE_BASES
 
-from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.tui.screens.launch import ORDER, LaunchPane
+from perfconsole.core.settings import RunSpec, SpecError
+from perfconsole.tui.panes.launch import ORDER, LaunchPane
 from perfconsole.tui.widgets.choice_field import ChoiceField
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 

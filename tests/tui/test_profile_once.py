@@ -16,7 +16,7 @@ from console_helpers import ROOT, make_app
 
 from perfconsole.core import store
 from perfconsole.core.profiling import table
-from perfconsole.tui.screens.profile_tables import KernelsPane, NvtxPane
+from perfconsole.tui.panes.profile_tables import KernelsPane, NvtxPane
 
 RUN = ROOT / "tests" / "fixtures" / "nsys_perfconsole" / "h200_2.7B_compiled_nsys_run.json"
 
@@ -77,7 +77,7 @@ def rooms(call) -> dict[str, object]:
     return {"modules": len(entered), "crossings": counts["crossings"], "calls": counts["calls"], "doors": sorted(doors)}
 
 
-PANES = "perfconsole.tui.screens.profile_tables"
+PANES = "perfconsole.tui.panes.profile_tables"
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,7 @@ import sys
 from perfconsole.core import store
 from perfconsole.core.paths import data_dir
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.session import Session
 from helpers import ROOT
 

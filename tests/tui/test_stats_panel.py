@@ -5,7 +5,7 @@ from console_helpers import plain
 
 from perfconsole.core import events as ev
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.tui.widgets.stats_panel import StatsPanel
 
 

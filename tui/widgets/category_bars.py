@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.table import Table
 from textual.widgets import Static
 
-from perfconsole.core.profiling.categories import CategoryShare
+from perfconsole.core.profiling.analyses import CategoryShare
 from perfconsole.tui.glyphs import UNICODE, Glyphs, bar
 
 BAR_W = 20

@@ -19,7 +19,7 @@ class FormCheckbox(Checkbox):
 
     @property
     def refused(self) -> str | None:
-        """Why the other state is not offered (the launch form sets it from core.spec.rules.why_not); None: the
+        """Why the other state is not offered (the launch form sets it from core.settings.rules.why_not); None: the
         box toggles. A refused box looks as it did, so a form whose boxes are all as they may be does not change."""
         return self._refused
 

@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from perfconsole.core.flops import sol_fraction
 from perfconsole.core.stats import median_interval_text
-from perfconsole.core.summary import Summary, busy_text
+from perfconsole.core.run_summary import Summary, busy_text
 from perfconsole.tui.format import NA, num, pct
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from perfconsole.core.measure.bench import build_model
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 def variant(spec: RunSpec, bf16: bool, steps: int) -> tuple[float, float, list[float]]:

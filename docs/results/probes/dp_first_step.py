@@ -19,7 +19,7 @@ import time
 
 
 def job(device: str):
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     if device == "cuda":
         return RunSpec(size="small", ctx=256, batch=4, device="cuda", precision="bf16", mode="train", warmup=2, steps=5,

@@ -22,7 +22,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.measure.model_build import request
 from perfconsole.model.sources.hf import from_config, make_config
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from perfconsole.core.measure.bench import build_model
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.transformer import RMSNorm, SwiGLU
 
 CASES = ("plain", "rms", "rms-copy", "swiglu", "ce", "ce-clone", "all", "all-fixed")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 SPECS = {"large-fp16": RunSpec(size="large", ctx=512, batch=4, precision="fp16", mode="train", device="cuda",
                                warmup=3, steps=10),

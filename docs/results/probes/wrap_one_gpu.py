@@ -2,7 +2,7 @@
 rank waits for another.
 
 Run under torchrun with one process. It builds perfconsole's model and wraps it with perfconsole's own
-code (core.measure.distributed.wrap_model: DDP with the given bucket size, bucket views and bf16 hook, or
+code (core.measure.data_parallel.wrap_model: DDP with the given bucket size, bucket views and bf16 hook, or
 FSDP2 per block, then the root), or not at all, and times train steps of fused AdamW under bf16 autocast.
 Each timed step starts on an idle GPU (synchronised before), and two figures are read for it:
 - the step: wall time from its start to the synchronise after it (ms);
@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from perfconsole.core.measure.distributed import Rank, wrap_model
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.measure.data_parallel import Rank, wrap_model
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.config import config_for
 from perfconsole.model.transformer import TransformerLM
 

@@ -1,5 +1,5 @@
 """`--executor` input that is wrong before Slurm is asked anything: one line, exit 2. And the config
-files' defaults, the flags over them. (What Slurm itself refuses: tests/core/slurm.)"""
+files' defaults, the flags over them. (What Slurm itself refuses: tests/core/launch/slurm.)"""
 from __future__ import annotations
 
 import argparse
@@ -74,7 +74,7 @@ def test_sacct_lines_become_job_states():
 def test_replicates_on_different_nodes_say_so_beside_the_interval():
     from perfconsole.core.cli.executor import nodes_note
     from perfconsole.core.record import RunRecord
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     record = RunRecord(RunSpec(size="tiny", device="cpu", repeat=2))
     record.jobs = [{"job_id": "1", "nodes": ["n1"]}, {"job_id": "2", "nodes": ["n1"]}]

@@ -5,8 +5,8 @@ from perfconsole.core import events as ev
 from perfconsole.core.cli.run import summary_table
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.run import markdown, run_document
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.run_summary import compute_summary
 
 
 def _record(*processes: list[float]) -> RunRecord:

@@ -11,8 +11,8 @@ from perfconsole.core.gate.runner import Budget, Settings, step_pairs, verdicts
 from perfconsole.core.gate.verdict import Threshold
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports import gate as report
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.run_summary import compute_summary
 
 SPEC = RunSpec(size="tiny", device="cpu", ctx=16, batch=2, warmup=1, steps=4)
 SETTINGS = Settings(Threshold(0.03, True), Threshold(64, False), Budget(seconds=55))

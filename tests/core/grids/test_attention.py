@@ -11,7 +11,7 @@ import pytest
 from perfconsole.core import store
 from perfconsole.core.reports import export
 from perfconsole.core.grids.attention import AttentionCell, AttentionRecord, AttentionRunner, AttentionSpec
-from perfconsole.core.spec import SpecError
+from perfconsole.core.settings import SpecError
 
 
 def test_compile_adds_a_compiled_naive_variant_next_to_naive():

@@ -12,7 +12,7 @@ from perfconsole.core.grids.attention import AttentionLaunch, AttentionCell
 from perfconsole.core.grids.cell_runner import CellRunner, default_start_ahead
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 
 SPEC = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", device="cpu")

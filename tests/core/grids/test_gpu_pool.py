@@ -13,7 +13,7 @@ from perfconsole.core.cli.cells import gpus_from_args
 from perfconsole.core.grids.gpu_pool import run_on_gpus
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 from perfconsole.core.launch.launcher import Launch
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 BASE = RunSpec(size="tiny", ctx=16, batch=2, warmup=1, steps=2, mode="fwd", device="cpu")
 

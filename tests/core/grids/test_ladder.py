@@ -16,7 +16,7 @@ from perfconsole.core import store
 from perfconsole.core.grids.ladder import DEFAULT_RUNGS, RUNG_NAMES, RUNGS, LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.reports import export
 from perfconsole.core.reports.ladder import MD_COLUMNS, rows
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 BASE = RunSpec(size="tiny", ctx=16, batch=2, precision="fp32", mode="train", warmup=1, steps=2, device="cpu")
 

@@ -13,7 +13,7 @@ from perfconsole.core.grids.dp_ladder import MEMORY_EDGE, Refused, memory_estima
 from perfconsole.core.grids.ladder import DP_RUNG_NAMES, LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.reports import ladder as report
 from perfconsole.core.reports.scaling_bars import bars, lines
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 from tests.helpers import FIXTURES, PC
 
 BASE = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", mode="train", warmup=1, steps=2, precision="bf16",

@@ -1,4 +1,4 @@
-"""A ladder's rungs and validation read the same rules (core.spec.rules): for every rung of both sequences over
+"""A ladder's rungs and validation read the same rules (core.settings.rules): for every rung of both sequences over
 a set of valid specs, `Rung.ruled_out`, `unmet` and `RunSpec.validate` say the same of its cell."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from perfconsole.core.grids.ladder import LadderSpec
 from perfconsole.core.grids.rungs import DP_RUNGS, RUNGS
-from perfconsole.core.spec import SpecError
-from perfconsole.core.spec.rules import broken, unmet
+from perfconsole.core.settings import SpecError
+from perfconsole.core.settings.rules import broken, unmet
 from tests.helpers import RULE_BASES
 
 

@@ -16,7 +16,7 @@ from perfconsole.core.cli.spec_args import check_gpus
 from perfconsole.core.grids.scale import ScaleRecord, ScaleSpec
 from perfconsole.core.reports import scale as report
 from perfconsole.core.reports.export import export
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 from perfconsole.core.telemetry.nvml import visible_gpus
 from tests.helpers import FIXTURES
 

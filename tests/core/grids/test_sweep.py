@@ -13,7 +13,7 @@ import pytest
 
 from perfconsole.core import store
 from perfconsole.core.reports import export
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 from perfconsole.core.grids.cell_runner import estimate_seconds
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 

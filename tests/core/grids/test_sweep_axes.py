@@ -1,4 +1,4 @@
-"""A setting declared as an axis (core.spec) is a sweep axis with no code of its own: `--checkpoint none,blocks`
+"""A setting declared as an axis (core.settings) is a sweep axis with no code of its own: `--checkpoint none,blocks`
 multiplies the cells, keeps them apart in every table and finding, and comes back from a saved sweep."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from perfconsole.core.grids.sweep import SweepRecord, SweepSpec
 from perfconsole.core.reports.sweep import grid_tables, markdown
-from perfconsole.core.spec import RunSpec, axes
+from perfconsole.core.settings import RunSpec, axes
 
 BASE = RunSpec(size="tiny", batch=1, steps=2, warmup=1, device="cpu")
 SPEC = SweepSpec(BASE, ("tiny",), (16, 32), ("fp32",), ("train",), (1,), (("checkpoint", ("none", "blocks")),))

@@ -16,7 +16,7 @@ from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model.config import config_for
 
 JOB = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mode="train", nproc=2, parallel="ddp")
@@ -239,23 +239,24 @@ def test_quiet_ddp_has_no_hook_until_the_collectives_are_timed(monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from perfconsole.core.measure import distributed
+    from perfconsole.core.measure import data_parallel
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "0")
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     try:
-        rank = distributed.Rank(0, 1, 0, torch.device("cpu"), None)
+        rank = data_parallel.Rank(0, 1, 0, torch.device("cpu"), None)
         spec = JOB.with_(nproc=1)
-        ddp, timer = distributed.wrap_model(spec.section("parallel"), torch.nn.Linear(4, 4), rank)
+        ddp, timer = data_parallel.wrap_model(spec.section("parallel"), torch.nn.Linear(4, 4), rank)
         assert not timer.registered and not ddp._get_ddp_logging_data().get("comm_hook")
         ddp(torch.ones(2, 4)).sum().backward()
-        distributed.time_comm(ddp, timer)
+        data_parallel.time_comm(ddp, timer)
         assert timer.on and "CommTimer" in ddp._get_ddp_logging_data().get("comm_hook")
         timer.begin()
         ddp(torch.ones(2, 4)).sum().backward()
         assert timer.step_ms() > 0
-        bf16, t16 = distributed.wrap_model(spec.with_(comm_hook="bf16").section("parallel"), torch.nn.Linear(4, 4), rank)
+        bf16, t16 = data_parallel.wrap_model(spec.with_(comm_hook="bf16").section("parallel"), torch.nn.Linear(4, 4),
+                                             rank)
         assert t16.registered and not t16.on  # the user's hook, wrapped from the start, timing nothing yet
     finally:
         dist.destroy_process_group()

@@ -8,9 +8,9 @@ import pytest
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
-from perfconsole.core.profiling.categories import category_shares
+from perfconsole.core.profiling.analyses import category_shares
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.telemetry.nvml import visible_gpus
 
 pytestmark = [pytest.mark.gpu, pytest.mark.two_gpus,

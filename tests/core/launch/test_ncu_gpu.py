@@ -32,7 +32,7 @@ from perfconsole.core.launch.ncu import find_ncu
 from perfconsole.core.launch.replicates import make_launch
 from perfconsole.core.profiling.ncu_kernels import kernel_key
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 pytestmark = pytest.mark.gpu
 

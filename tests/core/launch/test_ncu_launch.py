@@ -11,7 +11,7 @@ from perfconsole.core.launch import ncu as tool
 from perfconsole.core.launch.ncu_launch import NcuLaunch, timed_spec
 from perfconsole.core.launch.replicates import make_launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 from helpers import FIXTURES as ALL_FIXTURES
 
 FIXTURES = ALL_FIXTURES / "ncu"

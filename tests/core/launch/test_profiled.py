@@ -17,7 +17,7 @@ from perfconsole.core.measure.provenance import headline_problems
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.export import export
 from perfconsole.core.reports.profile import headline, outside_capture, overhead_lines
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from helpers import TINY as TINY_RUN
 from helpers import stream
 

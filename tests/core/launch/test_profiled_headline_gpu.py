@@ -33,7 +33,7 @@ from perfconsole.core.launch.profiled import ProfiledLaunch
 from perfconsole.core.launch.replicates import make_launch
 from perfconsole.core.measure.provenance import headline_problems
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 pytestmark = pytest.mark.gpu
 

@@ -13,7 +13,7 @@ from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.compare import Comparison
 from perfconsole.core.reports.export import export
-from perfconsole.core.spec import SpecError
+from perfconsole.core.settings import SpecError
 from helpers import TINY as TINY_RUN
 from helpers import stream
 

@@ -17,7 +17,7 @@ import pytest
 from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e]
 

@@ -44,7 +44,7 @@ params = sum(p.numel() for p in model.parameters())
 if parallel == "ddp":
     wrapped = DDP(model, device_ids=[local] if cuda else None, bucket_cap_mb=0.5)
 else:
-    from perfconsole.core.measure.distributed import _fsdp
+    from perfconsole.core.measure.data_parallel import _fsdp
     wrapped = _fsdp(model, bf16=hook == "bf16")
 for _ in range(3):  # DDP rebuilds its buckets in the second step, and logs them after it
     wrapped(torch.randn(4, 256, device=device)).float().sum().backward()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from perfconsole.core.measure import attention_kernels
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import torch
 
 from perfconsole.core.measure import checkpointing, model_build
 from perfconsole.core.measure.fast_paths import Unsupported
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 FACTORY = Path(__file__).parents[3] / "docs" / "examples" / "student_model.py"
 SPECS = {

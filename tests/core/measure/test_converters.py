@@ -14,7 +14,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.grids.ladder import DP_RUNG_NAMES, RUNG_NAMES, LadderSpec
 from perfconsole.core.measure import bench, converters, fast_paths
 from perfconsole.core.measure.environment import collect
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 CPU = torch.device("cpu")
 BASE = RunSpec(size="tiny", ctx=16, batch=2, precision="bf16", mode="train", warmup=1, steps=2, device="cuda")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from perfconsole.core import events as ev
 from perfconsole.core.measure import bench, converters
 from perfconsole.core.measure.environment import collect
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model import transformer
 
 

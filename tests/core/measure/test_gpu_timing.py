@@ -7,7 +7,7 @@ import pytest
 
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from helpers import ROOT
 
 

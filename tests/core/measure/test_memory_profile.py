@@ -9,7 +9,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.measure import memory_profile as mp
 from perfconsole.core.record import MemoryInfo, RunRecord
 from perfconsole.core.reports.run import markdown
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 MIB = 2**20
 

@@ -17,8 +17,8 @@ from perfconsole.core.flops import cached_peaks
 from perfconsole.core.measure import converters, fast_paths
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
-from perfconsole.core.measure.peaks import MEASURING, device_key, measure, peaks_for
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.measure.device_peaks import MEASURING, device_key, measure, peaks_for
+from perfconsole.core.settings import RunSpec, SpecError
 from helpers import TINY as TINY_RUN
 
 CPU = torch.device("cpu")
@@ -119,7 +119,7 @@ def test_a_cli_run_with_an_unwritable_data_dir_says_so_in_one_line(monkeypatch):
     ({"weights": "bf16"}, "weights: bf16 weights train with precision bf16, not fp32"),
 ])
 def test_what_the_spec_rules_out_on_the_cpu_is_refused_before_any_process(changes, reason):
-    """The rules that need only the spec are RunSpec.validate's (core.spec's `needs`), not the worker's."""
+    """The rules that need only the spec are RunSpec.validate's (core.settings's `needs`), not the worker's."""
     with pytest.raises(SpecError, match=re.escape(reason)):
         TINY.with_(**changes).validate()
 
@@ -134,7 +134,7 @@ def test_a_missing_package_is_the_workers_to_say():
 
 def test_a_rung_whose_own_change_is_ruled_out_names_that_change_first():
     # fp8 rides on liger and CUDA graphs in the ladder: its reason is its own.
-    from perfconsole.core.spec.rules import unmet
+    from perfconsole.core.settings.rules import unmet
 
     spec = TINY.with_(compile=True, compile_mode="reduce-overhead", kernels="liger", fp8=True)
     assert unmet(spec) == ("fp8", "fp8 matmuls need device cuda")

@@ -14,7 +14,7 @@ from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.measure import bench
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.profile import attribution
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.model import annotate
 
 

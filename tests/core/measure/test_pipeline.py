@@ -4,7 +4,7 @@ import torch
 
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import StepPipeline
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from helpers import TINY as TINY_RUN
 
 TINY = TINY_RUN.with_(ctx=16, warmup=0, steps=4)

@@ -5,7 +5,7 @@ import pytest
 
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 pytestmark = pytest.mark.e2e   # every test here starts a process (tests/tiers.py)
 

@@ -13,7 +13,7 @@ import pytest
 from perfconsole.core import events as ev
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from helpers import TINY as TINY_RUN, gone_or_zombie
 
 TINY = TINY_RUN.with_(warmup=2, steps=4)
@@ -126,7 +126,7 @@ def test_no_orphan_when_the_parent_dies(tmp_path):
     script.write_text(
         "import sys\n"
         "from perfconsole.core.launch.launcher import Launch\n"
-        "from perfconsole.core.spec import RunSpec\n"
+        "from perfconsole.core.settings import RunSpec\n"
         "l = Launch(RunSpec(size='tiny', ctx=32, device='cpu', steps=100000, warmup=0),"
         " env={'PERFCONSOLE_FAULT': 'slow:50'})\n"
         "for e in l.events():\n"

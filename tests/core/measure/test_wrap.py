@@ -1,4 +1,4 @@
-"""DDP and FSDP as perfconsole wraps them (core.measure.distributed), in a real one-process gloo group: the
+"""DDP and FSDP as perfconsole wraps them (core.measure.data_parallel), in a real one-process gloo group: the
 settings reach FSDP, seen from inside the model's forward and backward, and torch.compile's treatment of
 DDP, seen in the graphs it compiles."""
 import json
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.e2e   # every test here runs a torch.distributed rank i
 RANK = r"""
 import json, sys
 import torch, torch.distributed as dist
-from perfconsole.core.measure.distributed import _fsdp
+from perfconsole.core.measure.data_parallel import _fsdp
 from perfconsole.model.config import config_for
 from perfconsole.model.transformer import TransformerLM
 
@@ -64,8 +64,8 @@ def test_fsdp_bf16_gathers_bf16_parameters_and_keeps_fp32_shards(fsdp_seen, bf16
 DDP_RANK = r"""
 import json, sys
 import torch, torch.distributed as dist
-from perfconsole.core.measure.distributed import Rank, wrap_model
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.measure.data_parallel import Rank, wrap_model
+from perfconsole.core.settings import RunSpec
 
 
 class Stack(torch.nn.Module):  # the user's own module: Dynamo does not start a frame in torch.nn's code

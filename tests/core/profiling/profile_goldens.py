@@ -78,7 +78,7 @@ def _rows(rows: Any) -> list[dict[str, Any]]:
 
 
 def analyses(tables: Any) -> dict[str, Any]:
-    from perfconsole.core.profiling import categories as c
+    from perfconsole.core.profiling import analyses as c
 
     out: dict[str, Any] = {
         "category_shares": [s.to_dict() for s in c.category_shares(tables)],

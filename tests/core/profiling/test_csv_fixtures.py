@@ -10,7 +10,7 @@ from perfconsole.core import store
 from perfconsole.core.profiling.columns import report_from_stem
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nsys"
 

@@ -16,7 +16,7 @@ from perfconsole.core.profiling import csv_frames, stats_file
 from perfconsole.core.profiling.columns import normalise_memop
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import bench_data  # noqa: E402

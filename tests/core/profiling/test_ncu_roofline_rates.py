@@ -16,7 +16,7 @@ from perfconsole.core.profiling.ncu_import import ncu_tables
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.kernel_why import kernel_why, peaks_of
 from perfconsole.core.reports.roofline import roofline_lines
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from helpers import FIXTURES
 
 RAW = (FIXTURES / "ncu" / "raw.csv").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfconsole.core import store
-from perfconsole.core.profiling.categories import forward_check, phase_shares
+from perfconsole.core.profiling.analyses import forward_check, phase_shares
 from perfconsole.core.profiling.locate import find_nsys
 
 pytestmark = pytest.mark.gpu

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from perfconsole.core.profiling.categories import top_kernels
+from perfconsole.core.profiling.analyses import top_kernels
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.nvprof import parse_nvprof
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from perfconsole.core.measure.distributed import union_ms
+from perfconsole.core.measure.data_parallel import union_ms
 from perfconsole.core.profiling.overlap import intersection_length, length, merge, overlap, trace_overlap
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

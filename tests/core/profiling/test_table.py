@@ -14,7 +14,7 @@ from perfconsole.core.profiling import table as t
 from perfconsole.core.profiling.table import ProfileTable, RowsView, table_from_rows
 from perfconsole.core.profiling.table_json import dump
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 ROWS = [{"time_pct": 98.1, "total_time_ns": 2**62 + 1, "instances": 3, "name": 'a "quoted", {braced} name'},
         {"time_pct": 0.0, "total_time_ns": 7, "instances": 1, "name": "é\\n"}]

@@ -13,7 +13,7 @@ from perfconsole.core.profiling.attribution import attribute
 from perfconsole.core.profiling.load import load_profile
 from perfconsole.core.profiling.torch_trace import parse_torch_trace
 from perfconsole.core.record import RunRecord
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 
 @pytest.fixture(scope="module")

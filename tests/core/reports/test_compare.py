@@ -14,8 +14,8 @@ from perfconsole.core.reports import export
 from perfconsole.core.reports.compare import Comparison, CompareError, speedup_text
 from perfconsole.core.launch.queue import RunQueue, precision_ladder
 from perfconsole.core.record import Profile, RunRecord
-from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.settings import RunSpec, SpecError
+from perfconsole.core.run_summary import compute_summary
 
 SNAPSHOTS = Path(__file__).resolve().parents[3] / "snapshots"
 
@@ -117,7 +117,7 @@ def test_unlike_work_is_flagged_and_like_work_is_not():
 
 
 def test_runs_that_differ_only_in_profiler_have_different_names():
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     base = RunSpec(size="tiny", device="cpu")
     assert len({base.label(), base.with_(profile="torch").label(), base.with_(profile="nsys").label()}) == 3

@@ -76,7 +76,7 @@ def test_a_sweep_of_a_factory_model_is_named_for_it_and_leaves_unknown_dimension
 
     from perfconsole.core.cli.sweep import grid_table
     from perfconsole.core.grids.sweep import SweepRecord, SweepSpec
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     base = RunSpec(model="docs/examples/student_model.py:build", size="tiny", device="cpu", warmup=1, steps=3)
     sw = SweepRecord.new(SweepSpec(base, ("tiny",), (32,), ("fp32",), ("fwd_bwd",), (1,)))

@@ -12,7 +12,7 @@ from perfconsole.core import store
 from perfconsole.core.grids.attention import AttentionRecord, AttentionSpec
 from perfconsole.core.record import Profile
 from perfconsole.core.reports.sweep import kernel_findings
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import summarize
 from perfconsole.core.grids.sweep import SweepRecord, SweepSpec
 
@@ -150,7 +150,7 @@ def test_report_wording_counts_and_says_a_status_once():
     from perfconsole.core.record import RunRecord
     from perfconsole.core.reports import attention as report_attention
     from perfconsole.core.reports import run as report_run
-    from perfconsole.core.spec import RunSpec
+    from perfconsole.core.settings import RunSpec
 
     one = AttentionRecord.new(AttentionSpec((16,), (1024,), batch=1, warmup=1, iters=1))
     assert "1 warm-up pass, then 1 timed forward and 1 timed backward pass per cell" in report_attention.markdown(one)

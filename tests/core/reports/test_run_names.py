@@ -4,7 +4,7 @@ from __future__ import annotations
 from perfconsole.core.paths import safe_name
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.names import cut, differs_first, short_title
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 BASE = RunSpec(size="tiny", device="cpu")          # "tiny ctx256 b4 fp32 fwd_bwd"
 

@@ -17,7 +17,7 @@ from perfconsole.core import store
 from perfconsole.core.record import Profile, RunRecord
 from perfconsole.core.reports.export import FORMATS, export
 from perfconsole.core.reports.trace import document
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from helpers import ROOT
 
 FP32 = ROOT / "snapshots" / "tiny-cpu-train-fp32.json"

@@ -13,8 +13,8 @@ from perfconsole.core import events as ev
 from perfconsole.core.cli.run import summary_table
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports import export
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.summary import compute_summary
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.run_summary import compute_summary
 from helpers import FIXTURES as ALL_FIXTURES
 
 FIXTURES = ALL_FIXTURES / "telemetry"

@@ -6,8 +6,8 @@ import json
 from perfconsole.core import events as ev
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.export import export
-from perfconsole.core.spec import RunSpec
-from perfconsole.core.telemetry.summary import Telemetry
+from perfconsole.core.settings import RunSpec
+from perfconsole.core.telemetry.gpu_summary import Telemetry
 from helpers import FIXTURES as ALL_FIXTURES
 
 FIXTURES = ALL_FIXTURES / "telemetry"

@@ -12,7 +12,7 @@ import pytest
 from perfconsole.core.reports.telemetry import flag_text, markdown_lines
 from perfconsole.core.telemetry import nvml
 from perfconsole.core.telemetry.recorder import TelemetryRecorder, decode_reasons, nvml_reader, reason_bits
-from perfconsole.core.telemetry.summary import FIELDS, MAX_POINTS, Telemetry
+from perfconsole.core.telemetry.gpu_summary import FIELDS, MAX_POINTS, Telemetry
 from helpers import FIXTURES as ALL_FIXTURES
 
 FIXTURES = ALL_FIXTURES / "telemetry"

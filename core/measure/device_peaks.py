@@ -32,7 +32,7 @@ from perfconsole.core import events as ev
 from perfconsole.core.flops import (PEAK_KEYS, PEAKS_FILE, Peaks, beaten_text, cache_key, cached_peaks, forget_peaks,
                                     peak_key, save_peaks)
 from perfconsole.core.paths import data_dir
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 # (n for the square matmul, bytes copied): large enough to reach the peak, small enough to take ~1 s.
 CUDA_SIZES = (8192, 1 << 30)

@@ -18,7 +18,7 @@ from perfconsole.core.reports.names import cut, differs_first, short_title
 from perfconsole.core.reports.sweep import grid_status
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable, cut_middle
-from perfconsole.tui.screens.live import STATUS_STYLE
+from perfconsole.tui.panes.live import STATUS_STYLE
 
 
 HEADS = ("", "#", "run", "status", "steps", "mean ms", "tokens/s", "source")

@@ -17,14 +17,14 @@ from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from perfconsole.core.launch import model_choice
-from perfconsole.core.spec.settings import declared, kind_of
-from perfconsole.core.spec import RunSpec, SpecError
-from perfconsole.core.spec.rules import why_not
+from perfconsole.core.settings.declarations import declared, kind_of
+from perfconsole.core.settings import RunSpec, SpecError
+from perfconsole.core.settings.rules import why_not
 from perfconsole.tui.widgets.choice_field import ChoiceField
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
 
-# The form's rows come from the settings' declarations (core.spec): each row's label, order and widget
+# The form's rows come from the settings' declarations (core.settings): each row's label, order and widget
 # (a selector for choices, a box for a flag, a field for a number or a text); the size's choices are the
 # model's own (model_choice.sizes), and a custom size's dimensions show only for size custom.
 ROWS = sorted(((f, s) for f, s in declared(RunSpec) if s.form is not None), key=lambda fs: fs[1].row)
@@ -199,7 +199,7 @@ class LaunchPane(VerticalScroll):
 
     def _offer_choices(self, values: dict[str, Any]) -> None:
         """Each selector offers the choices the rules between settings allow beside the rest of the form
-        (core.spec.rules.why_not: no nsys on the CPU, no DDP hook without DDP), and a box whose other state they
+        (core.settings.rules.why_not: no nsys on the CPU, no DDP hook without DDP), and a box whose other state they
         refuse keeps its state and says why when toggled; the value shown stays, so a choice the form no longer
         allows says why beside it rather than vanishing. Silent, as the sizes are."""
         changes, _ = form_changes(values, self.base)

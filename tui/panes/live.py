@@ -22,7 +22,7 @@ from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line, rank_rows
 from perfconsole.core.reports.run import start_text
 from perfconsole.core.reports.telemetry import flag_text
-from perfconsole.core.telemetry.summary import Telemetry
+from perfconsole.core.telemetry.gpu_summary import Telemetry
 from perfconsole.tui.format import duration
 from perfconsole.tui.glyphs import UNICODE, Glyphs
 from perfconsole.tui.widgets.console_table import ConsoleTable

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 
 # The test-only fault injection of a rank: PERFCONSOLE_RANK_FAULT=<rank>:<kind>:<step> applies
 # worker.fault_hook's <kind>:<step> on that rank alone (a crash or OOM on one rank of the job).

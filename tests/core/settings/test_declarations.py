@@ -1,5 +1,5 @@
 """One declaration per setting: every RunSpec field reaches the CLI's flags, the launch form and the label
-from its declaration in core.spec alone, with no second list to keep in step."""
+from its declaration in core.settings alone, with no second list to keep in step."""
 from __future__ import annotations
 
 import argparse
@@ -9,9 +9,9 @@ import pytest
 
 from perfconsole.core.cli.main import build_parser
 from perfconsole.core.cli.spec_args import add_spec_arguments, spec_from_args
-from perfconsole.core.spec.settings import SECTIONS, declared, flag_of, kind_of
-from perfconsole.core.spec import RunSpec, same_program
-from perfconsole.tui.screens.launch import ORDER
+from perfconsole.core.settings.declarations import SECTIONS, declared, flag_of, kind_of
+from perfconsole.core.settings import RunSpec, same_program
+from perfconsole.tui.panes.launch import ORDER
 
 # A value other than the default for each field, valid beside the others where it needs them.
 OTHER = {"model": "hf:llama", "model_args": ("num_key_value_heads=2",), "size": "tiny", "vocab_size": 512, "seed": 3,

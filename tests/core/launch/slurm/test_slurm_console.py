@@ -10,7 +10,7 @@ from textual.widgets import Static
 from perfconsole.core.grids.ladder import LadderRecord, LadderRunner, LadderSpec
 from perfconsole.core.launch.slurm import SlurmExecutor
 from perfconsole.core.launch.slurm_options import SlurmOptions
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from tests.tui.console_helpers import make_app, plain, wait_for
 
 pytestmark = pytest.mark.slurm

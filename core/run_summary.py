@@ -11,7 +11,7 @@ from typing import Any
 
 from perfconsole.core.events import Step
 from perfconsole.core.flops import busy_label, peak_tflops, speed_of_light, step_flops
-from perfconsole.core.spec import RunSpec
+from perfconsole.core.settings import RunSpec
 from perfconsole.core.stats import Stat, refit, summarize
 
 PHASES = ("total_ms", "forward_ms", "backward_ms", "optimizer_ms")
@@ -179,7 +179,7 @@ def nvml_busy_share(series: dict[str, list], summary: dict[str, Any]) -> float |
     """NVML's utilisation over the measured steps, as a share (0..1): the mean over the samples taken at
     least NVML_WINDOW_S into the steps of the share of each sample period in which a kernel ran. None where
     the GPU never reported it, or where the steps were too short for a sample to cover them alone. Takes
-    the telemetry record's `series` and `summary` (core.telemetry.summary.Telemetry.to_dict)."""
+    the telemetry record's `series` and `summary` (core.telemetry.gpu_summary.Telemetry.to_dict)."""
     util, at = series.get("gpu_util_pct") or [], series.get("t_s") or []
     if util and len(at) == len(util):  # every sample, or an even spread of them (MAX_POINTS)
         inside = [float(v) for t, v in zip(at, util) if v is not None and t is not None and t >= NVML_WINDOW_S]

@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from perfconsole.core.summary import nvml_busy_share
+from perfconsole.core.run_summary import nvml_busy_share
 
 # Numeric sample fields, in table order, with their units.
 FIELDS: dict[str, str] = {
@@ -118,7 +118,7 @@ class Telemetry:
                    samples=len(samples), period_s=period_s, index=index)
 
     def gpu_busy_share(self) -> float | None:
-        """NVML's utilisation over the measured steps, as a share (0..1) (core.summary.nvml_busy_share)."""
+        """NVML's utilisation over the measured steps, as a share (0..1) (core.run_summary.nvml_busy_share)."""
         return nvml_busy_share(self.series, self.summary)
 
     def sm_clock_drop(self) -> tuple[float, float, float] | None:

@@ -19,8 +19,8 @@ from helpers import point_at_warm
 from perfconsole.core.grids.sweep import SweepRecord, SweepRunner, SweepSpec
 from perfconsole.core.launch.slurm import SlurmExecutor
 from perfconsole.core.launch.slurm_options import SlurmOptions
-from perfconsole.core.spec import RunSpec
-from tests.core.slurm.conftest import squeue
+from perfconsole.core.settings import RunSpec
+from tests.core.launch.slurm.conftest import squeue
 
 pytestmark = pytest.mark.slurm
 

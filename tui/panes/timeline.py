@@ -149,7 +149,7 @@ class TimelinePane(Vertical, can_focus=True):
             detail.update("")
             return
         from perfconsole.core.timeline.render import STYLES
-        from perfconsole.core.timeline.summary import legend
+        from perfconsole.core.timeline.captions import legend
 
         width = self._cells()
         frame = v.frame(width, self.ascii_only)

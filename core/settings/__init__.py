@@ -1,10 +1,10 @@
-"""RunSpec: everything that defines one benchmark run, each setting declared once (core.spec.settings).
+"""RunSpec: everything that defines one benchmark run, each setting declared once (core.settings.declarations).
 
 A field's declaration holds its default, section, help, choices, flag, form row, sweep axis, label words,
 whether it changes "the same program" and what it needs of the rest of the spec. An optimization's code is
 its converter, registered under the field's name where models are measured (core.measure.converters), which
 this package never names: the spec is vocabulary, read by the measuring code, not the other way. Every surface
-is built from these declarations; `validate()` (its rules in core.spec.rules) checks every rule that needs only
+is built from these declarations; `validate()` (its rules in core.settings.rules) checks every rule that needs only
 the spec, before any process starts. Validation errors are one line that names the field and the allowed values.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.spec.settings import SECTIONS, Command, declared, setting
-from perfconsole.core.spec.rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
-from perfconsole.core.spec.rules import validate as validate_spec
-from perfconsole.core.spec.rules import (needs_ddp, needs_mode, needs_optimize_ddp, needs_parallel, needs_repeat,
-                                         needs_reshard, needs_scaling, needs_warmup)
+from perfconsole.core.settings.declarations import SECTIONS, Command, declared, setting
+from perfconsole.core.settings.rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
+from perfconsole.core.settings.rules import validate as validate_spec
+from perfconsole.core.settings.rules import (needs_ddp, needs_mode, needs_optimize_ddp, needs_parallel, needs_repeat,
+                                             needs_reshard, needs_scaling, needs_warmup)
 from perfconsole.model.config import BUILTIN_VOCAB, SIZES
 from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model

@@ -1,6 +1,6 @@
 import pytest
 
-from perfconsole.core.spec import RunSpec, SpecError
+from perfconsole.core.settings import RunSpec, SpecError
 
 
 def test_defaults_are_valid():

@@ -1,7 +1,7 @@
 """The rules a RunSpec keeps, checked by `RunSpec.validate()` before any process starts: each field's
 choices and type (from its declaration), ranges and the model's shape, then the rules between settings.
 
-A rule between settings has one shape: a setting's `needs` (core.spec), `(value, spec) -> why or None`, and
+A rule between settings has one shape: a setting's `needs` (core.settings), `(value, spec) -> why or None`, and
 one reader here: `broken` (every rule a spec breaks), `unmet` (the last-declared of them) and `why_not` (what
 a change would newly break). Validation, the launch form's choices, the ladder's rungs and every grid read
 them, so nothing offers a value that validation refuses. The worker checks only what this machine can do
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.spec.settings import declared, kind_of
+from perfconsole.core.settings.declarations import declared, kind_of
 from perfconsole.model.config import SIZES
 from perfconsole.model.sources import ModelError, hf_shapes
 from perfconsole.model.sources import parse as parse_model
@@ -20,7 +20,7 @@ from perfconsole.model.sources import parse as parse_model
 SIZE_NAMES = (*SIZES, "custom")
 CUSTOM = ("d_model", "d_ff", "n_layers", "n_heads")
 MAX_NPROC = 64
-RunSpec = Any  # core.spec's, which imports this module: the rules read its fields by name
+RunSpec = Any  # core.settings's, which imports this module: the rules read its fields by name
 
 
 class SpecError(ValueError):
@@ -146,7 +146,7 @@ def _validate_parallel(s: RunSpec) -> None:
 
 
 # What the run's shape and the data-parallel settings need of the rest of the spec, declared as their `needs`
-# in core.spec: a parallel strategy exactly when there is more than one process, each wrapper's knobs only
+# in core.settings: a parallel strategy exactly when there is more than one process, each wrapper's knobs only
 # with that wrapper.
 def needs_warmup(v: int, s: RunSpec) -> str | None:
     if s.compile and isinstance(v, int) and v < 1:  # measured, the compilation would be a step: seconds, against ms

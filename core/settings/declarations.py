@@ -1,8 +1,8 @@
 """What a run setting is, declared once: `setting()` puts a `Setting` beside a RunSpec field's default, and
-everything else is built from those declarations (core.spec holds them).
+everything else is built from those declarations (core.settings holds them).
 
 From one declaration come: the flags of `run`, `compare`, `sweep`, `ladder` and the console
-(core.cli.spec_args), `spec_from_args`, the launch form's rows (tui.screens.launch), the run's label,
+(core.cli.spec_args), `spec_from_args`, the launch form's rows (tui.panes.launch), the run's label,
 "the same program" of a saved baseline (core.launch.scaling), the sweep's axes, `compare --vary`, the
 rules that need only the spec (checked in `RunSpec.validate`, before any process starts). The code that
 applies an optimization to a model is a converter registered under its setting's name by the measuring code

@@ -1,7 +1,7 @@
 """Kernel time by category, per NVTX phase, top kernels, softmax against the attention matmuls: the
 analyses of a profile's tables, derived on demand and never stored.
 
-The category of a name comes from category_rules (re-exported here). The analyses read the tables as
+The category of a name comes from category_rules (a column's from category_frames). The analyses read the tables as
 DataFrames (a ProfileTable's own, or one built from a snapshot's rows) and give what the row-by-row
 versions gave, to the value and the order: sums in Python ints (exact past 2**53), ties kept in table
 order.
@@ -18,9 +18,9 @@ from perfconsole.core.profiling.category_frames import categorize_column
 from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
 from perfconsole.core.profiling.table import TableFrames, frames_of
 
-__all__ = ["CATEGORIES", "categorize", "category_shares", "phase_shares", "top_kernels", "top_kernels_per_range",
-           "softmax_vs_matmuls", "forward_check", "CategoryShare", "PhaseShares", "TopKernel", "RangeTopKernels",
-           "SoftmaxVsMatmuls", "ForwardCheck", "PHASES", "ATTENTION_RANGES"]
+__all__ = ["category_shares", "phase_shares", "top_kernels", "top_kernels_per_range", "softmax_vs_matmuls",
+           "forward_check", "CategoryShare", "PhaseShares", "TopKernel", "RangeTopKernels", "SoftmaxVsMatmuls",
+           "ForwardCheck", "PHASES", "ATTENTION_RANGES"]
 
 Tables = Mapping[str, Sequence[dict[str, Any]]]
 # Every analysis reads a profile's tables, or the frames of a loaded profile (core.profiling.loaded) built once.

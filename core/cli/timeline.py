@@ -1,5 +1,5 @@
 """`perfconsole timeline SNAPSHOT_OR_TRACE [--step N] [--width W] [--rank R] [--ascii]`: when the kernels ran, as
-text rows for pipes and CI logs (core.timeline). A source without timestamps (nsys stats tables, an nvprof log)
+text rows for pipes and CI logs (core.timeline), from a torch trace or an nsys SQLite export. A source without timestamps (nsys stats tables, an nvprof log)
 says so in one line and exits 2."""
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from perfconsole.core.cli.main import EXIT_OK, UsageError, reader_may_be_gone
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("timeline", help="when the kernels ran: a torch profiler trace (or a run snapshot's) drawn "
-                       "as text rows, one a GPU stream, copies, ranges; the GPU's idle gaps and busy share")
+    p = sub.add_parser("timeline", help="when the kernels ran: a torch profiler trace or an nsys capture (or a run "
+                       "snapshot's) drawn as text rows, one a GPU stream, copies, ranges; the GPU's idle gaps and busy share")
     p.add_argument("source", metavar="SNAPSHOT_OR_TRACE",
-                   help="a run snapshot profiled with --profile torch, or its torch_trace.json (.json.gz too)")
+                   help="a run snapshot profiled with --profile torch or nsys, its torch_trace.json (.json.gz too), or "
+                        "an nsys capture's SQLite export (nsys export --type sqlite)")
     p.add_argument("--step", type=int, metavar="N", help="draw profiled step N (1 is the first); default: the whole trace")
     p.add_argument("--width", type=int, metavar="W", help="cells across (default: the terminal's width, 120 in a pipe)")
     p.add_argument("--rank", type=int, metavar="R", help="a data-parallel job's rank (default: every rank)")

@@ -1,4 +1,5 @@
-"""A torch profiler trace (Chrome trace JSON, .json or .json.gz: what `perfconsole run --profile torch` writes) as a
+"""A torch profiler trace (Chrome trace JSON, .json or .json.gz: what `perfconsole run --profile torch` writes), or an
+Nsight Systems capture exported to SQLite (read into the same events by core.timeline.nsys_sqlite), as a
 Timeline. One trace a rank: a data-parallel job's ranks each wrote their own (core.measure.job), and each becomes a
 lane group. The event categories are the ones core.profiling.torch_trace reads for the tables (kernels, copies and
 memsets, `user_annotation` ranges and the runtime's launches, paired with their kernels by `correlation`), plus the
@@ -33,8 +34,13 @@ _CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def read_trace(path: Path) -> dict[str, Any]:
-    """The trace's JSON document; TimelineError when the file is missing, unreadable or no torch trace."""
+    """The trace's JSON document (an nsys SQLite export's events in the same shape: core.timeline.nsys_sqlite);
+    TimelineError when the file is missing, unreadable or neither."""
     path = Path(path)
+    if path.suffix.lower() == ".sqlite":
+        from perfconsole.core.timeline.nsys_sqlite import trace_document
+
+        return trace_document(path)
     try:
         with (gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz")
               else path.open("r", encoding="utf-8", errors="replace")) as f:

@@ -1,0 +1,116 @@
+"""The timeline of a real Nsight Systems capture exported to SQLite (someone else's run: tests/fixtures/nsys_sqlite/
+SOURCE.txt), checked against figures this test computes with its own SQL on the file: lanes and their counts, the
+GPU's busy share and idle gaps, the NVTX ranges, a kernel's name, grid and the range open at its launch; the CLI on
+the file; and the one-line refusals of SQLite that is no capture and of a capture with nothing timed in it."""
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from perfconsole.core.cli.main import main
+from perfconsole.core.timeline.load import load_timeline
+from perfconsole.core.timeline.model import TimelineError
+from perfconsole.core.timeline.nsys_sqlite import trace_document
+
+CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys_sqlite" / "dlprof_relu_nsys_profile.sqlite"
+
+
+@pytest.fixture(scope="module")
+def db():
+    con = sqlite3.connect(f"file:{CAPTURE}?mode=ro", uri=True)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def tl():
+    return load_timeline([CAPTURE])
+
+
+def _merged(intervals):
+    out = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def test_one_lane_a_stream_and_one_for_copies_and_memsets(db, tl):
+    streams = Counter({f"gpu{d} s{s}": n for d, s, n in db.execute(
+        "select deviceId, streamId, count(*) from CUPTI_ACTIVITY_KIND_KERNEL group by deviceId, streamId")})
+    memory = sum(db.execute(f"select count(*) from CUPTI_ACTIVITY_KIND_{t}").fetchone()[0] for t in ("MEMCPY", "MEMSET"))
+    lanes = {lane.label: len(lane) for lane in tl.lanes if lane.kind in ("kernels", "memory")}
+    assert lanes == {**streams, "gpu0 mem": memory}
+    assert sum(streams.values()) == 59 and memory == 17
+
+
+def test_every_nvtx_range_is_on_a_range_lane_and_every_runtime_call_on_a_launch_lane(db, tl):
+    ranges = db.execute("select count(*) from NVTX_EVENTS where eventType in (59, 60) and end >= start").fetchone()[0]
+    calls = db.execute("select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    by_kind = Counter()
+    for lane in tl.lanes:
+        by_kind[lane.kind] += len(lane)
+    assert by_kind["ranges"] == ranges == 166 and by_kind["launches"] == calls == 321
+    assert any(lane.kind == "ranges" and lane.depth >= 2 for lane in tl.lanes)  # aten::conv2d > convolution > ...
+
+
+def test_busy_share_and_gaps_match_the_union_of_the_gpu_activity(db, tl):
+    gpu = [(a, b) for t in ("KERNEL", "MEMCPY", "MEMSET")
+           for a, b in db.execute(f"select start, end from CUPTI_ACTIVITY_KIND_{t}")]
+    merged = _merged(gpu)
+    first, last = merged[0][0], merged[-1][1]
+    busy = sum(b - a for a, b in merged)
+    gaps = [(a[1], b[0]) for a, b in zip(merged, merged[1:]) if b[0] - a[1] >= 50_000]   # 50 us, in ns
+    origin_ns = round(tl.origin_us * 1000)
+    t0, t1 = first - origin_ns, last - origin_ns
+    assert tl.busy_share(0, t0, t1) == pytest.approx(busy / (last - first), abs=1e-6)
+    gs, ge = tl.gaps(0, t0, t1, 50_000)
+    assert len(gs) == len(gaps) > 0
+    for (a, b), s, e in zip(gaps, gs.tolist(), ge.tolist()):
+        assert abs(s + origin_ns - a) <= 1 and abs(e + origin_ns - b) <= 1
+
+
+def test_a_kernel_keeps_its_name_grid_and_the_range_open_at_its_launch(db, tl):
+    name, grid, block, launched, lane_label = db.execute(
+        "select s.value, k.gridX, k.blockX, r.start, 'gpu' || k.deviceId || ' s' || k.streamId "
+        "from CUPTI_ACTIVITY_KIND_KERNEL k "
+        "join StringIds s on s.id = k.demangledName join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId "
+        "order by k.start limit 1").fetchone()
+    lane = next(lane for lane in tl.lanes if lane.kind == "kernels" and lane.label == lane_label)
+    first = tl.kernel(lane.key, 0)
+    assert first.name == name and "implicit_convolve_sgemm" in name
+    # the innermost NVTX range open on the launching thread when the runtime call began, by the file's own SQL
+    inner = db.execute("select text from NVTX_EVENTS where eventType = 59 and start <= ? and end >= ? "
+                       "order by start desc limit 1", (launched, launched)).fetchone()[0]
+    assert first.phase.split(" > ")[-1] == inner
+    doc = trace_document(CAPTURE)
+    k = next(e for e in doc["traceEvents"] if e["cat"] == "kernel" and e["name"] == name)
+    assert k["args"]["grid"][0] == grid and k["args"]["block"][0] == block
+
+
+def test_the_cli_draws_the_capture(capsys):
+    assert main(["timeline", str(CAPTURE), "--width", "60", "--ascii"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if line.startswith(("gpu0 s", "gpu0 mem", "ranges"))]
+    assert len(rows) >= 3 and all(len(line) == len(rows[0]) for line in rows)
+    assert any(line.startswith("gpu0 busy ") for line in out)
+
+
+def test_sqlite_that_is_no_capture_and_a_capture_with_nothing_timed_are_refused_in_one_line(tmp_path, capsys):
+    other = tmp_path / "notes.sqlite"
+    with sqlite3.connect(other) as con:
+        con.execute("create table notes (text)")
+    assert main(["timeline", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "not an Nsight Systems SQLite export" in err and err.count("\n") == 1
+    empty = tmp_path / "empty.sqlite"
+    with sqlite3.connect(empty) as con:   # the export's own tables, none of the timed ones
+        con.execute("create table StringIds (id integer, value text)")
+        con.execute("create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer)")
+    with pytest.raises(TimelineError, match="no kernels, copies, NVTX ranges or CUDA calls"):
+        load_timeline([empty])

@@ -1,6 +1,6 @@
 """`perfconsole import PATH [--json] [--save FILE] [--nsys PATH]`: profiler output as a run record.
 
-nsys stats CSVs or logs, an `.nsys-rep`, an nvprof log, a torch.profiler trace, Nsight Compute's CSV pages or an
+nsys stats CSVs or logs, an `.nsys-rep` or its SQLite export, an nvprof log, a torch.profiler trace, Nsight Compute's CSV pages or an
 `.ncu-rep` (core.profiling.load). The record holds the profile tables and no timings (status `imported`), so it
 opens in the console and exports like any run; ncu's pages alone give kernel times of ncu's replays, and say so.
 PATH may also be a profiled run's snapshot (or its older `run --json` document), whose tables are taken; `-`
@@ -29,12 +29,13 @@ TOP_ROWS = 20
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    what = ("read nsys stats CSVs/logs, an .nsys-rep, an nvprof log, a torch.profiler trace, or Nsight Compute's "
-            "CSV pages or .ncu-rep into a run record")
+    what = ("read nsys stats CSVs/logs, an .nsys-rep or its SQLite export, an nvprof log, a torch.profiler trace, or "
+            "Nsight Compute's CSV pages or .ncu-rep into a run record")
     p = sub.add_parser("import", help=what, description=f"{what[0].upper()}{what[1:]}: its profile tables and no "
                        "timed steps. Nsight Compute's pages alone give each kernel the durations ncu measured "
                        "under its replay, marked as such; `perfconsole kernels RUN.json --why` reads them.")
-    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, an .nsys-rep, a "
+    p.add_argument("path", help="a directory of CSVs, a CSV, an nsys stats or nvprof log, an .nsys-rep, an nsys "
+                                "SQLite export (nsys export --type sqlite), a "
                                 "torch.profiler trace (torch_trace.json), ncu's `--csv --page details|raw` output, "
                                 "an .ncu-rep (read with ncu where installed), or a profiled run's snapshot; "
                                 "- for stdin")

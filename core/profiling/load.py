@@ -3,7 +3,7 @@
 Accepted: a directory of `nsys stats` CSVs (report recognised from the file name, doubled suffixes
 included, else from the header), one CSV, a captured `nsys stats` console log (CSV or column tables),
 an nvprof log, a torch.profiler Chrome trace (`torch_trace.json`), an `.nsys-rep`/`.qdrep` (exported
-with nsys where one is found), or Nsight Compute's output: its CSV pages, alone or in the directory of an
+with nsys where one is found), an nsys capture's SQLite export (core.profiling.nsys_sqlite: no nsys needed), or Nsight Compute's output: its CSV pages, alone or in the directory of an
 nsys capture of the same program, or an `.ncu-rep` (read with ncu where one is found; core.profiling.ncu_import).
 ncu's pages alone get a kernel summary of their launches' replay durations (core.profiling.ncu_summary).
 """
@@ -93,6 +93,11 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
         return _load_report(path, nsys_explicit)
     if path.suffix.lower() in NCU_SUFFIXES:
         return load_report(path)
+    if path.suffix.lower() == ".sqlite":
+        from perfconsole.core.profiling.nsys_sqlite import trace_document
+        from perfconsole.core.profiling.torch_trace import tables_of_events
+
+        return tables_of_events(trace_document(path)["traceEvents"], str(path))
     try:
         big = _load_big_csv(path)
         if big is not None:

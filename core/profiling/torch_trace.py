@@ -35,6 +35,12 @@ def parse_torch_trace(text: str, source: str) -> tuple[Tables, list[str]]:
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         return {}, [f"{source}: not a torch trace (no traceEvents list)"]
+    return tables_of_events(events, source)
+
+
+def tables_of_events(events: list[Any], source: str) -> tuple[Tables, list[str]]:
+    """The kernel, NVTX and range-kernel tables of a trace's events (a torch trace's, or an nsys SQLite export's as
+    core.profiling.nsys_sqlite reads them)."""
     spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
              and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
     skipped = sum(1 for e in events if isinstance(e, dict) and e.get("ph") == "X") - len(spans)

@@ -1,5 +1,5 @@
 """A torch profiler trace (Chrome trace JSON, .json or .json.gz: what `perfconsole run --profile torch` writes), or an
-Nsight Systems capture exported to SQLite (read into the same events by core.timeline.nsys_sqlite), as a
+Nsight Systems capture exported to SQLite (read into the same events by core.profiling.nsys_sqlite), as a
 Timeline. One trace a rank: a data-parallel job's ranks each wrote their own (core.measure.job), and each becomes a
 lane group. The event categories are the ones core.profiling.torch_trace reads for the tables (kernels, copies and
 memsets, `user_annotation` ranges and the runtime's launches, paired with their kernels by `correlation`), plus the
@@ -38,9 +38,13 @@ def read_trace(path: Path) -> dict[str, Any]:
     TimelineError when the file is missing, unreadable or neither."""
     path = Path(path)
     if path.suffix.lower() == ".sqlite":
-        from perfconsole.core.timeline.nsys_sqlite import trace_document
+        from perfconsole.core.profiling.errors import ProfileError
+        from perfconsole.core.profiling.nsys_sqlite import trace_document
 
-        return trace_document(path)
+        try:
+            return trace_document(path)
+        except ProfileError as exc:
+            raise TimelineError(str(exc)) from None
     try:
         with (gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz")
               else path.open("r", encoding="utf-8", errors="replace")) as f:

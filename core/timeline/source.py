@@ -23,7 +23,7 @@ EXPORT = "nsys export --type sqlite -o {sqlite} {rep}"
 def is_trace_file(path: Path) -> bool:
     """A torch profiler trace by its name (.json.gz, torch_trace.json) or its first bytes, or an nsys SQLite export."""
     from perfconsole.core.profiling.torch_trace import looks_like_torch_trace
-    from perfconsole.core.timeline.nsys_sqlite import looks_like_nsys_sqlite
+    from perfconsole.core.profiling.nsys_sqlite import looks_like_nsys_sqlite
 
     if path.name.endswith(".json.gz") or path.name in TRACE_NAMES:
         return True
@@ -42,7 +42,7 @@ def record_traces(record: RunRecord, snapshot: Path | None = None) -> list[tuple
     if p is None:
         raise TimelineError(f"{record.name}: no profile (run it with --profile torch for a timeline)")
     per_rank = [(int(o.get("rank", i)), o["trace"]) for i, o in enumerate(record.overlap or []) if o.get("trace")]
-    listed = per_rank or [(0, f) for f in p.files if f.endswith((".json", ".json.gz"))]   # Kineto writes JSON
+    listed = per_rank or [(0, f) for f in p.files if f.endswith((".json", ".json.gz", ".sqlite"))]  # Kineto's JSON
     if not listed and p.profiler == "nsys":
         return _nsys_exports(record, snapshot)
     if not listed:

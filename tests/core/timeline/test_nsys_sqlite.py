@@ -4,6 +4,7 @@ GPU's busy share and idle gaps, the NVTX ranges, a kernel's name, grid and the r
 the file; and the one-line refusals of SQLite that is no capture and of a capture with nothing timed in it."""
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from perfconsole.core.cli.main import main
 from perfconsole.core.timeline.load import load_timeline
 from perfconsole.core.timeline.model import TimelineError
-from perfconsole.core.timeline.nsys_sqlite import trace_document
+from perfconsole.core.profiling.nsys_sqlite import trace_document
 
 CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys_sqlite" / "dlprof_relu_nsys_profile.sqlite"
 
@@ -114,3 +115,20 @@ def test_sqlite_that_is_no_capture_and_a_capture_with_nothing_timed_are_refused_
         con.execute("create table TARGET_INFO_SESSION_START_TIME (utcEpochNs integer)")
     with pytest.raises(TimelineError, match="no kernels, copies, NVTX ranges or CUDA calls"):
         load_timeline([empty])
+
+
+def test_an_import_of_the_export_sums_its_kernels_and_opens_in_the_timeline(db, tmp_path, capsys):
+    """`perfconsole import X.sqlite`: the kernel table is the export's kernels summed by name (the file's own SQL),
+    with no nsys on the machine; the saved record draws its timeline from the export it names."""
+    assert main(["import", str(CAPTURE), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["tables"]["cuda_gpu_kern_sum"]
+    count, total = db.execute("select count(*), sum(end - start) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    names = db.execute("select count(distinct demangledName) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    assert len(rows) == names and sum(r["instances"] for r in rows) == count == 59
+    assert sum(r["total_time_ns"] for r in rows) == total
+    saved = tmp_path / "imported.json"
+    assert main(["import", str(CAPTURE), "--save", str(saved)]) == 0
+    capsys.readouterr()
+    assert main(["timeline", str(saved), "--width", "50", "--ascii"]) == 0
+    assert any(line.startswith("gpu0 s7") for line in capsys.readouterr().out.splitlines())

@@ -1,5 +1,6 @@
-"""An Nsight Systems capture as the timeline reads it: `nsys export --type sqlite` read with the standard library's
-sqlite3 and handed to core.timeline.load as the torch trace's events, so one loader makes the lanes of both.
+"""An Nsight Systems capture's SQLite export (`nsys export --type sqlite`) read with the standard library's sqlite3
+into the torch profiler trace's events, so one reader makes the kernel tables of both (core.profiling.torch_trace:
+`perfconsole import X.sqlite`) and one loader the timeline's lanes (core.timeline.load).
 
 What is read (the export's own tables; each one optional, its columns looked up, not assumed):
 - CUPTI_ACTIVITY_KIND_KERNEL: each kernel's start and end (ns), device, stream, grid and block, correlation id and
@@ -21,7 +22,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from perfconsole.core.timeline.model import TimelineError
+from perfconsole.core.profiling.errors import ProfileError
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -47,20 +48,20 @@ def looks_like_nsys_sqlite(path: Path) -> bool:
 
 
 def trace_document(path: Path) -> dict[str, Any]:
-    """The capture as a torch-trace-shaped document ({"traceEvents": [...]}); TimelineError (one line) where the file
-    is no readable nsys export."""
+    """The capture as a torch-trace-shaped document ({"traceEvents": [...]}); ProfileError (one line) where the file
+    is no readable nsys export or holds nothing timed."""
     path = Path(path)
     if not path.is_file():
-        raise TimelineError(f"{path}: no such file or directory")
+        raise ProfileError(f"{path}: no such file or directory")
     if not looks_like_nsys_sqlite(path):
-        raise TimelineError(f"{path}: not an Nsight Systems SQLite export (nsys export --type sqlite)")
+        raise ProfileError(f"{path}: not an Nsight Systems SQLite export (nsys export --type sqlite)")
     try:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             events = _read(db)
     except sqlite3.Error as exc:
-        raise TimelineError(f"{path}: cannot read the export ({exc})") from None
+        raise ProfileError(f"{path}: cannot read the export ({exc})") from None
     if not events:
-        raise TimelineError(f"{path}: an Nsight Systems export with no kernels, copies, NVTX ranges or CUDA calls "
+        raise ProfileError(f"{path}: an Nsight Systems export with no kernels, copies, NVTX ranges or CUDA calls "
                             "in it (was the capture's CUDA tracing on: nsys profile -t cuda,nvtx?)")
     return {"traceEvents": events, "source": "nsys sqlite"}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfconsole.core.profiling.category_rules import CATEGORIES
+from perfconsole.core.profiling.categories import CATEGORIES
 from perfconsole.core.timeline.index import IntervalIndex
 from perfconsole.core.timeline.model import KERNELS, Lane, RankTrace, Timeline
 from perfconsole.core.timeline.render import render

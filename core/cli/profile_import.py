@@ -17,7 +17,7 @@ from typing import Any
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import UsageError, add_force_argument, reader_may_be_gone, save_path
-from perfconsole.core.profiling.category_rules import categorize
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling.columns import Tables
 from perfconsole.core.profiling.errors import ProfileError
 from perfconsole.core.profiling.torch_trace import looks_like_torch_trace

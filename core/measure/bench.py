@@ -25,7 +25,7 @@ import dataclasses
 import statistics
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import torch
 
@@ -33,7 +33,6 @@ from perfconsole.core import events as ev
 from perfconsole.core.measure import converters, fast_paths
 from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, timed_step
-from perfconsole.core.measure.job import Job
 from perfconsole.core.settings import RunSpec
 from perfconsole.core.run_summary import compute_summary
 from perfconsole.core.measure import compile_cache, flop_count, memory_profile, model_build, provenance
@@ -41,6 +40,9 @@ from perfconsole.core.measure import device_peaks
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
+
+if TYPE_CHECKING:  # a data-parallel rank's (core.measure.worker.run_rank): one process never imports torch.distributed's wrappers
+    from perfconsole.core.measure.job import Job
 
 Emit = Callable[[ev.Event], None]
 StepHook = Callable[[int], None]
@@ -227,7 +229,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
                 kept(step)
 
     memory = memory_profile.capture(spec, out_dir)
-    cache = compile_cache.Watch()
+    cache = compile_cache.Watch() if spec.compile else None  # whether the compile was served from the cache
     try:
         emit(ev.Progress("warmup", steps_text(spec.warmup)))
         for index in range(spec.warmup):
@@ -237,7 +239,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             CLOCK.lap_steps("first step" if index == 0 else "rest of warm-up")
         if spec.memory:
             keep(pipe.drain())
-        emit(ev.StartPhases(CLOCK.take(), cache.verdict()))
+        emit(ev.StartPhases(CLOCK.take(), cache.verdict() if cache else None))
         if cuda:
             if spec.memory:
                 torch.cuda.synchronize()

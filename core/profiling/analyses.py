@@ -1,8 +1,8 @@
 """Kernel time by category, per NVTX phase, top kernels, softmax against the attention matmuls: the
 analyses of a profile's tables, derived on demand and never stored.
 
-The category of a name comes from category_rules (a column's from category_frames). The analyses read the tables as
-DataFrames (a ProfileTable's own, or one built from a snapshot's rows) and give what the row-by-row
+The category of a name, and of a column of names, comes from core.profiling.categories. The analyses read
+the tables as DataFrames (a ProfileTable's own, or one built from a snapshot's rows) and give what the row-by-row
 versions gave, to the value and the order: sums in Python ints (exact past 2**53), ties kept in table
 order.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 
 from perfconsole.core.profiling.lazy_imports import numpy as np, pandas as pd
-from perfconsole.core.profiling.category_frames import categorize_column
-from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
+from perfconsole.core.profiling.categories import categorize_column
+from perfconsole.core.profiling.categories import CATEGORIES, categorize
 from perfconsole.core.profiling.table import TableFrames, frames_of
 
 __all__ = ["category_shares", "phase_shares", "top_kernels", "top_kernels_per_range", "softmax_vs_matmuls",
@@ -168,7 +168,7 @@ def _shares(names: pd.Series, totals: pd.Series, cats: pd.Series | None = None) 
 
 def category_shares(tables: Source, categories: pd.Series | None = None) -> list[CategoryShare]:
     """Kernel time per category over the whole kernel table, largest first. `categories`: the kernels'
-    categories (category_frames.categorize_column of the table's names) where the caller has them."""
+    categories (categories.categorize_column of the table's names) where the caller has them."""
     frame = table_frame(tables, "cuda_gpu_kern_sum")
     if frame is None:
         return []

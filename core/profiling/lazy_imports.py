@@ -13,22 +13,25 @@ from typing import Any
 __all__ = ["HAS_ARROW", "LazyModule", "numpy", "pandas"]
 
 
-class LazyModule:
-    """Stands for the module `name` and imports it at the first attribute asked of it."""
-
-    __slots__ = ("_name", "_module")
+class LazyModule(ModuleType):
+    """Stands for the module `name` and imports it at the first attribute asked of it. Then it takes the module's
+    attributes as its own, so every later `pd.DataFrame` is a plain attribute read, not a call of this class."""
 
     def __init__(self, name: str) -> None:
-        self._name = name
+        super().__init__(name)
         self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr == "_module":
+            raise AttributeError(attr)
         if self._module is None:
-            self._module = importlib.import_module(self._name)
-        return getattr(self._module, attr)
+            module = importlib.import_module(self.__name__)
+            self.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+            self._module = module
+        return getattr(self._module, attr)  # one the module had not yet when it was copied (a lazy submodule)
 
     def __repr__(self) -> str:
-        return f"<{self._name}, {'loaded' if self._module is not None else 'loaded on first use'}>"
+        return f"<{self.__name__}, {'loaded' if self._module is not None else 'loaded on first use'}>"
 
 
 pandas = LazyModule("pandas")

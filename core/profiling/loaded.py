@@ -14,9 +14,9 @@ from typing import Any
 
 from perfconsole.core.profiling import analyses
 from perfconsole.core.profiling.attribution import Attribution, attribute
-from perfconsole.core.profiling.category_frames import categorize_column
+from perfconsole.core.profiling.categories import categorize_column
 from perfconsole.core.profiling.lazy_imports import pandas as pd
-from perfconsole.core.profiling.ncu_summary import replay_times
+from perfconsole.core.profiling.ncu_summary import REPLAY
 from perfconsole.core.profiling.table import Row, TableFrames
 
 KERNELS = "cuda_gpu_kern_sum"
@@ -44,8 +44,10 @@ class LoadedProfile:
 
     @property
     def replay(self) -> bool:
-        """The kernel times are Nsight Compute's replay durations (an import of its pages alone)."""
-        return replay_times(self.tables)  # type: ignore[arg-type]
+        """The kernel times are Nsight Compute's replay durations (an import of its pages alone: core.profiling.
+        ncu_summary marks its summary so)."""
+        run = self.rows("ncu_run")
+        return bool(self.rows(KERNELS)) and bool(run) and run[0].get("kernel_times") == REPLAY
 
     @property
     def categories(self) -> pd.Series | None:

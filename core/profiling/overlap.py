@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from perfconsole.core.profiling.category_rules import categorize
+from perfconsole.core.profiling.categories import categorize
 
 Interval = tuple[float, float]
 

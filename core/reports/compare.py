@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from perfconsole.core.profiling.category_rules import categorize
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.record import RunRecord
 from perfconsole.core.stats import SPEEDUP_MIN_N, Speedup, Stat, interval_text, ratio_text, speedup
 from perfconsole.core.profiling.loaded import loaded_of

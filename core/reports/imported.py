@@ -43,7 +43,7 @@ def markdown(r: RunRecord) -> str:
 def csv_text(r: RunRecord) -> str:
     """A row per kernel of the kernel summary, largest total first (`times`: `ncu replay` or `capture`), ncu's
     figures beside it where ncu profiled it; then any kernel ncu profiled that the summary does not name."""
-    from perfconsole.core.profiling.category_rules import categorize
+    from perfconsole.core.profiling.categories import categorize
 
     tables = r.profile.tables if r.profile else {}
     times = REPLAY if replay_times(tables) else "capture"

@@ -171,7 +171,7 @@ def kernel_findings(profile: Profile | None) -> str | None:
 
 
 def _category(name: str) -> str:
-    from perfconsole.core.profiling.category_rules import categorize
+    from perfconsole.core.profiling.categories import categorize
 
     return categorize(name)
 

@@ -2,7 +2,7 @@
 legend of the drawing. Shared by `perfconsole timeline` and the console's Timeline pane."""
 from __future__ import annotations
 
-from perfconsole.core.profiling.category_rules import CATEGORIES
+from perfconsole.core.profiling.categories import CATEGORIES
 from perfconsole.core.timeline.model import Timeline
 from perfconsole.core.timeline.render import LETTERS, time_unit
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
+from perfconsole.core.profiling.categories import CATEGORIES, categorize
 from perfconsole.core.profiling.torch_trace import GPU_CATS, LAUNCH_CATS, RANGE_CATS, looks_like_torch_trace
 from perfconsole.core.timeline.index import IntervalIndex
 from perfconsole.core.timeline.model import (CPU_OPS, GPU_RANGES, KERNELS, LAUNCHES, MEMORY, RANGES, Lane, RankTrace,

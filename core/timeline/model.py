@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfconsole.core.profiling.category_rules import CATEGORIES
+from perfconsole.core.profiling.categories import CATEGORIES
 from perfconsole.core.timeline.index import IntervalIndex, union
 
 KERNELS, MEMORY, RANGES, GPU_RANGES, LAUNCHES, CPU_OPS = "kernels", "memory", "ranges", "gpu_ranges", "launches", "cpu_ops"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfconsole.core.profiling.category_rules import CATEGORIES
+from perfconsole.core.profiling.categories import CATEGORIES
 from perfconsole.core.timeline.model import DEVICE_KINDS, LAUNCHES, Lane, Timeline
 
 LETTERS = dict(zip(CATEGORIES, "MASNEROYCX"))   # matmul attention softmax normalization elementwise reduction

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
 from perfconsole.core.profiling.lazy_imports import numpy as np
-from perfconsole.core.profiling.category_rules import CATEGORIES
+from perfconsole.core.profiling.categories import CATEGORIES
 from perfconsole.core.profiling.loaded import LoadedProfile, loaded_of
 from perfconsole.core.profiling.ncu_summary import REPLAY_NOTE, REPLAY_WORDS
 from perfconsole.core.record import RunRecord

@@ -6,7 +6,7 @@ from helpers import ROOT
 
 from perfconsole.core import store
 from perfconsole.core.profiling import analyses
-from perfconsole.core.profiling.category_rules import categorize
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling.attribution import attribute
 from perfconsole.core.profiling.loaded import loaded_of
 from perfconsole.core.record import Profile

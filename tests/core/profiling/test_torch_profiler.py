@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from perfconsole.core.profiling.analyses import category_shares, phase_shares, softmax_vs_matmuls
-from perfconsole.core.profiling.category_rules import categorize
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling import torch_profiler
 from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
 from perfconsole.model.annotate import annotate, set_range_factory

@@ -1,11 +1,11 @@
-"""Kernel categories (core.profiling.category_rules) on real names from the fixtures, and on torch's and
+"""Kernel categories (core.profiling.categories) on real names from the fixtures, and on torch's and
 Triton's names."""
 from __future__ import annotations
 
 
 import pytest
 
-from perfconsole.core.profiling.category_rules import CATEGORIES, categorize
+from perfconsole.core.profiling.categories import CATEGORIES, categorize
 from perfconsole.core.profiling.load import load_profile
 from helpers import FIXTURES as ALL_FIXTURES
 

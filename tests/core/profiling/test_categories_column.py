@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfconsole.core.profiling import category_frames as cf
-from perfconsole.core.profiling.category_rules import categorize
+from perfconsole.core.profiling import categories as cf
+from perfconsole.core.profiling.categories import categorize
 from perfconsole.core.profiling.load import load_profile
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -31,16 +31,6 @@ def tl():
     return load_timeline([CAPTURE])
 
 
-def _merged(intervals):
-    out = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
 def test_one_lane_a_stream_and_one_for_copies_and_memsets(db, tl):
     streams = Counter({f"gpu{d} s{s}": n for d, s, n in db.execute(
         "select deviceId, streamId, count(*) from CUPTI_ACTIVITY_KIND_KERNEL group by deviceId, streamId")})
@@ -60,13 +50,13 @@ def test_every_nvtx_range_is_on_a_range_lane_and_every_runtime_call_on_a_launch_
     assert any(lane.kind == "ranges" and lane.depth >= 2 for lane in tl.lanes)  # aten::conv2d > convolution > ...
 
 
-def test_busy_share_and_gaps_match_the_union_of_the_gpu_activity(db, tl):
+def test_busy_share_and_gaps_match_the_union_of_the_gpu_activity(db, tl, merged):
     gpu = [(a, b) for t in ("KERNEL", "MEMCPY", "MEMSET")
            for a, b in db.execute(f"select start, end from CUPTI_ACTIVITY_KIND_{t}")]
-    merged = _merged(gpu)
-    first, last = merged[0][0], merged[-1][1]
-    busy = sum(b - a for a, b in merged)
-    gaps = [(a[1], b[0]) for a, b in zip(merged, merged[1:]) if b[0] - a[1] >= 50_000]   # 50 us, in ns
+    union = merged(gpu)
+    first, last = union[0][0], union[-1][1]
+    busy = sum(b - a for a, b in union)
+    gaps = [(a[1], b[0]) for a, b in zip(union, union[1:]) if b[0] - a[1] >= 50_000]   # 50 us, in ns
     origin_ns = round(tl.origin_us * 1000)
     t0, t1 = first - origin_ns, last - origin_ns
     assert tl.busy_share(0, t0, t1) == pytest.approx(busy / (last - first), abs=1e-6)

@@ -15,7 +15,7 @@ from perfconsole.core.timeline.source import record_traces
 pytestmark = pytest.mark.e2e
 
 
-def test_a_cpu_runs_timeline_has_its_threads_ops_and_ranges(tmp_path):
+def test_a_cpu_runs_timeline_has_its_threads_ops_and_ranges(tmp_path, merged):
     from helpers import pc
 
     snap = tmp_path / "cpu.json"
@@ -46,15 +46,10 @@ def test_a_cpu_runs_timeline_has_its_threads_ops_and_ranges(tmp_path):
     assert sum(len(lane) for lane in tl.lanes if lane.kind == "ranges") == ranges
     forwards = sorted(e["ts"] for e in events if e.get("cat") == "user_annotation" and e["name"] == "forward")
     assert len(tl.ranks[0].steps) == len(forwards) == 2
-    merged = []
-    for a, b in sorted(intervals):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    first, last = merged[0][0], merged[-1][1]
+    union = merged(intervals)
+    first, last = union[0][0], union[-1][1]
     t0, t1 = round((first - tl.origin_us) * 1000), round((last - tl.origin_us) * 1000)
-    assert tl.busy_share(0, t0, t1) == pytest.approx(sum(b - a for a, b in merged) / (last - first), abs=1e-5)
+    assert tl.busy_share(0, t0, t1) == pytest.approx(sum(b - a for a, b in union) / (last - first), abs=1e-5)
     printed = pc("timeline", str(snap), "--width", "70", "--ascii", "--step", "2")
     assert printed.returncode == 0, printed.stderr
     lines = printed.stdout.splitlines()

@@ -29,16 +29,6 @@ def tl():
     return load_timeline([TRACE])
 
 
-def _merged(intervals):
-    out = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
 def test_one_lane_per_stream_and_one_for_copies_and_memsets(events, tl):
     streams = Counter(f"gpu{e['args']['device']} s{e['args']['stream']}" for e in events if e["cat"] == "kernel")
     memory = sum(1 for e in events if e["cat"] in ("gpu_memcpy", "gpu_memset"))
@@ -59,12 +49,12 @@ def test_the_ranges_nest_by_depth_host_and_gpu_side(events, tl):
     assert {tl.names[i] for i in inner.names} == {"Optimizer.step#AdamW.step"} and len(inner) == 3
 
 
-def test_busy_share_and_gaps_match_the_union_of_the_gpu_events(events, tl):
+def test_busy_share_and_gaps_match_the_union_of_the_gpu_events(events, tl, merged):
     gpu = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")]
-    merged = _merged(gpu)
-    first, last = merged[0][0], merged[-1][1]
-    busy = sum(b - a for a, b in merged)
-    gaps = [(a[1], b[0]) for a, b in zip(merged, merged[1:]) if b[0] - a[1] >= 10.0]
+    union = merged(gpu)
+    first, last = union[0][0], union[-1][1]
+    busy = sum(b - a for a, b in union)
+    gaps = [(a[1], b[0]) for a, b in zip(union, union[1:]) if b[0] - a[1] >= 10.0]
     origin = tl.origin_us
     t0, t1 = round((first - origin) * 1000), round((last - origin) * 1000)
     assert tl.busy_share(0, t0, t1) == pytest.approx(busy / (last - first), abs=1e-6)

@@ -2,15 +2,14 @@
 for another rank's host (two real gloo ranks, one of them late)."""
 from __future__ import annotations
 
-import time
-from datetime import timedelta
+import json
+import subprocess
+import sys
 
 import pytest
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure.step_exchange import StepExchange, pack, unpack
+from perfconsole.core.measure.step_exchange import pack, unpack
 
 
 def test_a_step_comes_back_as_it_went_none_and_types_kept():
@@ -22,31 +21,45 @@ def test_a_step_comes_back_as_it_went_none_and_types_kept():
 
 
 LATE_S = 1.5
-
-
-def _rank(rank: int, world: int, path: str, out: dict) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=60))
-    ex = StepExchange(dist.new_group(backend="gloo"), rank, world)
-    waits, got = [], []
-    for i in range(3):
-        if rank == 1 and i == 1:
-            time.sleep(LATE_S)  # this rank's host is late with step 1
-        t = time.perf_counter()
-        got += ex.post(ev.Step(index=i, warmup=False, total_ms=10.0 + rank, forward_ms=1.0, rank=rank))
-        waits.append(time.perf_counter() - t)
-    got += ex.flush()
-    out[rank] = (waits, got)
-    dist.destroy_process_group()
+# One rank of the test's job, a process of its own (no multiprocessing: its resource tracker would outlive the test).
+RANK = """
+import json, sys, time
+from datetime import timedelta
+import torch.distributed as dist
+from perfconsole.core import events as ev
+from perfconsole.core.measure.step_exchange import StepExchange
+rank, store, out, late = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2, timeout=timedelta(seconds=60))
+ex = StepExchange(dist.new_group(backend="gloo"), rank, 2)
+waits, got = [], []
+for i in range(3):
+    if rank == 1 and i == 1:
+        time.sleep(late)  # this rank's host is late with step 1
+    t = time.perf_counter()
+    got += ex.post(ev.Step(index=i, warmup=False, total_ms=10.0 + rank, forward_ms=1.0, rank=rank))
+    waits.append(time.perf_counter() - t)
+got += ex.flush()
+dist.destroy_process_group()
+with open(out, "w") as f:
+    json.dump({"waits": waits, "got": got}, f)
+"""
 
 
 @pytest.mark.e2e
 def test_rank_0_posts_without_waiting_for_a_late_rank_and_gets_every_step(tmp_path):
-    out = mp.Manager().dict()
-    mp.spawn(_rank, args=(2, str(tmp_path / "store"), out), nprocs=2, join=True)
-    waits0, got0 = out[0]
+    outs = [tmp_path / f"rank{r}.json" for r in (0, 1)]
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), str(tmp_path / "store"), str(outs[r]), str(LATE_S)])
+             for r in (0, 1)]
+    try:
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    rank0, rank1 = (json.loads(o.read_text()) for o in outs)
     # Rank 0 posts step 1 at once although rank 1 sends it 1.5 s later (a blocking gather would wait here).
-    assert waits0[1] < LATE_S / 3, waits0
-    assert [[s["index"] for s in everyone] for everyone in got0] == [[0, 0], [1, 1], [2, 2]]
-    assert [[s["total_ms"] for s in everyone] for everyone in got0][0] == [10.0, 11.0]
-    assert out[1][1] == [None, None, None]  # other ranks get nothing back but the count
+    assert rank0["waits"][1] < LATE_S / 3, rank0["waits"]
+    assert [[s["index"] for s in everyone] for everyone in rank0["got"]] == [[0, 0], [1, 1], [2, 2]]
+    assert [s["total_ms"] for s in rank0["got"][0]] == [10.0, 11.0]
+    assert rank1["got"] == [None, None, None]  # other ranks get nothing back but the count

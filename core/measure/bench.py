@@ -4,9 +4,8 @@ Timing: on CUDA, events are recorded before the forward and after each phase of 
 phase's time is GPU time between its events; the events of a step are read once the next step is
 queued (core.measure.pipeline), so the GPU runs steps back to back as in training, unless the spec
 asks for a synchronisation after every step (`step_sync`). On the CPU a monotonic wall clock is read
-around each phase. Warm-up steps are timed the same way and flagged,
-so the cost of few (or zero) warm-up steps is visible. The forward phase includes the loss.
-Gradients are cleared outside the timed region.
+around each phase. Warm-up steps are timed the same way and flagged, so the cost of few (or zero)
+warm-up steps is visible. The forward phase includes the loss; gradients are cleared outside it.
 
 Profiling: a profiled run first measures its steps quietly (no ranges, no profiler), then runs the
 same number of steps under the profiler, and reports the second set's cost against the first
@@ -41,7 +40,7 @@ from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
 
-if TYPE_CHECKING:  # a data-parallel rank's (core.measure.worker.run_rank): one process never imports torch.distributed's wrappers
+if TYPE_CHECKING:  # a rank's (core.measure.worker.run_rank): one process imports no data-parallel code
     from perfconsole.core.measure.job import Job
 
 Emit = Callable[[ev.Event], None]
@@ -229,7 +228,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
                 kept(step)
 
     memory = memory_profile.capture(spec, out_dir)
-    cache = compile_cache.Watch() if spec.compile else None  # whether the compile was served from the cache
+    cache = compile_cache.Watch() if spec.compile else None  # whether the compile came from the cache
     try:
         emit(ev.Progress("warmup", steps_text(spec.warmup)))
         for index in range(spec.warmup):

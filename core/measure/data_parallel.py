@@ -1,11 +1,12 @@
 """Inside one rank of a data-parallel job (started by torchrun): the process group, the DDP or FSDP
-wrapper, the time each step spends in collectives, and the per-step exchange that lets rank 0 speak
-for the job.
+wrapper, the time each step spends in collectives, and the gloo group on which rank 0 hears from the
+others.
 
 Only torch.distributed is used: NCCL between GPUs (each rank on the GPU its LOCAL_RANK names), gloo
-on the CPU. The per-step timings of every rank reach rank 0 through `gather_object` on a separate
-gloo group, called after the step's timing is complete, so the exchange is never inside a timed
-region and never shares a stream or a communicator with the gradients.
+on the CPU. The per-step timings of every rank reach rank 0 on a separate gloo group, after the step's
+timing is complete and without any rank waiting for another (core.measure.step_exchange), so the
+exchange is never inside a timed region and never shares a stream or a communicator with the gradients;
+what is gathered once (`gather`: the comm steps, the allocator's retries, the overlap) uses `gather_object`.
 
 What `comm_ms` measures (DDP): a communication hook wraps DDP's own all-reduce (or its bf16
 compression hook) and marks, for every gradient bucket, the moment the bucket's gradients are ready

@@ -5,16 +5,19 @@ the file; and the one-line refusals of SQLite that is no capture and of a captur
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from perfconsole.core import store
 from perfconsole.core.cli.main import main
 from perfconsole.core.timeline.load import load_timeline
 from perfconsole.core.timeline.model import TimelineError
 from perfconsole.core.profiling.nsys_sqlite import trace_document
+from perfconsole.core.timeline.source import record_traces
 
 CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys_sqlite" / "dlprof_relu_nsys_profile.sqlite"
 
@@ -122,3 +125,19 @@ def test_an_import_of_the_export_sums_its_kernels_and_opens_in_the_timeline(db, 
     capsys.readouterr()
     assert main(["timeline", str(saved), "--width", "50", "--ascii"]) == 0
     assert any(line.startswith("gpu0 s7") for line in capsys.readouterr().out.splitlines())
+
+
+def test_an_nsys_runs_record_finds_the_export_beside_its_capture_or_names_the_command(tmp_path):
+    """A `--profile nsys` run (a real record of one, its files moved here): `nsys stats` leaves profile.sqlite
+    beside profile.nsys-rep, and the timeline takes it; without it, the one line names the export command."""
+    record = store.load(Path(__file__).resolve().parents[2] / "fixtures" / "nsys_perfconsole"
+                        / "h200_2.7B_compiled_nsys_run.json")
+    assert record.profile.profiler == "nsys"
+    rep = tmp_path / "profile.nsys-rep"
+    rep.write_bytes(b"")  # the capture itself is not read: its SQLite export is
+    record.profile.files = [str(rep), *record.profile.files[1:]]
+    with pytest.raises(TimelineError, match=r"no SQLite export of profile.nsys-rep .* nsys export --type sqlite -o "):
+        record_traces(record)
+    shutil.copy(CAPTURE, tmp_path / "profile.sqlite")
+    assert record_traces(record) == [(0, tmp_path / "profile.sqlite")]
+    assert len(load_timeline([p for _, p in record_traces(record)]).lanes) > 0

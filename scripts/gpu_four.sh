@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Four GPUs: perfconsole's data-parallel step against the independent script (scripts/independent_ddp.py), their
 # processes interleaved, at 1, 2 and 4 GPUs; the candidate programs for >= 90 % weak scaling; the scaling curve
-# (`perfconsole scale`); a torch-profiler capture over all ranks of the best rung. 2.7B bf16 train, sdpa, ctx 512,
+# (`perfconsole scale`); an nsys capture over all ranks of the best rung; small captures for the timeline's fixtures;
+# the exchange's cost (`exchange`, `best2`). 2.7B bf16 train, sdpa, ctx 512,
 # batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
-# The sections not yet run to the end on 4x H100 (docs/results/four_gpus_h100.md): "curve xl priority".
+# Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
+# and "curve" (perfconsole's `scale`) after the exchange stopped holding the ranks in lockstep.
 set -uo pipefail
 # Outside $OUT: a later call on the same warm machine finds the data folder and the compile caches of the one before.
 D=${D:-/tmp/four}

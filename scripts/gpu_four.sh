@@ -108,6 +108,23 @@ fi
 if want capture; then  # the best rung's job under nsys, one capture a rank: what bounds its scaling
     pc cap_best_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --profile nsys --force
 fi
+if want capture2; then  # the best rung's job under the torch profiler, a trace a rank, and what bounds its step
+    touch "$D/.cap2_start"
+    pc cap_torch_4 280 run --mode train --nproc 4 "${PCBEST[@]}" --profile torch
+    mkdir -p "$D/cap_torch_4"
+    i=0; find "$D/data" -name 'torch_trace.json' -newer "$D/.cap2_start" | sort | while read -r tr; do
+        echo "$tr" >> "$D/cap_torch_4/traces.txt"; done
+    mapfile -t TRACES < "$D/cap_torch_4/traces.txt"
+    python3 scripts/comm_bound.py "${TRACES[@]}" --json "$D/cap_torch_4/comm_bound.json" > "$D/cap_torch_4/comm_bound.md" 2>&1
+    cat "$D/cap_torch_4/comm_bound.md"
+    [ -n "${OUT:-}" ] && [ -n "${TRACES[0]:-}" ] && gzip -c "${TRACES[0]}" > "$OUT/cap_torch_4_first_trace.json.gz"
+    pack
+fi
+if want channels; then  # fewer NCCL channels (fewer SMs taken from the backward) against the default, 4 GPUs, in turn
+    indep ind_chan_def_4 4 130 "${BEST[@]}" --bucket-mb 100
+    before 420 && NCCL_MAX_NCHANNELS=8 indep ind_chan8_4 4 100 "${BEST[@]}" --bucket-mb 100
+    before 480 && NCCL_MAX_NCHANNELS=16 indep ind_chan16_4 4 100 "${BEST[@]}" --bucket-mb 100
+fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)
     mkdir -p "$D/fixtures" && touch "$D/fixtures/.start"

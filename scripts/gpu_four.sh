@@ -125,6 +125,18 @@ if want channels; then  # fewer NCCL channels (fewer SMs taken from the backward
     before 420 && NCCL_MAX_NCHANNELS=8 indep ind_chan8_4 4 100 "${BEST[@]}" --bucket-mb 100
     before 480 && NCCL_MAX_NCHANNELS=16 indep ind_chan16_4 4 100 "${BEST[@]}" --bucket-mb 100
 fi
+if want fsdp; then  # FSDP2 on bf16 weights (the best DDP rung's numerics: bf16 gathers, reduce-scatters and a sharded
+    # AdamW over bf16 shards, a quarter of the optimizer's 21 ms a rank), eager then compiled, then perfconsole's job
+    FS=(--fsdp --bf16-weights)
+    indep ind_fsdp_nr_eager_4 4 90 "${FS[@]}" --no-reshard
+    indep ind_fsdp_nr_4 4 200 "${FS[@]}" --no-reshard --compile
+    ms=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['median_step_ms'])" "$D/ind_fsdp_nr_4.json" 2>/dev/null || echo 999)
+    echo "ind_fsdp_nr_4 median $ms ms"
+    if before 400 && python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 112)" "$ms"; then
+        pc pc_fsdp_nr_4 180 run --mode train --nproc 4 --parallel fsdp --weights bf16 --no-reshard --compile
+    fi
+    before 470 && indep ind_fsdp_4 4 110 "${FS[@]}" --compile
+fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)
     mkdir -p "$D/fixtures" && touch "$D/fixtures/.start"

@@ -177,7 +177,8 @@ def main() -> None:
 
     opt = ddp = None  # AdamW's state and DDP's buckets freed (step() holds them too) before the buffers below
     torch.cuda.empty_cache()
-    n_params = sum(p.numel() for p in model.parameters())  # FSDP: this rank's shards, times the world below
+    # FSDP's parameters are DTensors: their local shards, times the world
+    n_params = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in model.parameters())
     n_params *= world if a.fsdp else 1
     low = a.bf16_hook or a.bf16_weights or a.fsdp_bf16
     grads = torch.empty(n_params, dtype=torch.bfloat16 if low else torch.float32, device=dev)

@@ -2,7 +2,8 @@
 # Four GPUs: perfconsole's data-parallel step against the independent script (scripts/independent_ddp.py), their
 # processes interleaved, at 1, 2 and 4 GPUs; the candidate programs for >= 90 % weak scaling; the scaling curve
 # (`perfconsole scale`); an nsys capture over all ranks of the best rung; small captures for the timeline's fixtures;
-# the exchange's cost (`exchange`, `best2`). 2.7B bf16 train, sdpa, ctx 512,
+# the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
+# (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`). 2.7B bf16 train, sdpa, ctx 512,
 # batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",

@@ -3,7 +3,8 @@
 # processes interleaved, at 1, 2 and 4 GPUs; the candidate programs for >= 90 % weak scaling; the scaling curve
 # (`perfconsole scale`); an nsys capture over all ranks of the best rung; small captures for the timeline's fixtures;
 # the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
-# (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`). 2.7B bf16 train, sdpa, ctx 512,
+# (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`), each
+# bucket's optimizer step in its all-reduce's callback (`hookopt`). 2.7B bf16 train, sdpa, ctx 512,
 # batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
@@ -137,6 +138,12 @@ if want fsdp; then  # FSDP2 on bf16 weights (the best DDP rung's numerics: bf16 
         pc pc_fsdp_nr_4 180 run --mode train --nproc 4 --parallel fsdp --weights bf16 --no-reshard --compile
     fi
     before 470 && indep ind_fsdp_4 4 110 "${FS[@]}" --compile
+fi
+if want hookopt; then  # each bucket's AdamW step in the all-reduce's callback, beside the rest of the backward
+    indep ind_hookopt_4 4 150 "${BEST[@]}" --bucket-mb 100 --optimizer-in-hook
+    indep ind_hookbase_4 4 100 "${BEST[@]}" --bucket-mb 100
+    before 330 && indep ind_hookopt25_4 4 100 "${BEST[@]}" --bucket-mb 25 --optimizer-in-hook
+    before 420 && indep ind_hookopt_2 2 100 "${BEST[@]}" --bucket-mb 100 --optimizer-in-hook
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)

@@ -20,6 +20,7 @@ as perfconsole does (DDP's graph split at its buckets: torch's default `optimize
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -63,6 +64,9 @@ def main() -> None:
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block and the root instead of DDP")
     p.add_argument("--no-reshard", action="store_true", help="FSDP: reshard_after_forward=False")
     p.add_argument("--fsdp-bf16", action="store_true", help="FSDP: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")
+    p.add_argument("--optimizer-in-hook", action="store_true",
+                   help="DDP: each bucket's fused AdamW step runs as soon as its all-reduce ends (a comm hook's "
+                        "callback, on a side stream), beside the rest of the backward; no optimizer step after it")
     p.add_argument("--no-wrap", action="store_true", help="no DDP or FSDP: the plain model (one process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model")
     p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization"),
@@ -111,6 +115,25 @@ def main() -> None:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(dist.group.WORLD, default_hooks.bf16_compress_hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
+    if a.optimizer_in_hook and not (a.fsdp or a.no_wrap):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        per_bucket: dict[tuple[int, ...], torch.optim.Optimizer] = {}
+        shared: collections.defaultdict = collections.defaultdict(dict)
+        assert a.grad_as_bucket_view, "--optimizer-in-hook reads the gradients as views of the reduced bucket"
+
+        def allreduce_then_step(state, bucket):  # noqa: ANN001, ANN202
+            def step_bucket(fut):  # noqa: ANN001, ANN202
+                # Keyed by the bucket's parameters: DDP rebuilds its buckets after the first step.
+                key = tuple(id(q) for q in bucket.parameters())
+                if key not in per_bucket:  # one state for all: a rebuilt bucket keeps its parameters' moments
+                    per_bucket[key] = torch.optim.AdamW(bucket.parameters(), lr=1e-4, fused=True)
+                    per_bucket[key].state = shared
+                per_bucket[key].step()  # the gradients are views of the bucket just reduced
+                return fut.value()
+            return default_hooks.allreduce_hook(state, bucket).then(step_bucket)
+
+        ddp.register_comm_hook(dist.group.WORLD, allreduce_then_step)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.0)  # zero_grad only: the steps ran in the hook
     if a.compile:
         ddp = torch.compile(ddp)
     g = torch.Generator().manual_seed(rank)
@@ -137,7 +160,8 @@ def main() -> None:
         loss.backward()
         t2 = time.perf_counter()
         mem(f"{tag} backward")
-        opt.step()
+        if not a.optimizer_in_hook:
+            opt.step()
         t3 = time.perf_counter()
         mem(f"{tag} optimizer")
         host.append(((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
@@ -193,7 +217,7 @@ def main() -> None:
             "program": "independent_ddp", "size": a.size, "ctx": a.ctx, "batch_per_rank": a.batch, "world": world,
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
             "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "no_wrap": a.no_wrap, "compile": a.compile, "optimize_ddp": a.optimize_ddp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
-            "nccl_high_priority": a.nccl_high_priority,
+            "nccl_high_priority": a.nccl_high_priority, "optimizer_in_hook": a.optimizer_in_hook,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
             "alloc_retries": [m["alloc_retries"] for m in memories], "exchange": a.exchange,

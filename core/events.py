@@ -234,7 +234,7 @@ class Baseline(Event):
 @dataclass(frozen=True)
 class ModelReady(Event):
     """What the measured model is (model.sources.ModelInfo's fields) and its FLOPs per step, counted or from
-    the formula (core.measure.flop_count): forward_flops, backward_flops, flops_source, attention_flops."""
+    the formula (core.measure.model_build): forward_flops, backward_flops, flops_source, attention_flops."""
     type: ClassVar[str] = "model"
     info: dict[str, Any]
 

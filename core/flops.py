@@ -86,7 +86,7 @@ def step_flops(mode: str, d_model: int, d_ff: int, n_layers: int, vocab_size: in
 
 # --- speed of light ----------------------------------------------------------------------------
 PEAKS_FILE = "peaks.json"
-FLOPS_FILE = "flops.json"   # counted FLOPs per model, shape and batch (core.measure.flop_count)
+FLOPS_FILE = "flops.json"   # counted FLOPs per model, shape and batch (core.measure.model_build)
 PEAK_KEYS = ("bf16", "fp16", "fp32", "tf32")
 ADAMW_TENSORS = 7                 # read p, g, m, v; write p, m, v
 # A share of the step with kernels running, measured (by the profiler, or NVML's utilisation), below which the
@@ -186,7 +186,7 @@ def adamw_bytes(spec: RunSpec, model: dict[str, Any] | None = None) -> float:
 
 def floors_ms(spec: RunSpec, tflops: float, gbps: float, model: dict[str, Any] | None = None) -> dict[str, float | None]:
     """Each phase's floor in ms (None where the mode lacks it) and the total, their sum. `model` gives
-    counted forward and backward FLOPs (core.measure.flop_count) where the record has them."""
+    counted forward and backward FLOPs (core.measure.model_build) where the record has them."""
     d_model, d_ff, n_layers, _ = spec.dims()
     fwd = forward_flops(d_model, d_ff, n_layers, spec.vocab, spec.batch, spec.ctx) / (tflops * 1e9)
     bwd = 2 * fwd

@@ -59,7 +59,7 @@ class Summary:
     scaling_efficiency: float | None = None   # single_process_ms / median step (weak scaling)
     # single_process_ms over the 95% interval of the job's step between its ranks' medians (ranks are processes)
     scaling_efficiency_ci95: list[float] | None = None
-    # Where flops_per_step came from: counted (torch.utils.flop_counter, core.measure.flop_count) or formula
+    # Where flops_per_step came from: counted (torch.utils.flop_counter, core.measure.model_build) or formula
     # (core.flops); None in a record from before FLOPs were counted, whose figure is the formula's.
     flops_source: str | None = None
     # Median host time to issue the forward (CUDA): a forward timed near it was paced by the host.

@@ -1,7 +1,7 @@
 """The FLOP counts the suite's runs share, as a user's data folder keeps them from run to run.
 
 A run counts its model's FLOPs once per model, shape and batch and keeps the count in its data folder
-(core.measure.flop_count, flops.json). Each test has a folder of its own, so without this every run of the
+(core.measure.model_build, flops.json). Each test has a folder of its own, so without this every run of the
 end-to-end tier counted again: in a cold worker that is torch's compiler stack imported for the FLOP
 counter's decompositions, about 1.9 CPU-s a run on the 2-core machine (docs/results/test_suite_time.md).
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from perfconsole.core.measure.fast_paths import Unsupported
+from perfconsole.core.measure import Unsupported
 
 _CUDA = torch.backends.cuda
 # each kernel: (the switch that turns it on or off, the question whether it is on)

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, ContextManager
 import torch
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import converters, fast_paths
+from perfconsole.core.measure import converters
 from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.settings import RunSpec
 from perfconsole.core.run_summary import compute_summary
-from perfconsole.core.measure import compile_cache, flop_count, memory_profile, model_build, provenance
+from perfconsole.core.measure import compile_cache, memory_profile, model_build, provenance
 from perfconsole.core.measure import device_peaks
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
@@ -96,12 +96,12 @@ class Stepper:
     """One training/inference step of the spec's mode, split into phases for timing."""
 
     def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device,
-                 loss_fn: fast_paths.Loss | None = None, built: Built | None = None) -> None:
+                 loss_fn: converters.Loss | None = None, built: Built | None = None) -> None:
         self.spec = spec
         self.model = model
         self.built = built
         # The converters' loss (core.measure.converters): the Stepper applies no optimization of its own.
-        self.loss_fn = loss_fn or fast_paths.torch_loss
+        self.loss_fn = loss_fn or converters.torch_loss
         self.device = device
         if built is not None:
             self.inputs, self.targets = model_build.make_batch(built, spec, device)
@@ -119,7 +119,7 @@ class Stepper:
         self.scaler = torch.amp.GradScaler(device.type) if spec.precision == "fp16" and spec.mode != "fwd" else None
         self.optimizer = None
         if spec.mode == "train":
-            self.optimizer = fast_paths.make_optimizer(spec.section("optimizations"), model, device)
+            self.optimizer = converters.make_optimizer(spec.section("optimizations"), model, device)
         # CUDA graphs: tell the graph trees a new step begins, so the last step's outputs may be overwritten.
         self.graphs = spec.compile and spec.compile_mode == "reduce-overhead"
 
@@ -197,7 +197,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     # --kernels liger on an H200: a CUDA illegal memory access, raised at the first event after the forward).
     emit(ev.Progress("counting", "FLOPs per step (torch.utils.flop_counter, cached)"))
     inputs, targets = model_build.make_batch(built, spec, device)
-    described = {**built.info.to_dict(), **flop_count.counted(spec, built, inputs, targets, fast_paths.torch_loss)}
+    described = {**built.info.to_dict(), **model_build.counted_flops(spec, built, inputs, targets, converters.torch_loss)}
     del inputs, targets
     if spec.profile != "none" and not spec.compile and not built.own_ranges:
         model_build.install_layer_ranges(model)

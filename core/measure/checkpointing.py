@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from perfconsole.core.measure.fast_paths import Unsupported
+from perfconsole.core.measure import Unsupported
 from perfconsole.core.measure.model_build import repeated_blocks
 
 

@@ -10,6 +10,22 @@ model, and torch.compile last, around that wrapper (DDP's graph splitting needs 
 A converter may check what this machine can do (`check`: a package, a GPU's compute capability); `check`
 runs those checks before the model is built, the last registered first, so a ladder rung's reason is its own
 change's. What the spec alone rules out is each setting's `needs` (core.settings), refused before any process.
+
+The faster paths themselves live here too: bf16 weights, liger-kernel's fused RMSNorm/SwiGLU/cross-entropy
+and torchao's float8 matmuls, beside the pieces of a step a spec picks (AdamW's implementation, the loss). The
+model package stays pure PyTorch; the optional packages (`pip install perfconsole[fast]`) are imported late,
+only by a run that asks for them. A path that cannot run here raises `Unsupported` with the reason, before any
+step, and the worker reports the run as `unsupported` rather than failed. Every swap keeps the model's own
+parameters (the same tensors, the same initialisation), so a rung's losses can be compared with the first
+rung's. bf16 weights keep the same values, rounded to bf16: with no fp32 master copy, every update is rounded
+to bf16 too, so such a run's losses drift from an fp32-weight run's on purpose.
+
+liger's RMSNorm is swapped in only when the model is not compiled. Under torch.compile (torch 2.11,
+liger-kernel 0.8.5, on an H200) a model with LigerRMSNorm computes right gradients at the first step,
+yet from the second step its logits are uniform (the loss is ln(vocab)), with or without in-place
+backward, while the same model without torch.compile trains as the plain model does
+(docs/results/liger_probe_h200.md). Inductor fuses the plain RMSNorm itself; liger's SwiGLU and
+cross-entropy kernels train right under torch.compile and are used either way.
 """
 from __future__ import annotations
 
@@ -18,16 +34,142 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from perfconsole.core import events as ev
-from perfconsole.core.measure import attention_kernels, checkpointing, compile_cache, fast_paths
+from perfconsole.core.measure import Unsupported, attention_kernels, checkpointing, compile_cache
 from perfconsole.core.settings import RunSpec
 
 if TYPE_CHECKING:
     from perfconsole.core.measure.job import Job
 
 Emit = Callable[[ev.Event], None]
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+INSTALL = "install perfconsole[fast]"
+FP8_MIN_CAPABILITY = (8, 9)
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def check_fp8(spec: RunSpec, device: torch.device) -> None:
+    """fp8 matmuls need torchao and a GPU of compute capability 8.9 or more."""
+    need("torchao", "torchao")
+    cap = torch.cuda.get_device_capability(device)
+    if cap < FP8_MIN_CAPABILITY:
+        raise Unsupported(f"fp8 needs compute capability >= 8.9, this GPU has {cap[0]}.{cap[1]}")
+
+
+def check_liger(spec: RunSpec, device: torch.device) -> None:
+    need("liger_kernel", "liger-kernel")
+
+
+def need(module: str, package: str) -> None:
+    """Unsupported, saying what to install, where `module` cannot be imported here."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise Unsupported(f"{package} is not installed: {INSTALL}")
+
+
+def bf16_weights(model: nn.Module) -> None:
+    """The parameters in bf16; buffers (RoPE's tables) keep their precision."""
+    for p in model.parameters():
+        p.data = p.data.to(torch.bfloat16)
+
+
+def liger(model: nn.Module, info: Any, norms: bool) -> Loss:
+    """liger's kernels swapped in (its RMSNorm only with `norms`); returns liger's cross-entropy loss. `info`
+    (model.sources.ModelInfo) says which hf architecture's liger patch applies."""
+    if info is not None and info.source == "hf":
+        return _liger_hf(model, str(info.config.get("model_type")), norms=norms)
+    return _liger_builtin(model, norms=norms)
+
+
+def _torch_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+torch_loss = _torch_loss  # the default loss, also the one FLOPs are counted with (core.measure.model_build)
+
+
+def _liger_hf(model: nn.Module, arch: str, norms: bool) -> Loss:
+    """liger's own patch for the architecture (apply_liger_kernel_to_<arch>) on this instance. Its fused
+    linear cross-entropy needs the labels inside the model's forward, which the engine does not pass, so the
+    loss is liger's cross-entropy on the logits, as for the builtin model."""
+    import inspect
+
+    import liger_kernel
+    import liger_kernel.transformers as lk
+    from liger_kernel.transformers import LigerCrossEntropyLoss
+
+    patch = getattr(lk, f"apply_liger_kernel_to_{arch}", None)
+    if patch is None:
+        raise Unsupported(f"liger-kernel {getattr(liger_kernel, '__version__', '')} has no "
+                          f"apply_liger_kernel_to_{arch}".replace("  ", " "))
+    wanted = {"model": model, "rms_norm": norms, "cross_entropy": False, "fused_linear_cross_entropy": False}
+    accepted = inspect.signature(patch).parameters
+    patch(**{k: v for k, v in wanted.items() if k in accepted})
+    ce = LigerCrossEntropyLoss()
+    return lambda logits, targets: ce(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _liger_builtin(model: nn.Module, norms: bool) -> Loss:
+    from liger_kernel.transformers import LigerCrossEntropyLoss, LigerRMSNorm
+    from liger_kernel.transformers.functional import liger_swiglu
+
+    from perfconsole.model.transformer import RMSNorm, SwiGLU
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if norms and isinstance(child, RMSNorm):
+                fused = LigerRMSNorm(child.weight.shape[0], eps=child.eps)
+                fused.weight = child.weight  # the model's own parameter, not a fresh one
+                setattr(parent, name, fused)
+            elif isinstance(child, SwiGLU):
+                # One kernel for silu(w1 x) * w3 x, forward and backward; the projections stay as they are.
+                child.forward = (lambda m: lambda x: m.w2(liger_swiglu(m.w1(x), m.w3(x))))(child)
+    ce = LigerCrossEntropyLoss()
+
+    def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # Liger computes in fp32 inside the kernel: no fp32 copy of the logits is made.
+        return ce(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return loss
+
+
+def float8(model: nn.Module) -> None:
+    from torchao.float8 import convert_to_float8_training
+
+    from perfconsole.model.transformer import Linear
+
+    # torchao swaps nn.Linear; the model's Linear is its own (no bias), so it becomes an nn.Linear first,
+    # holding the same weight.
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Linear):
+                out_f, in_f = child.weight.shape
+                lin = nn.Linear(in_f, out_f, bias=False, device="meta")
+                lin.weight = child.weight
+                setattr(parent, name, lin)
+    # float8 matmuls need both dimensions divisible by 16.
+    convert_to_float8_training(model, module_filter_fn=lambda m, _fqn: isinstance(m, nn.Linear)
+                               and m.in_features % 16 == 0 and m.out_features % 16 == 0)
+
+
+def make_optimizer(opt: Any, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW as the spec's optimizations section says (`opt.optimizer`): fused (one kernel per step; the CPU has foreach instead, as before),
+    foreach (a few multi-tensor kernels) or forloop (one kernel per op and parameter)."""
+    params = model.parameters()
+    if opt.optimizer == "fused" and device.type == "cuda":
+        return torch.optim.AdamW(params, lr=1e-4, fused=True)
+    if opt.optimizer == "forloop":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=False, fused=False)
+    if opt.optimizer == "foreach":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True, fused=False)
+    return torch.optim.AdamW(params, lr=1e-4, fused=False)  # fused on the CPU: what the runs always did
 
 
 @dataclass
@@ -35,7 +177,7 @@ class Subject:
     """What the converters change: the model (a wrapper or a compiled module may take its place) and the loss;
     and what they read: the model's description (model.sources.ModelInfo) and one rank's job."""
     model: nn.Module
-    loss: fast_paths.Loss = fast_paths.torch_loss
+    loss: Loss = torch_loss
     info: Any = None
     job: Job | None = None
 
@@ -74,7 +216,7 @@ def applying(spec: RunSpec) -> list[Converter]:
 
 
 def check(spec: RunSpec, device: torch.device) -> None:
-    """Raise fast_paths.Unsupported for what this machine cannot do of the spec's optimizations; called before the
+    """Raise Unsupported for what this machine cannot do of the spec's optimizations; called before the
     model is built, the last converter's check first."""
     for c in reversed(applying(spec)):
         if c.check is not None:
@@ -100,18 +242,18 @@ def _applying(name: str) -> Callable[[RunSpec], tuple[str, str]]:
 
 @register("weights")
 def _bf16_weights(spec: RunSpec, subject: Subject) -> None:
-    fast_paths.bf16_weights(subject.model)
+    bf16_weights(subject.model)
 
 
-@register("kernels", check=fast_paths.check_liger)
+@register("kernels", check=check_liger)
 def _liger(spec: RunSpec, subject: Subject) -> None:
-    # liger's RMSNorm stays out of a compiled model (fast_paths' docstring says why).
-    subject.loss = fast_paths.liger(subject.model, subject.info, norms=not spec.compile)
+    # liger's RMSNorm stays out of a compiled model (the module's docstring says why).
+    subject.loss = liger(subject.model, subject.info, norms=not spec.compile)
 
 
-@register("fp8", check=fast_paths.check_fp8)
+@register("fp8", check=check_fp8)
 def _fp8(spec: RunSpec, subject: Subject) -> None:
-    fast_paths.float8(subject.model)
+    float8(subject.model)
 
 
 @register("sdpa_kernel", progress=_applying("sdpa_kernel"))

@@ -30,7 +30,7 @@ def prepare(spec: RunSpec, device, emit) -> tuple:
     spec's optimizations go in, then those applied by their converters (core.measure.converters)."""
     import torch
 
-    from perfconsole.core.measure import bench, converters, fast_paths, flop_count, model_build
+    from perfconsole.core.measure import bench, converters, model_build
 
     converters.check(spec, device)
     bench.configure_backends(spec.section("numerics"))
@@ -41,7 +41,7 @@ def prepare(spec: RunSpec, device, emit) -> tuple:
     if spec.mode == "fwd":
         model.eval()
     inputs, targets = model_build.make_batch(built, spec, device)
-    described = {**built.info.to_dict(), **flop_count.counted(spec, built, inputs, targets, fast_paths.torch_loss)}
+    described = {**built.info.to_dict(), **model_build.counted_flops(spec, built, inputs, targets, converters.torch_loss)}
     converted = converters.convert(spec, converters.Subject(model, info=built.info), emit)
     emit(ev.ModelReady(described))
     return bench.Stepper(spec, converted.model, device, built.loss or converted.loss, built), described

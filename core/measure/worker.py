@@ -194,7 +194,7 @@ def serve(emit: EventWriter, device: str, started: dict, body) -> int:
     env = collect(device)
     CLOCK.lap("imports")
     emit(ev.RunStarted(started, env.to_dict(), os.getpid()))
-    from perfconsole.core.measure.fast_paths import Unsupported
+    from perfconsole.core.measure import Unsupported
     from perfconsole.model.sources import ModelError
 
     try:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from perfconsole.core.flops import forward_flops
-from perfconsole.core.measure import fast_paths, flop_count, model_build
+from perfconsole.core.measure import converters, model_build
 from perfconsole.core.settings import RunSpec, SpecError
 from perfconsole.model.sources import ModelError, parse
 from perfconsole.model.sources.hf import INSTALL
@@ -40,20 +40,20 @@ def test_builtin_source_is_the_old_model_and_the_counted_flops_match_the_formula
     spec, built = build(size="tiny", ctx=64, mode="train")
     assert built.info.source == "builtin" and built.info.architecture == "TransformerLM"
     assert built.info.params == sum(p.numel() for p in built.module.parameters())
-    got = flop_count.counted(spec, built, loss_fn=fast_paths.torch_loss)
+    got = model_build.counted_flops(spec, built, loss_fn=converters.torch_loss)
     d_model, d_ff, n_layers, _ = spec.dims()
     formula = forward_flops(d_model, d_ff, n_layers, spec.vocab, spec.batch, spec.ctx)
     assert got["flops_source"] == "counted" and got["counted_on"] == "meta"
     assert abs(got["forward_flops"] / formula - 1) < 0.02
     assert abs(got["backward_flops"] / (2 * formula) - 1) < 0.02
-    assert flop_count.counted(spec, built)["cached"] is True   # the second ask reads the cache
+    assert model_build.counted_flops(spec, built)["cached"] is True   # the second ask reads the cache
 
 
 def test_hf_llama_has_grouped_query_heads_and_its_sdpa_flops_are_counted_on_an_eager_twin():
     spec, built = build(model="hf:llama", attention="sdpa", mode="train")
     assert built.info.architecture == "LlamaForCausalLM" and built.info.attention == "sdpa"
     assert built.info.config["num_key_value_heads"] == 2 and built.info.config["num_attention_heads"] == 4
-    got = flop_count.counted(spec, built, loss_fn=fast_paths.torch_loss)
+    got = model_build.counted_flops(spec, built, loss_fn=converters.torch_loss)
     assert got["flops_source"] == "counted" and got["counted_on"] in ("meta", "fake")
     assert got["attention_flops"].startswith("full")
     inputs, targets = model_build.make_batch(built, spec, CPU)

@@ -159,7 +159,7 @@ def test_on_cuda_flash_runs_a_compiled_hf_model_only_with_sdpa_causal(switches, 
 
 
 def test_sdpa_causal_on_a_transformers_without_those_mask_builders_changes_nothing_and_says_so(exporting, monkeypatch):
-    from perfconsole.core.measure.fast_paths import Unsupported
+    from perfconsole.core.measure import Unsupported
 
     monkeypatch.delattr(exporting, "find_packed_sequence_indices")
     before = exporting.is_torchdynamo_exporting

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from perfconsole.core.measure import checkpointing, model_build
-from perfconsole.core.measure.fast_paths import Unsupported
+from perfconsole.core.measure import Unsupported
 from perfconsole.core.settings import RunSpec, SpecError
 
 FACTORY = Path(__file__).parents[3] / "docs" / "examples" / "student_model.py"

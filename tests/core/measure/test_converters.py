@@ -12,7 +12,7 @@ import torch
 
 from perfconsole.core import events as ev
 from perfconsole.core.grids.ladder import DP_RUNG_NAMES, RUNG_NAMES, LadderSpec
-from perfconsole.core.measure import bench, converters, fast_paths
+from perfconsole.core.measure import bench, converters
 from perfconsole.core.measure.environment import collect
 from perfconsole.core.settings import RunSpec
 
@@ -68,7 +68,7 @@ def test_the_timed_loop_applies_the_cpu_ladders_last_rung_through_the_one_loop_o
     want = _applied(spec)
     assert want == ["weights", "checkpoint", "compile"]   # CUDA graphs, liger and fp8 need cuda: not carried
     codes = {c.convert.__code__: c.setting for c in converters.REGISTRY.values()}
-    swaps = {fast_paths.bf16_weights.__code__, fast_paths.liger.__code__, fast_paths.float8.__code__}
+    swaps = {converters.bf16_weights.__code__, converters.liger.__code__, converters.float8.__code__}
     calls: list[tuple[str, str]] = []
     swapped_from: list[str] = []
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from perfconsole.core.flops import cached_peaks
-from perfconsole.core.measure import converters, fast_paths
+from perfconsole.core.measure import Unsupported, converters
 from perfconsole.core.measure.bench import Stepper, build_model
 from perfconsole.core.measure.pipeline import timed_step
 from perfconsole.core.measure.device_peaks import MEASURING, device_key, measure, peaks_for
@@ -128,7 +128,7 @@ def test_a_missing_package_is_the_workers_to_say():
     spec = TINY.with_(device="cuda", precision="bf16", fp8=True)
     if importlib.util.find_spec("torchao"):
         pytest.skip("torchao is installed here")
-    with pytest.raises(fast_paths.Unsupported, match=re.escape("torchao is not installed: install perfconsole[fast]")):
+    with pytest.raises(Unsupported, match=re.escape("torchao is not installed: install perfconsole[fast]")):
         converters.check(spec, CPU)
 
 
@@ -143,7 +143,7 @@ def test_a_rung_whose_own_change_is_ruled_out_names_that_change_first():
 @pytest.mark.parametrize("optimizer, foreach", [("forloop", False), ("foreach", True), ("fused", None)])
 def test_optimizer_choice(optimizer, foreach):
     model = build_model(TINY, CPU)
-    opt = fast_paths.make_optimizer(TINY.with_(optimizer=optimizer).section("optimizations"), model, CPU)
+    opt = converters.make_optimizer(TINY.with_(optimizer=optimizer).section("optimizations"), model, CPU)
     assert opt.defaults["foreach"] is foreach and not opt.defaults["fused"]
 
 

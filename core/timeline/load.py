@@ -144,6 +144,8 @@ def _lane(key: str, rank: int, kind: str, label: str, events: list[dict[str, Any
     cats = np.fromiter((_CAT_CODE[categorize(str(e.get("name", "")))] if categorized else -1 for e in events),
                        dtype=np.int8, count=len(events))[order]
     lane = Lane(key, rank, kind, label, index, codes, cats, depth, device)
+    if kind == KERNELS:
+        lane.dims = np.array([_dims(e.get("args", {})) for e in events], dtype=np.int64).reshape(-1, 6)[order]
     if kind in (KERNELS, MEMORY) and launches is not None:
         found = [launches.get(e.get("args", {}).get("correlation")) for e in events]
         lane.launch_ns = np.fromiter((np.rint((f["ts"] - origin) * 1000.0) if f else -1 for f in found),
@@ -151,6 +153,15 @@ def _lane(key: str, rank: int, kind: str, label: str, events: list[dict[str, Any
         lane.graph = np.fromiter((bool(f) and "Graph" in str(f.get("name", "")) for f in found), dtype=bool,
                                  count=len(found))[order]
     return lane
+
+
+def _dims(args: Any) -> list[int]:
+    """A kernel event's grid and block, x y z each (zeros where the trace does not give both)."""
+    try:
+        grid, block = [int(v) for v in args["grid"]], [int(v) for v in args["block"]]
+    except (KeyError, TypeError, ValueError):
+        return [0] * 6
+    return (grid + [1, 1, 1])[:3] + (block + [1, 1, 1])[:3] if grid and block else [0] * 6
 
 
 def _by_thread(events: list[dict[str, Any]]) -> dict[tuple[Any, Any], list[dict[str, Any]]]:

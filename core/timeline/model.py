@@ -36,6 +36,7 @@ class Lane:
     device: str = ""          # "gpu0", "cpu": the device whose busy time it counts in
     launch_ns: np.ndarray | None = None   # kernels: when the host launched each (-1: launch not in the trace)
     graph: np.ndarray | None = None       # kernels: launched by a CUDA graph launch
+    dims: np.ndarray | None = None        # kernels: grid x, y, z and block x, y, z a row (0: not in the trace)
     _by_cat: dict[int, IntervalIndex] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
@@ -70,6 +71,8 @@ class Kernel:
     end: int
     category: str
     phase: str
+    grid: tuple[int, int, int] | None = None    # where the trace gives the launch's grid and block
+    block: tuple[int, int, int] | None = None
 
     @property
     def duration(self) -> int:
@@ -157,8 +160,10 @@ class Timeline:
         lane = self.lane(key)
         code = int(lane.cats[position])
         start, end = int(lane.index.starts[position]), int(lane.index.ends[position])
+        dims = [int(x) for x in lane.dims[position]] if lane.dims is not None else [0] * 6
+        grid, block = (tuple(dims[:3]), tuple(dims[3:])) if dims[0] > 0 and dims[3] > 0 else (None, None)
         return Kernel(key, position, self.names[int(lane.names[position])], start, end,
-                      CATEGORIES[code] if code >= 0 else lane.kind, self.phase(lane, position))
+                      CATEGORIES[code] if code >= 0 else lane.kind, self.phase(lane, position), grid, block)
 
     def phase(self, lane: Lane, position: int) -> str:
         """The ranges around a kernel, outermost first ("forward > layer_0 > ffn_sublayer"); "" where none."""

@@ -133,17 +133,24 @@ class View:
         return window_line(self.t0, self.t1, width, fitted, len(steps))
 
     def details(self) -> list[str]:
-        """The selection (kernel: name, duration, category, phase; or the gap) and the device's busy share."""
+        """The selection (a kernel: its name, then its category, duration, grid and block, and phase; or the gap) and
+        the device's busy share."""
         out = []
         k = self.kernel
         span = self.t1 - self.t0
         if self.gap is not None:
             out.append(f"idle gap {duration(self.gap[1] - self.gap[0])} at {at(self.gap[0], span, self.gap[1])}"
                        + (f"; then {k.name}" if k is not None else ""))
-        elif k is not None:
-            out.append(f"{k.category} · {duration(k.duration)} at {at(k.start, span)} · "
-                       f"phase: {k.phase or '-'} · {k.name}")
+        elif k is not None:   # the name on a line of its own: a C++ kernel's runs to hundreds of characters
+            dims = f"grid {_xyz(k.grid)} block {_xyz(k.block)} · " if k.grid and k.block else ""
+            out += [k.name, f"{k.category} · {duration(k.duration)} at {at(k.start, span)} · {dims}"
+                            f"phase: {k.phase or '-'}"]
         else:
             out.append("n/N: next/previous kernel · g/G: next/previous idle gap · f: fit a step · s: go to a step")
         out += busy_lines(self.tl, self.rank, self.t0, self.t1, top=0)
         return out
+
+
+def _xyz(dims: tuple[int, ...]) -> str:
+    """A launch's grid or block as the CUDA triple, "(132,1,1)"."""
+    return "(" + ",".join(str(d) for d in dims) + ")"

@@ -101,11 +101,11 @@ def check_steps(events: list[dict[str, Any]], warmup: list[ev.Step], measured: l
 
 
 def test_formats_name_trace_and_other_kinds_say_what_they_export():
-    assert FORMATS == ("md", "csv", "json", "trace")
+    assert FORMATS == ("md", "csv", "json", "trace", "svg")
     sweep = store.load(ROOT / "snapshots" / "tiny-cpu-sweep.json")
     with pytest.raises(ValueError, match=r"^format: sweep snapshots export as md, csv, json, not 'trace'$"):
         export(sweep, "trace")
-    with pytest.raises(ValueError, match="format: must be one of md, csv, json, trace, not 'xlsx'"):
+    with pytest.raises(ValueError, match="format: must be one of md, csv, json, trace, svg, not 'xlsx'"):
         export(store.load(FP32), "xlsx")
 
 

@@ -78,6 +78,7 @@ def test_a_kernel_keeps_its_name_grid_and_the_range_open_at_its_launch(db, tl):
     lane = next(lane for lane in tl.lanes if lane.kind == "kernels" and lane.label == lane_label)
     first = tl.kernel(lane.key, 0)
     assert first.name == name and "implicit_convolve_sgemm" in name
+    assert first.grid[0] == grid and first.block[0] == block
     # the innermost NVTX range open on the launching thread when the runtime call began, by the file's own SQL
     inner = db.execute("select text from NVTX_EVENTS where eventType = 59 and start <= ? and end >= ? "
                        "order by start desc limit 1", (launched, launched)).fetchone()[0]

@@ -86,6 +86,17 @@ def test_a_kernel_is_described_with_its_category_and_phase(tl):
     assert bwd.phase == "backward"
 
 
+def test_each_kernel_keeps_its_launchs_grid_and_block(events, tl):
+    lane = tl.lanes[0]
+    want = sorted((e["ts"], tuple(e["args"]["grid"]), tuple(e["args"]["block"])) for e in events
+                  if e["cat"] == "kernel" and e["args"]["stream"] == 7)
+    got = [tl.kernel(lane.key, i) for i in range(len(lane))]
+    assert [(k.grid, k.block) for k in got] == [(g, b) for _, g, b in want]
+    assert len({k.grid for k in got}) > 10
+    memory = next(x for x in tl.lanes if x.kind == "memory")
+    assert tl.kernel(memory.key, 0).grid is None   # a copy has no launch shape
+
+
 @pytest.mark.parametrize("ascii_only", [False, True])
 def test_every_row_is_as_wide_as_asked_and_a_busy_stream_is_drawn_full(tl, ascii_only):
     step = tl.step(2)

@@ -98,6 +98,8 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
         from perfconsole.core.profiling.torch_trace import tables_of_events
 
         return tables_of_events(trace_document(path)["traceEvents"], str(path))
+    if path.suffix.lower() == ".gz":  # the torch profiler's compressed trace (trace.json.gz), read as the plain one
+        return _load_gzip_trace(path)
     try:
         big = _load_big_csv(path)
         if big is not None:
@@ -123,6 +125,22 @@ def _load_file(path: Path, nsys_explicit: str | None) -> tuple[Tables, list[str]
     if not parsed.tables and not parsed.warnings:
         parsed.warnings.append(f"{path}:1: no nsys stats table (no known header line)")
     return parsed.tables, parsed.warnings
+
+
+def _load_gzip_trace(path: Path) -> tuple[Tables, list[str]]:
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as exc:  # gzip.BadGzipFile is an OSError
+        return {}, [f"{path}: cannot read as gzip ({exc.strerror or exc})"]
+    except (EOFError, zlib.error) as exc:
+        return {}, [f"{path}: a cut or damaged gzip file ({exc})"]
+    if not looks_like_torch_trace(text):
+        return {}, [f"{path}: a gzip file that holds no torch profiler trace (the only compressed profile read)"]
+    return parse_torch_trace(text, str(path))
 
 
 def _load_big_csv(path: Path) -> tuple[Tables, list[str]] | None:

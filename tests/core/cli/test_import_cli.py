@@ -68,3 +68,32 @@ def test_a_cpu_torch_profile_s_rows_are_called_cpu_ops_and_an_nsys_table_s_gpu_k
     assert main(["import", str(FIXTURES / "gpa" / "demo_cuda_gpu_kern_sum.csv")]) == 0
     titles = [line for line in capsys.readouterr().out.splitlines() if "(top " in line or "by category" in line]
     assert "GPU kernels (top 20 of" in titles[0] and "Kernel time by category" in titles[1], titles
+
+
+def test_a_compressed_torch_trace_imports_as_the_plain_one_and_its_record_opens_in_the_timeline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    gz = ALL_FIXTURES / "torch_traces" / "h200_llama1B_bf16w_cudagraphs_3steps.json.gz"
+    plain = tmp_path / "torch_trace.json"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    assert main(["import", str(plain), "--save", str(tmp_path / "plain.json")]) == 0
+    assert main(["import", str(gz), "--save", str(tmp_path / "gz.json")]) == 0
+    a, b = store.load(tmp_path / "plain.json"), store.load(tmp_path / "gz.json")
+    assert a.profile.tables == b.profile.tables and a.profile.tables["cuda_gpu_kern_sum"]
+    capsys.readouterr()
+    assert main(["timeline", str(tmp_path / "gz.json"), "--width", "80", "--step", "2"]) == 0
+    assert "step 2 of 3" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, says", [(b"xx", "cannot read as gzip"),
+                                           (None, "holds no torch profiler trace")])
+def test_a_gzip_file_that_is_no_trace_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         content: bytes | None, says: str) -> None:
+    import gzip
+
+    path = tmp_path / "profile.json.gz"
+    path.write_bytes(content if content is not None else gzip.compress(b"name,total\n"))
+    assert main(["import", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err

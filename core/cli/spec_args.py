@@ -12,7 +12,8 @@ import argparse
 from dataclasses import Field
 from typing import Any
 
-from perfconsole.core.settings.declarations import SECTIONS, Command, Setting, convert, declared, flag_of, kind_of
+from perfconsole.core.settings.declarations import SECTIONS, Command, Setting, convert, declared, flag_of, kind_for
+from perfconsole.core.settings.kinds import Pairs
 from perfconsole.core.settings import RunSpec, SpecError, axes
 
 RUN = Command("run")
@@ -39,7 +40,8 @@ def add_spec_arguments(p: Any, command: Command = RUN) -> None:
 
 
 def _add(g: Any, f: Field, s: Setting, flag: str, default: Any, axis: str | None | bool) -> None:
-    kind = kind_of(f)
+    """One setting's flag: a comma list for a sweep's axis (each item its kind's, read by `split_axes`), else
+    what its kind gives argparse (core.settings.kinds), so a bad value says what the launch form says."""
     text = (f"{', '.join(s.choices)}: " if s.choices else "") + s.help
     if s.default_text:
         text += f" (default: {s.default_text})"
@@ -48,13 +50,8 @@ def _add(g: Any, f: Field, s: Setting, flag: str, default: Any, axis: str | None
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         g.add_argument(flag, f"--{axis}", dest=f.name, default=None if default is None else str(shown),
                        metavar=s.metavar or "A,B", help=f"comma list: {text}")
-    elif kind is bool:
-        g.add_argument(flag, dest=f.name, action="store_false" if default else "store_true", help=text)
-    elif kind is tuple:
-        g.add_argument(flag, dest=f.name, action="append", default=list(default), metavar=s.metavar, help=text)
     else:
-        g.add_argument(flag, dest=f.name, type=kind if kind in (int, float) else str, default=default,
-                       metavar=s.metavar, help=text)
+        g.add_argument(flag, dest=f.name, help=text, **kind_for(f).arguments(default, s.metavar))
 
 
 def given(args: argparse.Namespace, command: Command = RUN) -> dict[str, Any]:
@@ -63,7 +60,7 @@ def given(args: argparse.Namespace, command: Command = RUN) -> dict[str, Any]:
     for f, s in declared(RunSpec):
         if flag_of(f, s) is not None and hasattr(args, f.name) and f.name not in command.fixed:
             value = getattr(args, f.name)
-            out[f.name] = tuple(value or ()) if kind_of(f) is tuple else value
+            out[f.name] = tuple(value or ()) if isinstance(kind_for(f), Pairs) else value
     return out
 
 

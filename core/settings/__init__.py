@@ -118,7 +118,8 @@ class RunSpec:
         "package.module:FACTORY (your code: FACTORY(ctx=, vocab_size=, **model_args) returns an nn.Module mapping "
         "(batch, ctx) token ids to logits; docs/models.md)", metavar="MODEL", form="model", row=0, same_program=True)
     model_args: tuple[str, ...] = setting(
-        (), "model", "for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; repeatable",
+        (), "model", "for hf: a config field (num_key_value_heads=4); for a factory: a keyword argument; "
+        "repeatable, and one value may hold several pairs between commas",
         flag="--model-arg", metavar="KEY=VALUE", form="  model args", row=1, same_program=True)
     size: str = setting(
         "small", "model", f"model size: {', '.join(SIZE_NAMES)} for builtin; an hf architecture's own sizes (llama: "

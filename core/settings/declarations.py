@@ -7,14 +7,19 @@ From one declaration come: the flags of `run`, `compare`, `sweep`, `ladder` and 
 rules that need only the spec (checked in `RunSpec.validate`, before any process starts). The code that
 applies an optimization to a model is a converter registered under its setting's name by the measuring code
 (core.measure.converters): a declaration names no code above the vocabulary. A command whose defaults differ from
-`run`'s says so as data (`Command.defaults`), and its help prints them.
+`run`'s says so as data (`Command.defaults`), and its help prints them. The kind of a setting's values
+(core.settings.kinds: a flag, a choice, an integer, ...) is `kind_for(field)`: its flag's type, the form's
+widget and the parsing of its text on both come from it.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from perfconsole.core.settings.kinds import Kind, kind_from
 
 # The sections of a spec, in the order help and the form show them.
 SECTIONS = ("model", "shape", "numerics", "optimizations", "parallel", "profiling", "execution")
@@ -35,6 +40,7 @@ class Setting:
     same_program: bool = False       # a saved run differing here is another program (core.launch.scaling)
     tag: Callable[[Any, Any], str | None] | None = None    # (value, spec) -> its words in the label, or None
     needs: Callable[[Any, Any], str | None] | None = None  # (value, spec) -> why the spec rules it out, or None
+    kind: Kind | None = None         # the kind of its values; None: the one its annotation and choices say
 
 
 def setting(default: Any, section: str, help: str, **kw: Any) -> Any:
@@ -57,33 +63,18 @@ def flag_of(f: dataclasses.Field, s: Setting) -> str | None:
     return s.flag or "--" + f.name.replace("_", "-")
 
 
-def kind_of(f: dataclasses.Field) -> type:
-    """The Python type a field's values take (from its annotation, a string under `from __future__`)."""
-    t = str(f.type)
-    for name, kind in (("bool", bool), ("tuple", tuple), ("int", int), ("float", float)):
-        if t.startswith(name):
-            return kind
-    return str
+@functools.cache
+def kind_for(f: dataclasses.Field) -> Kind:
+    """The kind of a declared field's values (core.settings.kinds): its declaration's, else the one its
+    annotation and choices say."""
+    s: Setting = f.metadata["setting"]
+    return s.kind if s.kind is not None else kind_from(f.type, s.choices)
 
 
 def convert(f: dataclasses.Field, raw: str) -> Any:
-    """One value of a field from its text (a comma list's item, `--vary`'s value); ValueError if it is none."""
-    kind = kind_of(f)
-    text = raw.strip()
-    if kind is bool:
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"{text!r} is not true or false")
-    if kind in (int, float):
-        if text == "" and "None" in str(f.type):
-            return None
-        try:
-            return kind(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-    return text
+    """One value of a field from its text (a comma list's item, `--vary`'s value), as its kind parses it;
+    ValueError, with what the field allows, if it is none."""
+    return kind_for(f).parse(raw)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfconsole.core.settings.declarations import declared, kind_of
+from perfconsole.core.settings.declarations import declared, kind_for
+from perfconsole.core.settings.kinds import Flag
 from perfconsole.model.config import SIZES
 from perfconsole.model.sources import ModelError, hf_shapes
 from perfconsole.model.sources import parse as parse_model
@@ -37,7 +38,7 @@ def validate(s: RunSpec) -> None:
         value = getattr(s, f.name)
         if st.choices and f.name != "size":
             choice(f.name, value, st.choices)
-        if kind_of(f) is bool and not isinstance(value, bool):
+        if isinstance(kind_for(f), Flag) and not isinstance(value, bool):
             raise SpecError(f.name, f"must be true or false, not {value!r}")
     int_range("ctx", s.ctx, 1, 1 << 20)
     int_range("batch", s.batch, 1, 1 << 16)

@@ -8,7 +8,8 @@ import pytest
 from console_helpers import TINY, make_app, plain, wait_for
 from textual.widgets import Static
 
-from perfconsole.tui.panes.launch import LaunchPane, pick_size, spec_from_form, split_args
+from perfconsole.core.settings.kinds import split_pairs
+from perfconsole.tui.panes.launch import LaunchPane, pick_size, spec_from_form
 from perfconsole.tui.widgets.choice_field import ChoiceField
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "student_model.py"
@@ -98,7 +99,7 @@ async def test_a_factory_has_no_size_row_and_takes_its_arguments():
 
 
 def test_form_helpers():
-    assert split_args("a=1, b=x,,c=2 ") == ("a=1", "b=x", "c=2") and split_args(" ") == ()
+    assert split_pairs("a=1, b=x,,c=2 ") == ("a=1", "b=x", "c=2") and split_pairs(" ") == ()
     assert pick_size(LLAMA_SIZES, "small", "tiny", "cuda") == "tiny"    # the one shown
     assert pick_size(LLAMA_SIZES, "small", "2.7B", "cuda") == "1B"      # the GPU's default: smallest published
     assert pick_size(LLAMA_SIZES, "8B", "tiny", "cpu") == "8B"          # the one chosen

@@ -6,6 +6,7 @@ offers that model's own sizes and keeps the size last chosen where the new model
 own shape, so it has no size row."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -14,62 +15,76 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from perfconsole.core.launch import model_choice
-from perfconsole.core.settings.declarations import declared, kind_of
+from perfconsole.core.settings.declarations import Setting, declared, kind_for
+from perfconsole.core.settings.kinds import Choice, Flag, Integer, Kind, Number, Pairs, Text
 from perfconsole.core.settings import RunSpec, SpecError
 from perfconsole.core.settings.rules import why_not
 from perfconsole.tui.widgets.choice_field import ChoiceField
 from perfconsole.tui.widgets.form_checkbox import FormCheckbox
 from perfconsole.tui.widgets.form_input import FormInput
 
-# The form's rows come from the settings' declarations (core.settings): each row's label, order and widget
-# (a selector for choices, a box for a flag, a field for a number or a text); the size's choices are the
-# model's own (model_choice.sizes), and a custom size's dimensions show only for size custom.
+# The form's rows come from the settings' declarations (core.settings): each row's label and order, and its
+# widget from the kind of its values (WIDGETS); the size's choices are the model's own (model_choice.sizes),
+# and a custom size's dimensions show only for size custom.
 ROWS = sorted(((f, s) for f, s in declared(RunSpec) if s.form is not None), key=lambda fs: fs[1].row)
 ORDER = tuple(f.name for f, _ in ROWS)
 LABELS = {f.name: s.form for f, s in ROWS}
-CHOICES: dict[str, tuple[str, ...]] = {f.name: s.choices for f, s in ROWS if s.choices and f.name != "size"}
+SETTINGS = {f.name: s for f, s in ROWS}
+KINDS: dict[str, Kind] = {f.name: kind_for(f) for f, _ in declared(RunSpec)}
+CHOICES: dict[str, tuple[str, ...]] = {name: k.choices for name in ORDER if isinstance(k := KINDS[name], Choice)}
 DIMS = tuple(f.name for f, s in ROWS if s.custom_only)
-INTS = tuple(f.name for f, _ in ROWS if kind_of(f) is int and f.name not in DIMS)
-FLAGS = tuple(f.name for f, _ in ROWS if kind_of(f) is bool)
-FLOATS = tuple(f.name for f, _ in ROWS if kind_of(f) is float)  # empty: the library's default
 
 
-def split_args(text: str) -> tuple[str, ...]:
-    """The model args field, `KEY=VALUE,KEY=VALUE` (commas or spaces between pairs), as the spec's tuple."""
-    return tuple(p for p in text.replace(",", " ").split() if p)
+def _field(kind: Kind, s: Setting, value: Any, wid: str) -> Widget:
+    return FormInput(kind.show(value), compact=True, id=wid)
+
+
+def _pairs(kind: Kind, s: Setting, value: Any, wid: str) -> Widget:
+    return FormInput(kind.show(value), compact=True, id=wid, placeholder=f"{s.metavar},...")
+
+
+def _box(kind: Kind, s: Setting, value: Any, wid: str) -> Widget:
+    return FormCheckbox("", value=bool(value), compact=True, id=wid)
+
+
+def _selector(kind: Choice, s: Setting, value: Any, wid: str) -> Widget:
+    return ChoiceField(kind.choices, value, id=wid)
+
+
+# Each kind of value's widget: (kind, setting, value, id) -> the row's widget.
+WIDGETS: dict[type[Kind], Callable[..., Widget]] = {
+    Flag: _box, Choice: _selector, Integer: _field, Number: _field, Text: _field, Pairs: _pairs}
+
+
+def widget_for(name: str, value: Any) -> Widget:
+    """A row's widget for `value`, by the kind of its setting's values."""
+    kind = KINDS[name]
+    return WIDGETS[type(kind)](kind, SETTINGS[name], value, f"f-{name}")
 
 
 def form_changes(values: dict[str, Any], base: RunSpec) -> tuple[dict[str, Any], dict[str, str]]:
-    """({field: value} for each field whose text reads as its type, {field: message} for each that does not)."""
+    """({field: value} for each field whose text its kind reads, {field: message} for each it refuses, in the
+    words the command line's flag says them). A custom size's dimensions are None unless they show: size
+    custom, a model that is not a factory."""
     errors: dict[str, str] = {}
     changes: dict[str, Any] = {}
     model = str(values.get("model", base.model)).strip()
     factory = model_choice.sizes(model) == ()
     for name, raw in values.items():
-        if name in INTS or name in DIMS:
-            text = str(raw).strip()
-            if name in DIMS and (values.get("size") != "custom" or factory):
-                changes[name] = None
-                continue
-            try:
-                changes[name] = int(text)
-            except ValueError:
-                errors[name] = f"must be an integer, not {text!r}"
-        elif name in FLOATS:
-            text = str(raw).strip()
-            try:
-                changes[name] = float(text) if text else None
-            except ValueError:
-                errors[name] = f"must be a number or empty, not {text!r}"
-        elif name == "model":
-            changes[name] = model
-        elif name == "model_args":
-            changes[name] = split_args(str(raw))
-        else:
+        kind = KINDS.get(name)
+        if name in DIMS and (values.get("size") != "custom" or factory):
+            changes[name] = None
+        elif kind is None:
             changes[name] = raw
+        else:
+            try:
+                changes[name] = kind.parse(raw if isinstance(raw, str) else kind.show(raw))
+            except ValueError as exc:
+                errors[name] = str(exc)
     return changes, errors
 
 
@@ -132,17 +147,11 @@ class LaunchPane(VerticalScroll):
             for name in ORDER:
                 yield Label(LABELS[name], id=f"lbl-{name}", classes=f"lbl {'dim-row' if name in DIMS else ''}")
                 value = getattr(p, name)
-                if name == "size":
+                if name == "size":  # a selector of the model's own sizes
                     opts = self.size_options = model_choice.sizes(p.model) or (p.size,)  # a factory: the kept size
                     yield ChoiceField(opts, value, id="f-size")
-                elif name == "model_args":
-                    yield FormInput(",".join(value), compact=True, id="f-model_args", placeholder="KEY=VALUE,...")
-                elif name in CHOICES:
-                    yield ChoiceField(CHOICES[name], value, id=f"f-{name}")
-                elif name in FLAGS:
-                    yield FormCheckbox("", value=bool(value), compact=True, id=f"f-{name}")
                 else:
-                    yield FormInput("" if value is None else str(value), compact=True, id=f"f-{name}")
+                    yield widget_for(name, value)
                 yield Static("", id=f"err-{name}", classes="err")
         with Horizontal(id="launch-buttons"):
             yield Button("Run  ^r", id="btn-run", variant="primary", compact=True)
@@ -212,7 +221,7 @@ class LaunchPane(VerticalScroll):
                 self.offered[name] = offered
                 with self.prevent(ChoiceField.Changed):
                     select.set_options(offered)  # the value shown is among them
-        for name in FLAGS:
+        for name in (n for n in ORDER if isinstance(KINDS[n], Flag)):
             box = self.query_one(f"#f-{name}", FormCheckbox)
             why = why_not(probe, **{name: not box.value})
             box.refused = f"{name}: {why}" if why else None  # validation's words, had the box been toggled

@@ -73,7 +73,8 @@ def test_table_output(train_table):   # fwd_bwd's phases: tests/core/measure/tes
 @pytest.mark.parametrize("args, words", [
     (["run", "--size", "huge", "--device", "cpu"], "size: must be one of tiny, small"),
     (["run", "--precision", "fp8", "--device", "cpu"], "precision: must be one of fp32, bf16, fp16"),
-    (["run", "--ctx", "abc"], "invalid int value"),
+    # The flag says what the launch form says of the same text (argparse's own words were "invalid int value").
+    (["run", "--ctx", "abc"], "argument --ctx: must be an integer, not 'abc'"),
     (["run", "--size", "tiny", "--device", "cpu", "--steps", "0"], "steps: must be from 1"),
     (["run", "--size", "tiny", "--device", "cpu", "--compile", "--warmup", "0"], "warmup: compile needs at least 1"),
     (["run", *TINY, "--save", "/nonexistent/dir/x.json"], "no such directory"),

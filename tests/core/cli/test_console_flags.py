@@ -34,7 +34,8 @@ def console_in_a_terminal(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("flags, line", [
     (["--size", "huge"], "perfconsole: error: size: must be one of tiny, small, medium, large, xl, 2.7B, custom"),
     (["--ctx", "0"], "perfconsole: error: ctx: must be from 1 to 1048576, not 0"),
-    (["--ctx", "abc"], "perfconsole: error: argument --ctx: invalid int value: 'abc'"),
+    # The launch form's words for the same text (argparse's own were "invalid int value: 'abc'").
+    (["--ctx", "abc"], "perfconsole: error: argument --ctx: must be an integer, not 'abc'"),
 ])
 def test_a_bad_pre_fill_flag_is_one_line_and_exit_2_before_the_console_starts(flags, line):
     out = console_in_a_terminal("--device", "cpu", *flags)

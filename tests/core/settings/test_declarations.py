@@ -9,7 +9,8 @@ import pytest
 
 from perfconsole.core.cli.main import build_parser
 from perfconsole.core.cli.spec_args import add_spec_arguments, spec_from_args
-from perfconsole.core.settings.declarations import SECTIONS, declared, flag_of, kind_of
+from perfconsole.core.settings.declarations import SECTIONS, declared, flag_of, kind_for
+from perfconsole.core.settings.kinds import Flag, Pairs
 from perfconsole.core.settings import RunSpec, same_program
 from perfconsole.tui.panes.launch import ORDER
 
@@ -43,9 +44,9 @@ def test_every_field_has_a_flag_that_sets_it():
         flag = flag_of(f, s)
         assert flag is not None, f.name
         value = OTHER[f.name]
-        if kind_of(f) is bool:
+        if isinstance(kind_for(f), Flag):
             argv = [flag] if value != f.default else []
-        elif kind_of(f) is tuple:
+        elif isinstance(kind_for(f), Pairs):
             argv = [x for v in value for x in (flag, v)]
         else:
             argv = [flag, str(value)]

@@ -37,14 +37,19 @@ def job_line(r: RunRecord) -> str | None:
         if sm.comm_timer_cost is not None:  # the collectives were timed in steps of their own
             text += f"; timing them made a step {sm.comm_timer_cost:.2f}x the quiet one"
         text += ")"
-    if sm.exposed_comm_ms is not None:
+    if sm.exposed_comm_ms is not None and sm.exposed_comm_ms < 0:
+        # The step without the all-reduce was the slower one: what the step waited for is below what its steps
+        # vary by, so no exposed figure is given (the record keeps the difference).
+        text += f" · exposed: none measurable (the step without all-reduce, {_ms(sm.comm_free_ms)}, was " \
+                f"{_ms(-sm.exposed_comm_ms)} slower than the step)"
+    elif sm.exposed_comm_ms is not None:
         text += f" · exposed {_ms(sm.exposed_comm_ms)} (step without all-reduce {_ms(sm.comm_free_ms)}; " \
                 f"{_pct(sm.comm_hidden_share)} hidden)"
     alone = collectives_text(r.collectives)
     if alone:
         text += f" · {alone}"
         own = (r.collectives or {}).get("alone_ms")
-        if own and sm.exposed_comm_ms is not None:  # above 1: the step lost more than the transfer takes
+        if own and sm.exposed_comm_ms is not None and sm.exposed_comm_ms >= 0:  # above 1: more than the transfer
             text += f" · exposed {sm.exposed_comm_ms / own:.2f}x the collectives alone"
     share = overlap_share(r)
     if share is not None:

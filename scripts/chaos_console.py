@@ -165,6 +165,15 @@ class Tmux:
     def pane(self, fmt: str) -> str:
         return self("display-message", "-p", "-t", self.session, fmt).strip()
 
+    def console(self, width: int, height: int, data_dir: Path) -> None:
+        """The console (BIN) in a new session of width x height, on its own data folder, not forked from a warm
+        process. COLUMNS and LINES, where the caller's environment has them, would reach the console through tmux
+        and fix its size at theirs: 0 lets it follow the terminal."""
+        env = {"PERFCONSOLE_DATA_DIR": str(data_dir), "PERFCONSOLE_WARM": "off", "TERM": "xterm-256color",
+               "LANG": "C.UTF-8", "COLUMNS": "0", "LINES": "0"}
+        env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+        self("new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height), *env_args, str(BIN))
+
 
 def marked(tag: str) -> list[psutil.Process]:
     """Live processes whose environment carries this trial's marker (the console and its workers)."""

@@ -109,11 +109,7 @@ def test_zoom_pan_kernel_gap_and_enter_in_a_terminal(tmp_path, width, height):
     store.save(record, snapshot)
     chaos = script_module("chaos_console")
     tmux = chaos.Tmux(tmp_path)
-    # COLUMNS and LINES, where the test's environment has them, would fix the console's size: 0 lets it follow tmux.
-    env = {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_WARM": "off", "TERM": "xterm-256color",
-           "LANG": "C.UTF-8", "COLUMNS": "0", "LINES": "0"}
-    env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
-    tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height), *env_args, str(chaos.BIN))
+    tmux.console(width, height, tmp_path / "data")
     try:
         _screen_when(tmux, lambda s: "1 Launch" in s, "the console")
         tmux.keys("5")

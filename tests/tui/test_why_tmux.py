@@ -63,12 +63,7 @@ def _wait_until(check, timeout: float) -> bool:
 def test_the_kernel_detail_and_its_roofline_read_in_a_terminal(tmp_path, width, height):
     chaos = script_module("chaos_console")
     tmux = chaos.Tmux(tmp_path)
-    # COLUMNS and LINES, where the test's environment has them, would reach the console through tmux and fix its
-    # size at theirs: 0 lets it follow the terminal.
-    env = {"PERFCONSOLE_DATA_DIR": str(tmp_path / "data"), "PERFCONSOLE_WARM": "off", "TERM": "xterm-256color",
-           "LANG": "C.UTF-8", "COLUMNS": "0", "LINES": "0"}
-    env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
-    tmux("new-session", "-d", "-s", tmux.session, "-x", str(width), "-y", str(height), *env_args, str(chaos.BIN))
+    tmux.console(width, height, tmp_path / "data")
     try:
         assert tmux.wait_for("1 Launch", WAIT_S), tmux.screen()
         tmux.keys("5")

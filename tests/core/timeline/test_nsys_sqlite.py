@@ -1,9 +1,11 @@
-"""The timeline of a real Nsight Systems capture exported to SQLite (someone else's run: tests/fixtures/nsys_sqlite/
-SOURCE.txt), checked against figures this test computes with its own SQL on the file: lanes and their counts, the
-GPU's busy share and idle gaps, the NVTX ranges, a kernel's name, grid and the range open at its launch; the CLI on
-the file; and the one-line refusals of SQLite that is no capture and of a capture with nothing timed in it."""
+"""The timeline of real Nsight Systems captures exported to SQLite (someone else's run, and perfconsole's own on an
+H100: tests/fixtures/nsys_sqlite/SOURCE.txt), checked against figures this test computes with its own SQL on the
+file: lanes and their counts, the steps, the GPU's busy share and idle gaps, the NVTX ranges, a kernel's name, grid
+and the ranges open at its launch; the CLI and `import` on the file; and the one-line refusals of SQLite that is no
+capture and of a capture with nothing timed in it."""
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sqlite3
@@ -14,6 +16,7 @@ import pytest
 
 from perfconsole.core import store
 from perfconsole.core.cli.main import main
+from perfconsole.core.timeline.captions import busy_lines, duration
 from perfconsole.core.timeline.load import load_timeline
 from perfconsole.core.timeline.model import TimelineError
 from perfconsole.core.profiling.nsys_sqlite import trace_document
@@ -142,3 +145,123 @@ def test_an_nsys_runs_record_finds_the_export_beside_its_capture_or_names_the_co
     shutil.copy(CAPTURE, tmp_path / "profile.sqlite")
     assert record_traces(record) == [(0, tmp_path / "profile.sqlite")]
     assert len(load_timeline([p for _, p in record_traces(record)]).lanes) > 0
+
+
+# --- perfconsole's own capture on an H100 (tests/fixtures/nsys_sqlite/SOURCE.txt): eager bf16 training of the small
+# model on one GPU, 3 steps between cudaProfilerStart/Stop, NVTX ranges per phase and per layer; its backward ranges
+# are opened by autograd's thread, the rest by the main one. Gzipped in the tree, decompressed here.
+H100 = CAPTURE.parent / "h100_small_train_bf16_nsys.sqlite.gz"
+DEVICE_TABLES = ("KERNEL", "MEMCPY", "MEMSET")
+
+
+@pytest.fixture(scope="module")
+def h100_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("h100_nsys") / "profile.sqlite"
+    with gzip.open(H100) as src, path.open("wb") as out:
+        shutil.copyfileobj(src, out)
+    return path
+
+
+@pytest.fixture(scope="module")
+def h100_db(h100_path):
+    con = sqlite3.connect(f"file:{h100_path}?mode=ro", uri=True)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def h100_tl(h100_path):
+    return load_timeline([h100_path])
+
+
+def test_h100_one_lane_a_kernel_stream_and_one_for_its_copies_and_memsets(h100_db, h100_tl):
+    streams = {f"gpu{d} s{s}": n for d, s, n in h100_db.execute(
+        "select deviceId, streamId, count(*) from CUPTI_ACTIVITY_KIND_KERNEL group by deviceId, streamId")}
+    memory = {f"gpu{d} mem": n for d, n in h100_db.execute(
+        "select deviceId, count(*) from (select deviceId from CUPTI_ACTIVITY_KIND_MEMCPY union all "
+        "select deviceId from CUPTI_ACTIVITY_KIND_MEMSET) group by deviceId")}
+    lanes = {lane.label: len(lane) for lane in h100_tl.lanes if lane.kind in ("kernels", "memory")}
+    assert lanes == {**streams, **memory}
+    assert streams == {"gpu0 s7": 5661} and memory == {"gpu0 mem": 78 + 147}
+
+
+def test_h100_three_steps_each_from_its_forward_range_to_its_last_launched_activity(h100_db, h100_tl):
+    """A step as core.timeline.load defines it, by SQL: from its `forward` range's start to the next one's (the last
+    step to the end of the last range), widened to the first and last GPU activity launched in that span."""
+    forwards = [s for (s,) in h100_db.execute(
+        "select start from NVTX_EVENTS where eventType = 59 and text = 'forward' order by start")]
+    last_range_end = h100_db.execute("select max(end) from NVTX_EVENTS where eventType in (59, 60)").fetchone()[0]
+    origin = round(h100_tl.origin_us * 1000)
+    steps = h100_tl.ranks[0].steps
+    assert len(steps) == len(forwards) == 3
+    for i, step in enumerate(steps):
+        lo, hi = forwards[i], forwards[i + 1] if i + 1 < len(forwards) else 2 ** 62
+        spans = [h100_db.execute(f"select min(d.start), max(d.end) from CUPTI_ACTIVITY_KIND_{t} d join "
+                                 "CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = d.correlationId "
+                                 "where r.start >= ? and r.start < ?", (lo, hi)).fetchone() for t in DEVICE_TABLES]
+        first, last = min(a for a, _ in spans if a is not None), max(b for _, b in spans if b is not None)
+        start, end = min(lo, first), max(hi if hi < 2 ** 62 else last_range_end, last)
+        assert abs(step.start - (start - origin)) <= 1 and abs(step.end - (end - origin)) <= 1
+
+
+def test_h100_busy_share_and_longest_gap_of_the_second_backward(h100_db, h100_tl, merged):
+    """Over the 2nd `backward` range's span: the GPU's busy share and its longest idle gap, from the union of the
+    kernels, copies and memsets the file holds (the device's busy time, as core.timeline.model counts it)."""
+    b0, b1 = h100_db.execute("select start, end from NVTX_EVENTS where eventType = 59 and text = 'backward' "
+                             "order by start limit 1 offset 1").fetchone()
+    union = merged([(max(a, b0), min(b, b1)) for t in DEVICE_TABLES for a, b in h100_db.execute(
+        f"select start, end from CUPTI_ACTIVITY_KIND_{t} where end > ? and start < ?", (b0, b1))])
+    busy = sum(b - a for a, b in union)
+    edges = [b0, *(x for interval in union for x in interval), b1]
+    idle = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2) if edges[i + 1] > edges[i]]
+    longest = max(idle, key=lambda g: g[1] - g[0])
+    origin = round(h100_tl.origin_us * 1000)
+    t0, t1 = b0 - origin, b1 - origin
+    assert h100_tl.busy_share(0, t0, t1) == pytest.approx(busy / (b1 - b0), abs=1e-6)
+    gs, ge = h100_tl.gaps(0, t0, t1)
+    gaps = list(zip(gs.tolist(), ge.tolist()))
+    assert len(gaps) == len(idle) == 1183
+    assert all(abs(s + origin - a) <= 1 and abs(e + origin - b) <= 1 for (s, e), (a, b) in zip(gaps, idle))
+    s, e = max(gaps, key=lambda g: g[1] - g[0])
+    assert abs(s + origin - longest[0]) <= 1 and abs(e + origin - longest[1]) <= 1
+    assert longest[1] - longest[0] == 128_322 and round(busy / (b1 - b0), 3) == 0.168   # a small model: launch-bound
+    # the caption says the same: the share, then the longest gap first
+    share_line, gap_line = busy_lines(h100_tl, 0, t0, t1)[:2]
+    assert f"busy {busy / (b1 - b0) * 100:.1f} % of the window" in share_line
+    assert gap_line.startswith(f"  gap {duration(longest[1] - longest[0])} at ")
+
+
+@pytest.mark.parametrize("pattern, nth, innermost", [
+    ("%flash_fprop%", 13, "sdpa"),                     # step 2, layer 1's attention, launched by the main thread
+    ("%flash_bprop%", 13, "backward"),                 # launched by autograd's thread
+    ("%DeviceRadixSort%", 1, "cub::DeviceRadixSort"),  # a range named by textId, inside backward
+    ("%FusedAdam%", 9, "optimizer_step"),             # ran 0.6 ms after its launch, the range closed by then
+])
+def test_h100_a_kernel_keeps_its_name_grid_block_and_the_ranges_open_on_its_launching_thread(
+        h100_db, h100_tl, pattern, nth, innermost):
+    name, start, *dims, launched, thread, label = h100_db.execute(
+        "select s.value, k.start, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, r.start, r.globalTid, "
+        "'gpu' || k.deviceId || ' s' || k.streamId from CUPTI_ACTIVITY_KIND_KERNEL k "
+        "join StringIds s on s.id = k.demangledName join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId "
+        "where s.value like ? order by k.start limit 1 offset ?", (pattern, nth)).fetchone()
+    # the NVTX ranges open on the launching thread when its runtime call began, outermost first
+    chain = [t for (t,) in h100_db.execute(
+        "select coalesce(n.text, (select value from StringIds where id = n.textId)) from NVTX_EVENTS n "
+        "where n.eventType = 59 and n.globalTid = ? and n.start <= ? and n.end > ? order by n.start, n.end desc",
+        (thread, launched, launched))]
+    lane = next(lane for lane in h100_tl.lanes if lane.kind == "kernels" and lane.label == label)
+    at = start - round(h100_tl.origin_us * 1000)
+    position = int(lane.index.starts.searchsorted(at - 1))
+    assert abs(int(lane.index.starts[position]) - at) <= 1
+    k = h100_tl.kernel(lane.key, position)
+    assert k.name == name and k.grid == tuple(dims[:3]) and k.block == tuple(dims[3:])
+    assert chain[-1] == innermost and k.phase == " > ".join(chain)
+
+
+def test_h100_an_import_sums_the_exports_kernels(h100_db, h100_path, capsys):
+    assert main(["import", str(h100_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["tables"]["cuda_gpu_kern_sum"]
+    count, total, names = h100_db.execute(
+        "select count(*), sum(end - start), count(distinct demangledName) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    assert len(rows) == names == 49 and sum(r["instances"] for r in rows) == count == 5661
+    assert sum(r["total_time_ns"] for r in rows) == total == 25_739_842

@@ -253,7 +253,9 @@ class SessionActions:
                 return
             fmt, path = choice  # checked by the dialog: its folder is there, and it is new or to be overwritten
             try:
-                text = export.export(obj, fmt)
+                # A run's trace is looked for beside the file it was opened from, as `perfconsole export` does.
+                source = self.session.file_of(getattr(obj, "id", ""))
+                text = export.export(obj, fmt, Path(source) if source else None)
                 store.write_atomic(path, text)
             except (OSError, ValueError) as exc:
                 self.notify(f"export failed: {exc}", severity="error")

@@ -55,3 +55,36 @@ async def test_the_default_export_folder_in_the_data_directory_is_made_on_first_
         await pilot.pause()
         assert not isinstance(app.screen, ExportScreen)
         assert len(list((data_dir() / "exports").glob("*.md"))) == 1
+
+
+async def test_f4_writes_a_profiled_runs_timeline_as_svg_and_an_unprofiled_run_says_why(tmp_path):
+    """F4 is `perfconsole export --format svg`: the run's timeline, its trace found as the CLI finds it."""
+    import xml.etree.ElementTree as ET
+
+    from perfconsole.core import store
+
+    from test_timeline_pane import trace_record
+
+    profiled = tmp_path / "profiled.json"
+    store.save(trace_record(), profiled)
+    for snapshot, out in ((profiled, tmp_path / "timeline.svg"), (RUN, tmp_path / "none.svg")):
+        app = make_app(snapshots=[snapshot])
+        async with app.run_test(size=(120, 34)) as pilot:
+            await pilot.press("5")
+            await pilot.pause()
+            await pilot.press("e")
+            await pilot.pause()
+            await pilot.press("f4")
+            field = app.screen.query_one("#export-path", Input)
+            assert field.value.endswith(".svg")
+            field.value = str(out)
+            await pilot.press("enter")
+            await pilot.pause()
+            said = [str(n.message) for n in app._notifications]
+        if snapshot == profiled:
+            assert said[-1] == f"exported {out}", said
+            text = "".join(ET.fromstring(out.read_text()).itertext())
+            assert "gpu0" in text and "s7" in text
+        else:
+            assert not out.exists()
+            assert any(m.startswith("export failed: ") and "no profile" in m for m in said), said

@@ -117,7 +117,7 @@ async def test_help_lists_the_keys_of_fields_tables_and_dialogs_too():
         await pilot.pause()
         rows = {" ".join(line.split()) for s in app.screen.query(Static) for line in plain(s.content).splitlines()}
         for row in ("Esc Leave field", "Home First row", "End Last row", "F1 Markdown", "F2 CSV", "F3 JSON",
-                    "y Yes", "n, Esc No", "PgUp, PgDn Page up, down", "Home, End Top, bottom"):
+                    "F4 SVG timeline", "y Yes", "n, Esc No", "PgUp, PgDn Page up, down", "Home, End Top, bottom"):
             assert row in rows, row
 
 

@@ -36,7 +36,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 KEY_NAMES = {"escape": "Esc", "home": "Home", "end": "End", "pageup": "PgUp", "pagedown": "PgDn", "enter": "Enter",
-             "tab": "Tab", "shift+tab": "shift+Tab", "question_mark": "?", "slash": "/", "f1": "F1", "f2": "F2", "f3": "F3"}
+             "tab": "Tab", "shift+tab": "shift+Tab", "question_mark": "?", "slash": "/", "f1": "F1", "f2": "F2", "f3": "F3", "f4": "F4"}
 
 
 def key_text(keys: str) -> str:
@@ -173,13 +173,15 @@ class PathInput(FormInput):
 
 
 class ExportScreen(TypeAhead, ModalScreen[tuple[str, Path] | None]):
-    """Choose md / csv / json (keys F1, F2, F3) and the file; the path follows the format. Dismissed with
+    """Choose md / csv / json / svg (keys F1 to F4; svg: a profiled run's timeline) and the file; the path follows
+    the format. Dismissed with
     a path that may be written: its folder is there, and it is new or the user said to overwrite it."""
     field_id = "export-path"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="export.cancel"),
                 Binding("f1", "fmt('md')", "Markdown", id="export.md"),
                 Binding("f2", "fmt('csv')", "CSV", id="export.csv"),
-                Binding("f3", "fmt('json')", "JSON", id="export.json")]
+                Binding("f3", "fmt('json')", "JSON", id="export.json"),
+                Binding("f4", "fmt('svg')", "SVG timeline", id="export.svg")]
 
     def __init__(self, what: str, stem: Path, fmt: str = "md") -> None:
         super().__init__()
@@ -190,7 +192,8 @@ class ExportScreen(TypeAhead, ModalScreen[tuple[str, Path] | None]):
             yield Label(f"Export {self.what}")
             yield Static("", id="export-fmt")
             yield PathInput(str(self.stem.with_suffix("." + self.fmt)), id="export-path", compact=True)
-            yield Static("F1 Markdown  F2 CSV  F3 JSON; Enter writes the file; Esc cancels", classes="hint")
+            yield Static("F1 Markdown  F2 CSV  F3 JSON  F4 SVG (a profiled run's timeline); Enter writes the file; "
+                         "Esc cancels", classes="hint")
 
     def on_mount(self) -> None:
         self._show_fmt()

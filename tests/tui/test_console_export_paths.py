@@ -14,16 +14,21 @@ from console_helpers import make_app, shipped
 RUN = shipped("tiny-cpu-train-fp32.json")
 
 
+async def _export_dialog(pilot) -> None:  # noqa: ANN001
+    """Runs (5), then export (e) on the run under the cursor: the dialog is up."""
+    await pilot.press("5")
+    await pilot.pause()
+    await pilot.press("e")
+    await pilot.pause()
+
+
 async def test_export_to_a_missing_folder_is_the_clis_error_and_creates_nothing(tmp_path, capsys):
     assert cli.main(["export", str(RUN), "-o", str(tmp_path / "nonexistent2" / "dir" / "x.md")]) == 2
     cli_error = capsys.readouterr().err.strip().removeprefix("perfconsole: error: ")
     missing = tmp_path / "nonexistent" / "dir"
     app = make_app(snapshots=[RUN])
     async with app.run_test(size=(120, 34)) as pilot:
-        await pilot.press("5")
-        await pilot.pause()
-        await pilot.press("e")
-        await pilot.pause()
+        await _export_dialog(pilot)
         field = app.screen.query_one("#export-path", Input)
         field.value = str(missing / "x.md")
         await pilot.press("enter")
@@ -47,10 +52,7 @@ async def test_the_default_export_folder_in_the_data_directory_is_made_on_first_
     app = make_app(snapshots=[RUN])
     assert not (data_dir() / "exports").exists()
     async with app.run_test(size=(120, 34)) as pilot:
-        await pilot.press("5")
-        await pilot.pause()
-        await pilot.press("e")
-        await pilot.pause()
+        await _export_dialog(pilot)
         await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, ExportScreen)
@@ -70,10 +72,7 @@ async def test_f4_writes_a_profiled_runs_timeline_as_svg_and_an_unprofiled_run_s
     for snapshot, out in ((profiled, tmp_path / "timeline.svg"), (RUN, tmp_path / "none.svg")):
         app = make_app(snapshots=[snapshot])
         async with app.run_test(size=(120, 34)) as pilot:
-            await pilot.press("5")
-            await pilot.pause()
-            await pilot.press("e")
-            await pilot.pause()
+            await _export_dialog(pilot)
             await pilot.press("f4")
             field = app.screen.query_one("#export-path", Input)
             assert field.value.endswith(".svg")

@@ -252,17 +252,30 @@ class SessionActions:
             if choice is None:
                 return
             fmt, path = choice  # checked by the dialog: its folder is there, and it is new or to be overwritten
-            try:
-                # A run's trace is looked for beside the file it was opened from, as `perfconsole export` does.
-                source = self.session.file_of(getattr(obj, "id", ""))
-                text = export.export(obj, fmt, Path(source) if source else None)
-                store.write_atomic(path, text)
-            except (OSError, ValueError) as exc:
-                self.notify(f"export failed: {exc}", severity="error")
-                return
-            self.notify(f"exported {path}")
+            source = self.session.file_of(getattr(obj, "id", ""))
+            args = (obj, fmt, path, Path(source) if source else None)
+            # An SVG reads and draws the run's whole trace from disk: off the UI thread; the others are in memory.
+            if fmt == "svg":
+                self._write_export_off_thread(*args)
+            else:
+                self._write_export(*args, self.notify)
 
         self.push_screen(ExportScreen(name, data_dir() / EXPORTS / safe_name(name)), write)
+
+    @staticmethod
+    def _write_export(obj: Any, fmt: str, path: Path, source: Path | None, notify: Any) -> None:
+        """`obj` as `fmt` into `path`, saying which happened. A run's trace is looked for beside the file it was
+        opened from (`source`), as `perfconsole export` does."""
+        try:
+            store.write_atomic(path, export.export(obj, fmt, source))
+        except (OSError, ValueError) as exc:
+            notify(f"export failed: {exc}", severity="error")
+            return
+        notify(f"exported {path}")
+
+    @work(thread=True, exit_on_error=False, group="export")
+    def _write_export_off_thread(self, obj: Any, fmt: str, path: Path, source: Path | None) -> None:
+        self._write_export(obj, fmt, path, source, lambda *a, **k: self.call_from_thread(self.notify, *a, **k))
 
     def action_export_run(self) -> None:
         if self.on_listed_comparison("export"):

@@ -9,7 +9,7 @@ from perfconsole.core.cli import main as cli
 from perfconsole.core.paths import data_dir
 from perfconsole.tui.screens.dialogs import ExportScreen
 
-from console_helpers import make_app, shipped
+from console_helpers import make_app, shipped, wait_for
 
 RUN = shipped("tiny-cpu-train-fp32.json")
 
@@ -78,7 +78,9 @@ async def test_f4_writes_a_profiled_runs_timeline_as_svg_and_an_unprofiled_run_s
             assert field.value.endswith(".svg")
             field.value = str(out)
             await pilot.press("enter")
-            await pilot.pause()
+            # The SVG is drawn off the UI thread: done when the console says so.
+            await wait_for(pilot, lambda app=app: any(str(n.message).startswith(("exported", "export failed"))
+                                              for n in app._notifications), timeout=60)
             said = [str(n.message) for n in app._notifications]
         if snapshot == profiled:
             assert said[-1] == f"exported {out}", said

@@ -166,17 +166,28 @@ def test_zoom_pan_kernel_gap_and_enter_in_a_terminal(tmp_path, width, height):
         assert after[2].startswith(_shown(m.group(4))), (m.group(4), after[2])
 
         tmux.keys("Enter")
-        kernels = _screen_when(tmux, lambda s: re.search(r"^ total ms\s+count", s, re.M), "the Kernels pane")
-        lines = kernels.splitlines()
-        head = next(i for i, line in enumerate(lines) if re.match(r"^ total ms\s+count", line))
-        rows = []
-        for line in lines[head + 1:]:
-            if not re.match(r"^\s+[\d,.]+\s+\d+\s+[\d,.]+\s", line):
-                break
-            rows.append(line)
-        # filtered to the kernel's name: its field shows the name, the table the kernels whose names hold it
-        assert after[2][:20] in lines[head - 1] or after[2][-20:] in lines[head - 1], lines[head - 1]
         matching = {n for n in trace.gpu_names if after[2].lower() in n.lower()}
+
+        def kernel_rows(screen: str) -> tuple[list[str], str]:
+            """The Kernels table's rows and the line above its header (the filter field)."""
+            lines = screen.splitlines()
+            head = next(i for i, line in enumerate(lines) if re.match(r"^ total ms\s+count", line))
+            rows = []
+            for line in lines[head + 1:]:
+                if not re.match(r"^\s+[\d,.]+\s+\d+\s+[\d,.]+\s", line):
+                    break
+                rows.append(line)
+            return rows, lines[head - 1]
+
+        def filtered(screen: str) -> bool:
+            # the field fills first and the table follows on a later frame: wait for both
+            rows, field = kernel_rows(screen)
+            return (after[2][:20] in field or after[2][-20:] in field) and len(rows) == len(matching)
+
+        kernels = _screen_when(tmux, filtered, "the Kernels pane filtered to the kernel after the gap")
+        rows, field = kernel_rows(kernels)
+        # filtered to the kernel's name: its field shows the name, the table the kernels whose names hold it
+        assert after[2][:20] in field or after[2][-20:] in field, field
         assert len(rows) == len(matching) >= 1, (rows, matching)
         assert all(after[2][:8] in row for row in rows)
         screens = [whole, zoomed, panned, selected, gapped, kernels]

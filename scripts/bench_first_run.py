@@ -47,12 +47,13 @@ def shim(tree: Path, into: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(into)}
 
 
-def one_run(env: dict[str, str], data: Path) -> dict[str, float]:
+def one_run(env: dict[str, str], data: Path, command: list[str] = COMMAND) -> dict[str, float]:
+    """One `perfconsole run` (its arguments `command`, with `--json`) on the data folder `data`, timed."""
     script = Path(sys.executable).with_name("perfconsole")
-    argv = [str(script), *COMMAND] if script.exists() else [sys.executable, "-m", "perfconsole.tui.main", *COMMAND]
+    argv = [str(script), *command] if script.exists() else [sys.executable, "-m", "perfconsole.tui.main", *command]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    first_step = None
+    first_step = first_measured = None
     with tempfile.TemporaryFile("w+") as stdout, subprocess.Popen(
             argv, stdout=stdout, stderr=subprocess.PIPE, text=True,
             env={**os.environ, **env, "PERFCONSOLE_DATA_DIR": str(data)}) as proc:
@@ -60,6 +61,8 @@ def one_run(env: dict[str, str], data: Path) -> dict[str, float]:
         for line in proc.stderr:  # the progress lines, as they come: the first step's is "warm-up 1/5: ..."
             if first_step is None and "warm-up 1/" in line:
                 first_step = time.perf_counter() - t0
+            if first_measured is None and line.lstrip().startswith("step 1/"):
+                first_measured = time.perf_counter() - t0
             said.append(line)
         code = proc.wait(timeout=600)
         stdout.seek(0)
@@ -75,11 +78,13 @@ def one_run(env: dict[str, str], data: Path) -> dict[str, float]:
     steps_s = sum(s["total_ms"] for s in [*doc["warmup_steps"], *doc["steps"]]) / 1e3
     peaks = doc.get("peaks") or {}
     return {"wall_s": wall, "steps_s": steps_s, "overhead_s": wall - steps_s, "cpu_s": cpu, "before_first_step_s": first_step,
+            "first_measured_step_s": first_measured if first_measured is not None else float("nan"),
             "peaks": peaks.get("source", "none"), "flops_cached": (doc.get("model") or {}).get("cached"),
-            "start": (doc.get("environment") or {}).get("start") or "cold"}
+            "start": (doc.get("environment") or {}).get("start") or "cold",
+            "phases": doc.get("start") or {}, "compile_cache": doc.get("compile_cache")}
 
 
-def beside_console(env: dict[str, str], data: Path) -> dict[str, float]:
+def beside_console(env: dict[str, str], data: Path, command: list[str] = COMMAND) -> dict[str, float]:
     """One run while a console's warm process is up for `data` (started here as a console starts it, ready
     before the run's clock starts, stopped after)."""
     from perfconsole.core.launch.warm import WarmProcess
@@ -98,7 +103,7 @@ def beside_console(env: dict[str, str], data: Path) -> dict[str, float]:
         why = warm.wait_ready()
         if why is not None:
             raise SystemExit(f"the warm process did not start: {why}")
-        result = one_run(env, data)
+        result = one_run(env, data, command)
     finally:
         warm.stop()
     if result["start"] != "warm":

@@ -7,6 +7,13 @@ verdict, each gate's ratio and interval, and the wall times, as Markdown (docs/r
 
     .venv/bin/python scripts/bench_gate.py --gates 10 --paired
     .venv/bin/python scripts/bench_gate.py --gates 10            # processes interleaved
+
+On a GPU (`--device cuda`) the factory is wider (2048, bf16, ctx 512, batch 8: a step of a few milliseconds, paced
+by the host) so the one more matmul is still about a tenth of the work, and `--real FIELD=A,B` adds gates of a
+real change of the builtin model (say `--real optimizer=fused,forloop` at `--real-size medium`), B the change:
+
+    source scripts/device_env.sh && python3 scripts/bench_gate.py --device cuda --gates 10 --paired \
+        --real optimizer=fused,forloop
 """
 from __future__ import annotations
 
@@ -45,8 +52,10 @@ def build(ctx: int, vocab_size: int, width: int = 256, depth: int = 9) -> nn.Mod
 # The change under test: one more width x width matmul after the stack (nine layers and the head: about 10 % more).
 SLOWER = MODEL.replace("        return self.head(x)\n",
                        "        x = torch.relu(x @ self.layers[0].weight)  # the slowdown\n        return self.head(x)\n")
-# Run flags that keep its steps small on a CPU.
+# Run flags that keep its steps small on a CPU; on a GPU, a wider stack in bf16.
 FLAGS = ["--device", "cpu", "--vocab-size", "256", "--ctx", "64", "--batch", "4", "--warmup", "3", "--steps", "15"]
+GPU_FLAGS = ["--device", "cuda", "--precision", "bf16", "--vocab-size", "256", "--model-arg", "width=2048", "--ctx",
+             "512", "--batch", "8", "--warmup", "3", "--steps", "15"]
 PC = [sys.executable, "-m", "perfconsole.tui.main"]
 
 
@@ -68,8 +77,14 @@ def make_repo(folder: Path) -> tuple[Path, str, str]:
     return folder, base, git(folder, "rev-parse", "HEAD")
 
 
-def gate_argv(repo: Path, a: str, b: str, *extra: str) -> list[str]:
-    return [*PC, "gate", "--model", f"{repo / 'model.py'}:build", "--rev", a, "--rev", b, *FLAGS, *extra]
+def gate_argv(repo: Path, a: str, b: str, flags: list[str], *extra: str) -> list[str]:
+    return [*PC, "gate", "--model", f"{repo / 'model.py'}:build", "--rev", a, "--rev", b, *flags, *extra]
+
+
+def real_argv(vary: str, size: str, *extra: str) -> list[str]:
+    """A gate of the builtin model on the GPU: A and B the two values of `vary`."""
+    return [*PC, "gate", "--size", size, "--device", "cuda", "--precision", "bf16", "--mode", "train", "--attention",
+            "sdpa", "--ctx", "512", "--batch", "8", "--warmup", "3", "--steps", "15", "--vary", vary, *extra]
 
 
 def one(argv: list[str]) -> dict:
@@ -87,14 +102,23 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gates", type=int, default=10, help="gates of each kind")
     p.add_argument("--paired", action="store_true", help="gate with --paired")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--real", default=None, metavar="FIELD=A,B", help="on a GPU, also gates of this change")
+    p.add_argument("--real-size", default="medium")
+    p.add_argument("--json-out", default=None, metavar="FILE", help="every gate's figures, as JSON")
     args = p.parse_args()
+    if args.real and args.device != "cuda":
+        p.error("--real is a GPU gate: give --device cuda")
     extra = ["--json", *(["--paired"] if args.paired else [])]
+    flags = GPU_FLAGS if args.device == "cuda" else FLAGS
     with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
         repo, base, slower = make_repo(Path(tmp) / "repo")
-        results: dict[str, list[dict]] = {"slower": [], "same": []}
+        results: dict[str, list[dict]] = {"slower": [], "same": [], **({"real": []} if args.real else {})}
         for i in range(args.gates):
-            for kind, b in (("slower", slower), ("same", base)) if i % 2 == 0 else (("same", base), ("slower", slower)):
-                r = one(gate_argv(repo, base, b, *extra))
+            kinds = [("slower", slower), ("same", base), *([("real", None)] if args.real else [])]
+            for kind, b in kinds if i % 2 == 0 else kinds[::-1]:
+                argv = real_argv(args.real, args.real_size, *extra) if kind == "real" else gate_argv(repo, base, b, flags, *extra)
+                r = one(argv)
                 results[kind].append(r)
                 print(f"{kind} {len(results[kind])}: {r['verdict']} {r['ratio'] or 0:.3f} "
                       f"[{r['low'] or 0:.3f}, {r['high'] or 0:.3f}] {r['rounds']} rounds {r['wall_s']:.1f} s {r['stderr']}",
@@ -107,7 +131,7 @@ def main() -> int:
         c = Counter(r["verdict"] for r in rs)
         other = len(rs) - sum(c[k] for k in ("regression", "inconclusive", "same", "improved"))
         walls = [r["wall_s"] for r in rs]
-        label = "base vs one more matmul" if kind == "slower" else "base vs base"
+        label = {"slower": "base vs one more matmul", "same": "base vs base"}.get(kind, f"{args.real} ({args.real_size})")
         print(f"| {label} | {c['regression']} | {c['inconclusive']} | {c['same']} | {c['improved']} | {other} "
               f"| {statistics.median(walls):.1f} | {max(walls):.1f} |")
     print("\n| gate | verdict | B/A | 95% interval | rounds | stopped | wall (s) |\n|---|---|---:|---|---:|---|---:|")
@@ -116,6 +140,8 @@ def main() -> int:
             interval = f"[{r['low']:.3f}, {r['high']:.3f}]" if r["low"] is not None else "-"
             ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
             print(f"| {kind} {i + 1} | {r['verdict']} | {ratio} | {interval} | {r['rounds']} | {r['stopped']} | {r['wall_s']:.1f} |")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"mode": mode, "device": args.device, "gates": results}, indent=1) + "\n")
     return 0
 
 

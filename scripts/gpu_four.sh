@@ -152,6 +152,7 @@ if want fixtures; then  # small real captures for the timeline's tests: nsys (ex
     pc fx_compiled_nsys 120 run --mode train --profile nsys --compile
     pc fx_ddp2_nsys 120 run --mode train --profile nsys --nproc 2 --parallel ddp
     pc fx_eager_torch 90 run --mode train --profile torch
+    pc fx_compiled_torch 120 run --mode train --profile torch --compile
     pc fx_ddp2_torch 120 run --mode train --profile torch --nproc 2 --parallel ddp
     # Each capture's .nsys-rep to SQLite (nsys export), and the torch traces, beside the records.
     find "$D" -path "$D/inductor" -prune -o -name '*.nsys-rep' -newer "$D/fixtures/.start" -print | while read -r rep; do

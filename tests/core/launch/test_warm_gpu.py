@@ -100,3 +100,37 @@ def test_a_forked_cuda_run_is_the_same_program_as_a_cold_one_and_leaves_the_warm
         pytest.xfail(f"{figures}: more than {WITHIN:.0%}, so this host cannot tell the difference")
     pytest.fail(figures)
 
+
+
+# Far more than an 80 GB card holds: 2.7B's fp32 weights, gradients and AdamW's state are 43 GB before the first
+# activation, and batch 64 at ctx 2048 asks for hundreds of GB more in the first step's forward.
+TOO_BIG = RunSpec(size="2.7B", ctx=2048, batch=64, device="cuda", precision="fp32", mode="train", warmup=1, steps=1)
+
+
+def test_a_forked_cuda_run_out_of_memory_or_killed_leaves_the_warm_process_serving():
+    """A forked worker that really runs out of GPU memory is an `oom` run, one killed mid-step (SIGKILL to its group)
+    is cancelled; after each the warm process, still without CUDA, forks the next run, which runs."""
+    own = warm.start_own()
+    assert own is not None and own.wait_ready() is None, list(own.stderr_tail)
+    try:
+        launch, record = Launch(TOO_BIG), RunRecord(TOO_BIG)
+        for event in launch.events():
+            record.apply(event)
+        assert launch.start_how == "warm"
+        assert record.status == "oom", record.error
+        assert "out of memory" in record.error.message.lower(), record.error
+        long = SPEC.with_(steps=2000)
+        launch, record = Launch(long), RunRecord(long)
+        for event in launch.events():
+            record.apply(event)
+            if event.type == "step" and not event.warmup:
+                launch.kill()
+        assert launch.start_how == "warm" and record.status == "cancelled" and record.steps
+        after, again, _ = _launched()
+        assert again.start_how == "warm" and after.status == "ok", after.error
+        assert len(after.steps) == SPEC.steps
+        sock, hello = warm._connect(own.socket)
+        sock.close()
+        assert not hello.get("why_not"), hello   # never initialised CUDA: it may still fork
+    finally:
+        warm.stop_own()

@@ -71,3 +71,31 @@ def test_nsys_run_small_ctx256_train(tmp_path: Path) -> None:
     if "nvtx_kern_sum" in tables:
         phases = {p.phase: p for p in phase_shares(tables)}
         assert phases["forward"].categories[0].category == "matmul"
+
+    # The run opens in the timeline: `nsys stats` left profile.sqlite beside the capture, the record finds it, and
+    # every kernel the export holds is on a kernel lane; step 2's kernels are the export's own kernels in its span
+    # (by its SQL, not by the timeline's index).
+    import sqlite3
+
+    from perfconsole.core.cli.main import main as cli
+    from perfconsole.core.timeline.load import load_timeline
+    from perfconsole.core.timeline.source import record_traces
+
+    traces = record_traces(record, snap)
+    assert len(traces) == 1 and traces[0][1].suffix == ".sqlite", traces
+    tl = load_timeline([traces[0][1]])
+    con = sqlite3.connect(f"file:{traces[0][1]}?mode=ro", uri=True)
+    try:
+        kernels = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        assert sum(len(lane) for lane in tl.lanes if lane.kind == "kernels") == kernels > 0
+        assert len(tl.ranks[0].steps) == len(steps)
+        step = tl.step(2)
+        origin = round(tl.origin_us * 1000)
+        in_step = con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL where start >= ? and start < ?",
+                              (step.start + origin, step.end + origin)).fetchone()[0]
+    finally:
+        con.close()
+    drawn = sum(int(((lane.index.starts >= step.start) & (lane.index.starts < step.end)).sum())
+                for lane in tl.lanes if lane.kind == "kernels")
+    assert drawn == in_step > 100, (drawn, in_step)
+    assert cli(["timeline", str(snap), "--step", "2", "--width", "100"]) == 0

@@ -1,7 +1,8 @@
 """The GPU loop's targets, each beside its cold figure in one call: how soon a run on a GPU reaches its steps.
 
     source scripts/device_env.sh && python3 scripts/bench_gpu_loop.py --rounds 3 --json $OUT/loop.json
-    source scripts/device_env.sh && python3 scripts/bench_gpu_loop.py --ladder-only --json $OUT/ladder.json
+    source scripts/device_env.sh && python3 scripts/bench_gpu_loop.py --ladder-only --ladder-runs 1 --work /tmp/loop \
+        --json $OUT/ladder.json        # once a call, twice on the same warm machine: the first run takes ~8 min
     .venv/bin/python scripts/bench_gpu_loop.py --device cpu --size tiny --precision fp32 --rounds 1   # a check
 
 What it measures (the spec: small, ctx 512, batch 8, bf16, train, sdpa, 3 warm-up and 20 measured steps, unless
@@ -96,9 +97,12 @@ def compile_part(args, work: Path) -> dict:
 
 
 def ladder_part(args, work: Path) -> dict:
+    """`--ladder-runs` runs of the ladder on one data folder under `work`; with `--work` kept between calls on a
+    warm machine, a later call's run follows the earlier ones (their figures in work/ladder_runs.json)."""
     data = work / "ladder"
-    runs = []
-    for i in range(2):
+    held = work / "ladder_runs.json"
+    runs = json.loads(held.read_text()) if held.exists() else []
+    for i in range(len(runs), len(runs) + args.ladder_runs):
         save = work / f"ladder_{i + 1}.json"
         argv = [sys.executable, "-m", "perfconsole.tui.main", "ladder", "--size", args.ladder_size, "--device",
                 args.device, "--rungs", args.ladder_rungs, "--warmup", "3", "--steps", "10", "--save", str(save)]
@@ -114,6 +118,7 @@ def ladder_part(args, work: Path) -> dict:
                               "compile_cache": record.get("compile_cache"), "start": record.get("start")})
         runs.append({"wall_s": wall, "code": done.returncode, "cells": cells, "stderr_tail": done.stderr[-600:],
                      "command": " ".join(argv[1:])})
+        held.write_text(json.dumps(runs, indent=1) + "\n")
         print(f"ladder {i + 1}: {wall:.1f} s, exit {done.returncode}; cells "
               + ", ".join(f"{c['cell_s']:.1f} s (cache {c['compile_cache']})" for c in cells), file=sys.stderr, flush=True)
     return {"runs": runs}
@@ -150,8 +155,8 @@ def report(result: dict) -> list[str]:
                     f"({again / first:.0%}; cache {comp['runs'][1]['compile_cache']}) | first run {first:.2f} s "
                     f"(cache {comp['runs'][0]['compile_cache']}) | {verdict(again / first, 0.25)} |")
     lad = result.get("ladder")
-    if lad:
-        one, two = (r["wall_s"] for r in lad["runs"])
+    if lad and len(lad["runs"]) >= 2:
+        one, two = (r["wall_s"] for r in lad["runs"][:2])
         rows.append(f"| the ladder a second time <= 120 s | {two:.1f} s | first time {one:.1f} s | {verdict(two, 120)} |")
     return rows
 
@@ -170,9 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ladder-size", default="2.7B")
     p.add_argument("--ladder-rungs", default=LADDER_RUNGS)
     p.add_argument("--ladder-timeout", type=float, default=900.0, help="seconds a ladder run may take (900)")
+    p.add_argument("--ladder-runs", type=int, default=2, help="ladder runs in this call (2; 1 a call where one "
+                                                               "takes most of a call's time, with --work kept)")
+    p.add_argument("--work", default=None, metavar="DIR", help="the data folders and files (default: a new "
+                                                                 "temporary folder); reuse it to go on")
     p.add_argument("--json", default=None, metavar="FILE", help="every figure, as JSON")
     args = p.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="bench-gpu-loop-"))
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-gpu-loop-"))
+    work.mkdir(parents=True, exist_ok=True)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)   # bytecode written and read, as after `pip install`
     os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     result: dict = {"args": vars(args)}

@@ -61,7 +61,8 @@ TINY = RunSpec(size="tiny", ctx=32, batch=2, device="cpu", warmup=1, steps=3, mo
 RULE_BASES = {"cpu tiny": TINY, "ddp x2": TINY.with_(nproc=2, parallel="ddp"),
               "fsdp x2": TINY.with_(nproc=2, parallel="fsdp"), "bf16": TINY.with_(precision="bf16"),
               "fwd": TINY.with_(mode="fwd"), "cuda bf16 compile": TINY.with_(device="cuda", precision="bf16", compile=True),
-              "hf:llama": TINY.with_(model="hf:llama")}
+              "hf:llama": TINY.with_(model="hf:llama"),
+              "ddp compiled autograd": TINY.with_(nproc=2, parallel="ddp", compile=True, optimize_ddp="python_reducer")}
 
 
 def stream(launch, record, seen: list | None = None):

@@ -20,8 +20,8 @@ from perfconsole.core.cli.main import (UsageError, add_force_argument, check_def
 from perfconsole.core.cli.spec_args import add_spec_arguments, check_size_given
 from perfconsole.core.cli.sweep import parse_list
 from perfconsole.core.cli.tables import CliTable, Column
-from perfconsole.core.grids.ladder import (DEFAULT_RUNGS, DP_RUNG_NAMES, LADDER, RUNG_NAMES, RUNGS, LadderRecord,
-                                          LadderRunner, LadderSpec)
+from perfconsole.core.grids.ladder import (DEFAULT_RUNGS, DP_RUNG_NAMES, DP_RUNGS, LADDER, RUNG_NAMES, RUNGS,
+                                          LadderRecord, LadderRunner, LadderSpec)
 from perfconsole.core.launch.model_choice import check as check_model
 from perfconsole.core.launch.processes import install_exit_handlers
 from perfconsole.core.reports.ladder import (busy_legend, busy_text, carry_notes, moved_text, rows, rung_text,
@@ -35,8 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rungs", default=None,
                    help=f"comma list of the rungs to run, from {', '.join(RUNG_NAMES)} (default "
                         f"{','.join(DEFAULT_RUNGS)}; {', '.join(r.name for r in RUNGS if r.opt_in) or 'none'} only when "
-                        f"named), or with --nproc 2 or more from {', '.join(DP_RUNG_NAMES)} (default all); one left "
-                        "out still passes its change up")
+                        f"named), or with --nproc 2 or more from {', '.join(DP_RUNG_NAMES)} (default all but "
+                        f"{', '.join(r.name for r in DP_RUNGS if r.opt_in)}, run only when named); one left out still "
+                        "passes its change up")
     p.add_argument("--no-profile", action="store_true",
                    help="skip each rung's torch-profiler pass (no kernel categories, no measured GPU busy share)")
     p.add_argument("--resume", default=None, metavar="FILE",

@@ -4,7 +4,8 @@
 alone (`Rung.models`). `DP_RUNGS` climbs a data-parallel job (`ladder --nproc N`): from DDP's defaults through
 the settings that decide how much the gradients' collectives carry and how much of them the backward hides
 (bucket size, gradients as bucket views, the bf16 hook, bf16 weights, torch.compile with DDP's graph splitting,
-NCCL's streams at high priority),
+compiled autograd with DDP's all-reduces in the backward's graph (opt-in: experimental in torch), NCCL's streams
+at high priority),
 then FSDP2 with and without resharding and with bf16 gathers.
 Each data-parallel rung runs with its one-process program first (`scaling`), so its weak scaling is against
 the same model, batch and settings on one GPU (bf16 weights and compile change that program too).
@@ -25,7 +26,7 @@ class Rung:
     what: str                   # the change, in words
     needs: str = ""             # what it needs beyond torch, in words
     same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
-    opt_in: bool = False        # run only when --rungs names it (a trade of time for memory, not a speed-up)
+    opt_in: bool = False        # run only when --rungs names it (a trade of time for memory; torch's experimental)
     models: tuple[str, ...] = ()  # the model kinds it applies to (model.sources: builtin, hf, factory); () all
 
     def ruled_out(self, below: RunSpec) -> str | None:
@@ -78,6 +79,9 @@ DP_RUNGS: tuple[Rung, ...] = (
          "fp32 master copy): the all-reduce carries bf16 without a hook", "precision bf16", same_numerics=False),
     Rung("compile", {"compile": True},
          "torch.compile, the graph split at DDP's buckets (DDPOptimizer) so their all-reduces start in the backward"),
+    Rung("compiled-autograd", {"optimize_ddp": "python_reducer"}, "compiled autograd traces the backward with "
+         "DDP's all-reduces in its graph (DDP's Python reducer): inductor buckets them among the backward's kernels, "
+         "no graph split", opt_in=True),
     Rung("nccl-priority", {"nccl_priority": True}, "NCCL's streams at high priority: the all-reduces' kernels take "
          "SMs ahead of the backward's queued kernels, so more of them hide behind it", "device cuda"),
     Rung("fsdp", {"parallel": "fsdp", **_DDP_KNOBS, "compile": False, "weights": "fp32"},

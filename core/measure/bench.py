@@ -34,8 +34,7 @@ from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, timed_step
 from perfconsole.core.settings import RunSpec
 from perfconsole.core.run_summary import compute_summary
-from perfconsole.core.measure import compile_cache, memory_profile, model_build, provenance
-from perfconsole.core.measure import device_peaks
+from perfconsole.core.measure import compile_cache, device_peaks, memory_profile, model_build, provenance
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
@@ -96,8 +95,10 @@ class Stepper:
     """One training/inference step of the spec's mode, split into phases for timing."""
 
     def __init__(self, spec: RunSpec, model: torch.nn.Module, device: torch.device,
-                 loss_fn: converters.Loss | None = None, built: Built | None = None) -> None:
+                 loss_fn: converters.Loss | None = None, built: Built | None = None,
+                 around_step: Callable[[], ContextManager] = contextlib.nullcontext) -> None:
         self.spec = spec
+        self.around_step = around_step  # the converters' (compiled autograd: no hook on the loss in its graph)
         self.model = model
         self.built = built
         # The converters' loss (core.measure.converters): the Stepper applies no optimization of its own.
@@ -148,7 +149,7 @@ class Stepper:
 
     def backward(self, loss: torch.Tensor) -> None:
         root = self.scaler.scale(loss) if self.scaler else loss
-        if annotate.factory() is not None and root.is_cuda:
+        if annotate.factory() is not None and root.is_cuda and self.around_step is contextlib.nullcontext:
             _range_on_autograd_thread(root, "backward")
             root.backward()
         else:  # on the CPU the calling thread runs the backward itself
@@ -206,7 +207,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
     # attention's kernel, checkpointing, the data-parallel wrapper, torch.compile (core.measure.converters).
     converted = converters.convert(spec, converters.Subject(model, info=built.info, job=job), emit,
                                    CLOCK.lap)
-    stepper = Stepper(spec, converted.model, device, built.loss or converted.loss, built)
+    stepper = Stepper(spec, converted.model, device, built.loss or converted.loss, built, converted.around_step)
     CLOCK.lap("build")  # the optimizer and the batch: the build's too
     emit(ev.ModelReady(described))
     # A memory capture reads peaks between phases: its steps end with a synchronisation.
@@ -318,8 +319,7 @@ def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emi
         quiet_ms = statistics.median(s.total_ms for s in quiet)
         profiled_ms = statistics.median(profiled)
         emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
-                                len(profiled), profiled, gpu_busy_share=busy,
-                                profiled_phase_ms=_phase_medians(done),
+                                len(profiled), profiled, gpu_busy_share=busy, profiled_phase_ms=_phase_medians(done),
                                 profiled_host_forward_ms=_host_forward_mean(done), provenance=seen.to_dict()))
     capture.finish(emit)
     if job and isinstance(capture, _TorchCapture):

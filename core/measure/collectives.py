@@ -57,6 +57,8 @@ def bucket_bytes(ddp: torch.nn.Module) -> tuple[list[int], str]:
 
 def ddp_ops(ddp: torch.nn.Module, comm_hook: str) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
     sizes, source = bucket_bytes(ddp)
+    if getattr(ddp, "_use_python_reducer", False):  # optimize_ddp python_reducer: no C++ buckets run
+        source += " (the Python reducer's all-reduces run as inductor fuses them, up to DDP's bucket size)"
     param = next(p for p in ddp.parameters() if p.requires_grad)
     dtype = torch.bfloat16 if comm_hook == "bf16" and param.dtype != torch.bfloat16 else param.dtype
     ops = [("all_reduce", max(1, b // param.element_size())) for b in sizes]  # a bucket holds the params' dtype

@@ -29,6 +29,7 @@ cross-entropy kernels train right under torch.compile and are used either way.
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,8 @@ class Subject:
     loss: Loss = torch_loss
     info: Any = None
     job: Job | None = None
+    # what each step's forward and backward run inside (compiled autograd: optimize_ddp python_reducer)
+    around_step: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
 
 @dataclass(frozen=True)
@@ -283,3 +286,15 @@ def _data_parallel(spec: RunSpec, subject: Subject) -> None:
 def _compile(spec: RunSpec, subject: Subject) -> None:
     compile_cache.point()  # before anything compiles: a rerun loads what an earlier run compiled
     subject.model = torch.compile(subject.model, mode=None if spec.compile_mode == "default" else spec.compile_mode)
+
+
+@register("optimize_ddp", applies=lambda s: s.optimize_ddp == "python_reducer",
+          progress=lambda s: ("compiling", "compiled autograd: the backward with DDP's all-reduces in its graph"))
+def _compiled_autograd(spec: RunSpec, subject: Subject) -> None:
+    # DDP chose its Python reducer as it was built (torch._dynamo.config.optimize_ddp, core.measure.data_parallel);
+    # each step's forward and backward run under compiled autograd, whose backward graph torch.compile compiles
+    # as it does the forward
+    from torch._dynamo import compiled_autograd
+
+    backend = torch.compile(mode=None if spec.compile_mode == "default" else spec.compile_mode)
+    subject.around_step = lambda: compiled_autograd._enable(backend)

@@ -167,7 +167,7 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 def wrap_model(par: Any, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.Module, CommTimer | None]:
     """DDP (with the parallel section's bucket size, bucket views, hook and compile treatment) or FSDP around
     the model. DDP's timer starts off; with the bf16 hook it wraps that hook from the start (DDP takes one
-    hook, once)."""
+    hook, once). No timer for FSDP, nor for DDP's Python reducer (optimize_ddp python_reducer)."""
     if par.parallel == "ddp":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -178,6 +178,11 @@ def wrap_model(par: Any, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.M
         if par.bucket_mb is not None:
             kw["bucket_cap_mb"] = par.bucket_mb
         ddp = DDP(model, device_ids=[rank.local_rank] if rank.device.type == "cuda" else None, **kw)
+        if par.optimize_ddp == "python_reducer":
+            # DDP's Python reducer all-reduces each gradient as compiled autograd traces the backward
+            # (core.measure.converters: the step's context): the collectives run inside the compiled graph,
+            # where no bucket hook can time them
+            return ddp, None
         timer = CommTimer(rank.device.type == "cuda")
         if par.comm_hook == "bf16":
             ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.bf16_compress_hook))

@@ -50,8 +50,8 @@ class Job:
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         wrapped, self.timer = data_parallel.wrap_model(self.spec.section("parallel"), model, self.rank)
         self.wrapped = wrapped
-        if self.timer is not None:
-            self.ddp = wrapped
+        if self.spec.parallel == "ddp":
+            self.ddp = wrapped  # its steps without the all-reduce; its collectives timed where a timer can
         return wrapped
 
     def publish(self, step: ev.Step, emit: Emit) -> list[ev.Step]:

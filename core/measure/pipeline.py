@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ContextManager, Protocol
 
 import torch
 
@@ -22,6 +22,7 @@ class Stepper(Protocol):
     device: torch.device
     optimizer: Any
     graphs: bool             # CUDA graphs (compile mode reduce-overhead) replay into the same outputs
+    around_step: Callable[[], ContextManager]  # what the forward and backward run inside (compiled autograd)
 
     def zero_grad(self) -> None: ...
     def forward(self) -> torch.Tensor: ...
@@ -107,17 +108,18 @@ def launch_step(stepper: Stepper, index: int, warmup: bool,
     clock = PhaseClock(stepper.device)
     issued = time.perf_counter()
     clock.mark()
-    loss = stepper.forward()
-    clock.mark()
-    forward_issued = time.perf_counter()
-    after("forward")
-    backward_start = backward_issued = None
-    if stepper.spec.mode != "fwd":
-        backward_start = time.perf_counter()  # the forward's hook (a memory read) is not the backward's issue
-        stepper.backward(loss)
+    with stepper.around_step():
+        loss = stepper.forward()
         clock.mark()
-        backward_issued = time.perf_counter()
-        after("backward")
+        forward_issued = time.perf_counter()
+        after("forward")
+        backward_start = backward_issued = None
+        if stepper.spec.mode != "fwd":
+            backward_start = time.perf_counter()  # the forward's hook (a memory read) is not the backward's issue
+            stepper.backward(loss)
+            clock.mark()
+            backward_issued = time.perf_counter()
+            after("backward")
     if stepper.optimizer is not None:
         stepper.optimizer_step()
         clock.mark()

@@ -27,7 +27,9 @@ def job_line(r: RunRecord) -> str | None:
                              (f"{s.comm_hook} hook", s.comm_hook != "none"),
                              ("blocks kept gathered from forward to backward", not s.reshard),
                              ("bf16 gathers and reduce-scatters", s.fsdp_bf16),
-                             ("compiled whole, no DDPOptimizer", s.optimize_ddp == "no_optimization")) if on]
+                             ("compiled whole, no DDPOptimizer", s.optimize_ddp == "no_optimization"),
+                             ("compiled autograd: the all-reduces in the backward's graph, not timed apart",
+                              s.optimize_ddp == "python_reducer")) if on]
     text = (f"{s.parallel} over {s.nproc} processes, global batch {s.nproc * s.batch}"
             + (f" ({', '.join(knobs)})" if knobs else ""))
     if sm is None:

@@ -37,8 +37,10 @@ CHECKPOINTS = ("none", "blocks")                                 # activation ch
 PARALLELS = ("none", "ddp", "fsdp")
 COMM_HOOKS = ("none", "bf16")
 # torch._dynamo.config.optimize_ddp for a compiled DDP job: split the graph at DDP's buckets (torch's default,
-# so the all-reduces can overlap the backward) or compile it whole (the all-reduces after the backward).
-OPTIMIZE_DDP = ("ddp_optimizer", "no_optimization")
+# so the all-reduces can overlap the backward), compile it whole (the all-reduces after the backward), or trace
+# the backward with compiled autograd, DDP's all-reduces inside its graph (DDP's Python reducer; experimental in
+# torch): inductor buckets them and places them among the backward's kernels, with no graph split.
+OPTIMIZE_DDP = ("ddp_optimizer", "no_optimization", "python_reducer")
 
 
 def _on(word: str):
@@ -228,9 +230,12 @@ class RunSpec:
                               "copy (precision bf16)", form="  fsdp bf16", row=27, tag=_on("fsdp-bf16"),
                               needs=_fsdp_bf16_needs)
     optimize_ddp: str = setting("ddp_optimizer", "parallel", "how torch.compile treats DDP "
-                                "(torch._dynamo.config.optimize_ddp): split the graph at DDP's buckets, or compile it "
-                                "whole (needs --compile)", choices=OPTIMIZE_DDP, metavar="MODE", form="  optimize ddp",
-                                row=25, tag=lambda v, s: "no-ddp-optimizer" if v == "no_optimization" else None,
+                                "(torch._dynamo.config.optimize_ddp): split the graph at DDP's buckets, compile it "
+                                "whole, or python_reducer: compiled autograd traces the backward with DDP's "
+                                "all-reduces in its graph (needs --compile)", choices=OPTIMIZE_DDP, metavar="MODE",
+                                form="  optimize ddp", row=25,
+                                tag=lambda v, s: {"no_optimization": "no-ddp-optimizer",
+                                                  "python_reducer": "compiled-autograd"}.get(v),
                                 needs=needs_optimize_ddp)
     nccl_priority: bool = setting(False, "parallel", "NCCL's streams at high priority (ProcessGroupNCCL.Options."
                                   "is_high_priority_stream): the collectives' kernels take SMs ahead of the compute "

@@ -183,6 +183,15 @@ def needs_optimize_ddp(v: str, s: RunSpec) -> str | None:
     if v != "ddp_optimizer" and (s.parallel != "ddp" or not s.compile):
         return (f"is how torch.compile treats DDP; it needs parallel ddp and compile, not parallel {s.parallel!r}"
                 + ("" if s.compile else " without compile"))
+    if v == "python_reducer":
+        # compiled autograd traces a backward; DDP's Python reducer calls a comm hook per parameter, not per bucket
+        # (bf16_compress_hook takes buckets); CUDA graphs around compiled autograd were never measured here
+        if s.mode == "fwd":
+            return "traces the backward with compiled autograd; it needs mode fwd_bwd or train, not 'fwd'"
+        if s.comm_hook != "none":
+            return f"hands DDP's all-reduces to compiled autograd; it needs comm_hook none, not {s.comm_hook!r}"
+        if s.compile_mode == "reduce-overhead":
+            return "is not measured with CUDA graphs (compile_mode reduce-overhead); use compile_mode default"
     return None
 
 

@@ -137,7 +137,7 @@ async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_q
         tmp_path, monkeypatch):
     """procs/job 2 on the form: the palette's ladder is the data-parallel one, its first rung a torchrun job after
     its one-process program; quitting mid-rung ends the ranks and the agent with it."""
-    from perfconsole.core.grids.ladder import DP_RUNG_NAMES
+    from perfconsole.core.grids.rungs import default_rungs
 
     # The one-process program runs its 40 steps at full speed; rank 0 sleeps 200 ms before each of its steps, so the
     # job is still running when q is pressed (400 plain steps did it before, about 14 CPU-s of the baseline's).
@@ -147,7 +147,8 @@ async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_q
         await pilot.pause()
         app.action_run_ladder()
         ladder = app.session.grids[-1]
-        assert tuple(ladder.spec.rungs) == DP_RUNG_NAMES and ladder.spec.base.nproc == 2
+        assert tuple(ladder.spec.rungs) == default_rungs(ladder.spec.base) and ladder.spec.base.nproc == 2
+        assert "ddp" in ladder.spec.rungs and "compiled-autograd" not in ladder.spec.rungs  # opt-in: named only
         assert all(r.spec.scaling for r in ladder.runs)
         await wait_for(pilot, lambda: any("torch.distributed.run" in line for line in _cmdlines()), timeout=240)
         children = descendants()  # the xdist worker's warm process serves on

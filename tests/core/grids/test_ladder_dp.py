@@ -24,7 +24,7 @@ FSDP_27B = FIXTURES / "parallel" / "fsdp2_bf16_noreshard_2.7B_h200.json"
 
 def test_each_data_parallel_rung_is_the_last_plus_its_change():
     spec = LadderSpec(BASE).validate()
-    assert spec.rungs == DP_RUNG_NAMES
+    assert spec.rungs == tuple(n for n in DP_RUNG_NAMES if n != "compiled-autograd")  # opt-in: run when named
     cells = dict(zip(spec.rungs_in_order(), spec.cells()))
     assert all(c.scaling and c.nproc == 2 for c in cells.values())
     assert cells["ddp"].parallel == "ddp" and cells["ddp"].bucket_mb is None and cells["ddp"].attention == "sdpa"
@@ -41,6 +41,18 @@ def test_each_data_parallel_rung_is_the_last_plus_its_change():
     assert (fsdp.parallel, fsdp.bucket_mb, fsdp.grad_as_bucket_view, fsdp.comm_hook, fsdp.compile, fsdp.weights) == (
         "fsdp", None, False, "none", False, "fp32")
     assert not cells["no-reshard"].reshard and cells["fsdp-bf16"].fsdp_bf16 and not cells["fsdp-bf16"].reshard
+
+
+def test_compiled_autograd_is_a_rung_when_named_on_top_of_compile_and_fsdp_sets_it_back():
+    spec = LadderSpec(BASE, DP_RUNG_NAMES).validate()
+    cells = dict(zip(spec.rungs_in_order(), spec.cells()))
+    ca = cells["compiled-autograd"]
+    assert (ca.compile, ca.optimize_ddp, ca.comm_hook, ca.weights) == (True, "python_reducer", "none", "bf16")
+    assert cells["compile"].optimize_ddp == "ddp_optimizer" and cells["nccl-priority"].optimize_ddp == "python_reducer"
+    assert cells["fsdp"].optimize_ddp == "ddp_optimizer"
+    # named without the compile rung, compile's change still passes up: the rung runs compiled
+    alone = LadderSpec(BASE, ("ddp", "compiled-autograd")).validate()
+    assert alone.cells()[-1].compile and alone.cells()[-1].optimize_ddp == "python_reducer"
 
 
 def test_a_rung_the_precision_rules_out_ends_unsupported_before_it_starts():

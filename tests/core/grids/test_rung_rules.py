@@ -23,7 +23,8 @@ def refusal(spec) -> str | None:
 @pytest.mark.parametrize("procs", [1, 2])
 def test_ruled_out_unmet_and_validation_agree_on_every_rung(base, procs):
     parallel = "none" if procs == 1 else base.parallel if base.parallel != "none" else "ddp"
-    base = base.with_(mode="train", nproc=procs, parallel=parallel)
+    one = {"optimize_ddp": "ddp_optimizer"} if procs == 1 else {}   # a DDP setting: no one-process base keeps it
+    base = base.with_(mode="train", nproc=procs, parallel=parallel, **one)
     ladder = LadderSpec(base, tuple(r.name for r in (DP_RUNGS if procs > 1 else RUNGS) if not r.models
                                     or base.model_kind in r.models))
     climbed = ladder.climb()

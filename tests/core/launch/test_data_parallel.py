@@ -144,6 +144,29 @@ def test_a_compiled_ddp_job_compiled_whole_runs_and_says_so():
 
 
 @pytest.mark.e2e
+def test_a_compiled_ddp_job_under_compiled_autograd_trains_as_ddps_graph_splitting_does():
+    """optimize_ddp python_reducer: DDP's Python reducer, each step's forward and backward under compiled autograd
+    (core.measure.converters). The same losses as the DDPOptimizer job to fp32's rounding, its steps without the
+    all-reduce measured (no_sync reaches the Python reducer), its collectives alone measured, and the record says
+    its collectives were not timed inside the step (they run in the compiled backward, where no bucket hook is)."""
+    spec = JOB.with_(steps=2, compile=True)
+    record, seen, procs = run_job(spec.with_(optimize_ddp="python_reducer"))
+    assert record.status == "ok", record.error
+    assert any(e.type == "progress" and "compiled autograd" in e.detail for e in seen)
+    assert len(record.ranks) == 2 and len(record.steps) == 2 and record.collectives["alone_ms"] > 0
+    assert record.comm_free_ms and record.comm_steps is None
+    line = job_line(record)
+    assert "compiled autograd: the all-reduces in the backward's graph, not timed apart" in line, line
+    assert "compiled-autograd" in record.name
+    split, _, split_procs = run_job(spec)
+    assert split.status == "ok", split.error
+    losses = [s.loss for s in record.warmup_steps + record.steps]
+    assert losses == pytest.approx([s.loss for s in split.warmup_steps + split.steps], rel=1e-5)
+    assert_none_left(procs)
+    assert_none_left(split_procs)
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("fault, status, kind, start", [("1:raise:2", "error", "crash", "warm"),
                                                          ("1:oom:2", "oom", "oom", "cold: PERFCONSOLE_WARM=off")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind, start):

@@ -31,8 +31,12 @@ def _last_rung(base: RunSpec, names: tuple[str, ...]) -> RunSpec:
 def test_every_converter_is_registered_under_a_setting_in_the_order_the_runs_apply_them():
     assert set(converters.REGISTRY) <= {f.name for f in fields(RunSpec)}
     assert list(converters.REGISTRY) == ["weights", "kernels", "fp8", "sdpa_kernel", "sdpa_causal", "checkpoint",
-                                         "parallel", "compile"]
+                                         "parallel", "compile", "optimize_ddp"]
     assert _applied(RunSpec()) == []
+    # optimize_ddp's converter is compiled autograd alone: DDP reads the other modes as it is built
+    job = RunSpec(nproc=2, parallel="ddp", compile=True, device="cpu")
+    assert _applied(job.with_(optimize_ddp="no_optimization")) == ["parallel", "compile"]
+    assert _applied(job.with_(optimize_ddp="python_reducer")) == ["parallel", "compile", "optimize_ddp"]
 
 
 @pytest.mark.parametrize("model, want", [
@@ -53,6 +57,8 @@ def test_the_data_parallel_ladders_rungs_apply_their_converters_in_order():
     assert _applied(cells["ddp"]) == ["parallel"]
     assert _applied(cells["bf16-weights"]) == ["weights", "parallel"]
     assert _applied(cells["compile"]) == ["weights", "parallel", "compile"]  # compile wraps DDP, not DDP compile
+    # compiled autograd's context goes in last, around the compiled DDP
+    assert _applied(cells["compiled-autograd"]) == ["weights", "parallel", "compile", "optimize_ddp"]
 
 
 def test_a_data_parallel_spec_is_converted_only_as_a_jobs_rank():

@@ -1,4 +1,6 @@
 """The step pipeline: every step comes back once, in order, and none is lost when a step fails."""
+import contextlib
+
 import pytest
 import torch
 
@@ -62,6 +64,7 @@ class _SleepStepper:
     spec = RunSpec(size="tiny", mode="train", device="cuda")
     graphs = False
     optimizer = object()
+    around_step = contextlib.nullcontext
 
     def __init__(self, phase_cycles: int) -> None:
         self.device = torch.device("cuda")

@@ -4,7 +4,8 @@
 # (`perfconsole scale`); an nsys capture over all ranks of the best rung; small captures for the timeline's fixtures;
 # the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
 # (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`), each
-# bucket's optimizer step in its all-reduce's callback (`hookopt`). 2.7B bf16 train, sdpa, ctx 512,
+# bucket's optimizer step in its all-reduce's callback (`hookopt`), compiled autograd with DDP's all-reduces in the
+# backward's graph (`autograd`). 2.7B bf16 train, sdpa, ctx 512,
 # batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
@@ -144,6 +145,13 @@ if want hookopt; then  # each bucket's AdamW step in the all-reduce's callback, 
     indep ind_hookbase_4 4 100 "${BEST[@]}" --bucket-mb 100
     before 330 && indep ind_hookopt25_4 4 100 "${BEST[@]}" --bucket-mb 25 --optimizer-in-hook
     before 420 && indep ind_hookopt_2 2 100 "${BEST[@]}" --bucket-mb 100 --optimizer-in-hook
+fi
+if want autograd; then  # compiled autograd (optimize_ddp python_reducer) on the best rung against DDPOptimizer's
+    # split graph, the script first (its compile fills the cache for neither: a graph of its own), then perfconsole
+    indep ind_ca_4 4 200 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
+    indep ind_ca_base_4 4 100 "${BEST[@]}" --bucket-mb 100
+    before 300 && pc pc_ca_4 240 run --mode train --nproc 4 "${PCBEST[@]}" --optimize-ddp python_reducer
+    before 520 && indep ind_ca_2 2 70 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)

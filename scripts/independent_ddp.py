@@ -20,6 +20,7 @@ as perfconsole does (DDP's graph split at its buckets: torch's default `optimize
 from __future__ import annotations
 
 import argparse
+import contextlib
 import collections
 import json
 import os
@@ -69,8 +70,10 @@ def main() -> None:
                         "callback, on a side stream), beside the rest of the backward; no optimizer step after it")
     p.add_argument("--no-wrap", action="store_true", help="no DDP or FSDP: the plain model (one process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model")
-    p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization"),
-                   help="torch._dynamo.config.optimize_ddp with --compile")
+    p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization",
+                                                                     "python_reducer"),
+                   help="torch._dynamo.config.optimize_ddp with --compile (python_reducer: each step's forward and "
+                        "backward under compiled autograd, torch.compile its compiler)")
     p.add_argument("--memory-trace", action="store_true",
                    help="rank 0 prints the memory allocated after each warm-up step's forward, backward and "
                         "optimizer step (stderr, GiB), and DDP's bucket rebuild")
@@ -148,16 +151,25 @@ def main() -> None:
 
     host: list[tuple[float, float, float]] = []  # the host's time to issue each step's forward, backward, optimizer
 
+    if a.compile and a.optimize_ddp == "python_reducer":
+        from torch._dynamo import compiled_autograd
+
+        backend = torch.compile()
+        around = lambda: compiled_autograd._enable(backend)  # noqa: E731
+    else:
+        around = contextlib.nullcontext
+
     def step(tag: str = "") -> None:
         opt.zero_grad(set_to_none=True)
         mem(f"{tag} zero_grad")
         t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = ddp(x)
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), y.reshape(-1))
-        t1 = time.perf_counter()
-        mem(f"{tag} forward")
-        loss.backward()
+        with around():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = ddp(x)
+                loss = F.cross_entropy(logits.view(-1, logits.shape[-1]).float(), y.reshape(-1))
+            t1 = time.perf_counter()
+            mem(f"{tag} forward")
+            loss.backward()
         t2 = time.perf_counter()
         mem(f"{tag} backward")
         if not a.optimizer_in_hook:

@@ -91,7 +91,7 @@ def ladder_table(ladder: LadderRecord) -> CliTable:
 def dp_table(ladder: LadderRecord) -> CliTable:
     """A data-parallel ladder: per rung its job's step beside its one-process program's, weak scaling, the
     collectives' time and what the step waited for, peak memory per GPU; the bars below (core.reports.scaling_bars)."""
-    from perfconsole.core.reports.scaling_bars import bars, lines
+    from perfconsole.core.reports.scaling_bars import bars, exposed_cell, lines
 
     n = ladder.spec.base.nproc
     t = CliTable(f"{ladder.name} — {n} processes — {ladder.status}",
@@ -108,7 +108,7 @@ def dp_table(ladder: LadderRecord) -> CliTable:
         t.add_row(rung_text(row), Text(status_text(row), style="green" if row.status == "ok" else "yellow"),
                   f(row.median_ms), f(row.single_process_ms),
                   "-" if row.scaling_efficiency is None else f"{row.scaling_efficiency:.1%}", f(row.comm_ms),
-                  f(row.exposed_comm_ms), peak,
+                  exposed_cell(row.exposed_comm_ms), peak,
                   "-" if row.loss_max_rel_diff is None else f"{row.loss_max_rel_diff:.1e} {row.numerics}")
     return t
 

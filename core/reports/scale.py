@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from perfconsole.core.grids.scale import processes_text
-from perfconsole.core.reports.scaling_bars import ScalingBar, count_lines
+from perfconsole.core.reports.scaling_bars import ScalingBar, count_lines, exposed_cell
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, interval_text
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def cells(row: ScaleRow) -> list[str]:
     """The table's cells after the count and the batch, as the CLI, the console and Markdown show them."""
     return [_f(row.median_ms), interval_text(row.interval_low_ms, row.interval_high_ms, ",.2f"),
             _f(row.tokens_per_s, 0), "-" if row.efficiency is None else f"{row.efficiency:.1%}",
-            _f(row.exposed_comm_ms), _f(row.comm_ms), _f(row.busbw_gbps, 1), _f(row.link_busbw_gbps, 1),
+            exposed_cell(row.exposed_comm_ms), _f(row.comm_ms), _f(row.busbw_gbps, 1), _f(row.link_busbw_gbps, 1),
             _f(row.peak_alloc_mib, 1, 1 / 1024) + ("" if row.card_mib is None else f" of {row.card_mib / 1024:,.1f}")]
 
 
@@ -134,7 +134,7 @@ def notes(scale: ScaleRecord) -> list[str]:
     if sp.added_one:
         out.append("the one-process run was added: --nproc left out 1, and every efficiency is against it")
     out.append("exposed comm: the median step minus the step without DDP's all-reduce ('-' for FSDP and one "
-               "process); busbw alone: the step's collectives with nothing beside them; link: one all-reduce of the "
+               "process; 'none' where the step without it was the slower one, the difference beside it); busbw alone: the step's collectives with nothing beside them; link: one all-reduce of the "
                "link's size")
     return out
 

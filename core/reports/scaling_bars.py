@@ -63,6 +63,15 @@ def lines(items: list[ScalingBar], full: str = "█", comm: str = "▒", width: 
     return out
 
 
+def exposed_cell(ms: float | None) -> str:
+    """A table's exposed-communication cell: '-' where not measured; where the step without the all-reduce was the
+    slower one, nothing measurable was waited for: 'none', the difference beside it (core.reports.parallel's
+    job line says the same in words)."""
+    if ms is None:
+        return "-"
+    return f"none ({ms:,.2f})" if ms < 0 else f"{ms:,.2f}"
+
+
 def _legend(full: str, comm: str) -> str:
     return (f"{full} compute (and the communication it hid)   {comm} communication the step waited for "
             "(step minus the step without DDP's all-reduce)")
@@ -71,8 +80,9 @@ def _legend(full: str, comm: str) -> str:
 def _job_bar(b: ScalingBar, scale: float, full: str, comm: str) -> tuple[str, str]:
     """A job's bar, split where the step without the all-reduce was measured, and what the line says of it."""
     if b.compute_ms is not None and b.exposed_ms is not None:
-        return (_bar(b.compute_ms, scale, full) + _bar(max(b.exposed_ms, 0.0), scale, comm),
-                f"exposed {b.exposed_ms:,.1f} ms")
+        said = (f"exposed: none measurable (the step without all-reduce {-b.exposed_ms:,.1f} ms slower)"
+                if b.exposed_ms < 0 else f"exposed {b.exposed_ms:,.1f} ms")
+        return _bar(b.compute_ms, scale, full) + _bar(max(b.exposed_ms, 0.0), scale, comm), said
     if b.nproc == 1:
         return _bar(b.job_ms, scale, full), "one process, no communication"  # type: ignore[arg-type]
     return (_bar(b.job_ms, scale, full),  # type: ignore[arg-type]
@@ -112,7 +122,7 @@ def markdown_lines(rows: list[Any], nproc: int) -> list[str]:
     for r in rows:
         out.append(f"| {r.rung} {r.name} | {_f(r.single_process_ms)} | {_f(r.median_ms)} | "
                    f"{_f(r.scaling_efficiency, 1, 100)} | {_f(r.comm_ms)} | {_f(r.comm_free_ms)} | "
-                   f"{_f(r.exposed_comm_ms)} | {_f(r.peak_alloc_mib, 1, 1 / 1024)} | {_f(r.card_mib, 1, 1 / 1024)} |")
+                   f"{exposed_cell(r.exposed_comm_ms)} | {_f(r.peak_alloc_mib, 1, 1 / 1024)} | {_f(r.card_mib, 1, 1 / 1024)} |")
     drawn = lines(bars(rows, nproc))
     if drawn:
         out += ["", "```", *drawn, "```"]

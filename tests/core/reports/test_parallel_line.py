@@ -29,3 +29,16 @@ def test_a_step_that_waited_for_its_all_reduce_shows_what_it_waited_for():
     assert "exposed 1.50 ms (step without all-reduce 54.42 ms; 90.0% hidden)" in line
     own = r.collectives["alone_ms"]
     assert f"exposed {1.5 / own:.2f}x the collectives alone" in line
+
+
+def test_the_ladders_and_scales_tables_and_bars_say_none_where_the_line_does():
+    """The same rule in the tables' cells and the bars' words: a negative difference is no exposed figure, shown as
+    'none' with the difference beside it; a positive one is the figure."""
+    from perfconsole.core.reports.scaling_bars import ScalingBar, exposed_cell, lines
+
+    assert exposed_cell(None) == "-" and exposed_cell(-7.113) == "none (-7.11)" and exposed_cell(9.491) == "9.49"
+    faster = ScalingBar("6 compile", 299.44, 293.77, 300.88, -7.11, 1.019, 2)
+    waited = ScalingBar("1 ddp", 303.53, 318.98, 309.49, 9.49, 0.952, 2)
+    text = "\n".join(lines([waited, faster]))
+    assert "exposed: none measurable (the step without all-reduce 7.1 ms slower)" in text
+    assert "exposed 9.5 ms" in text and "exposed -7.1" not in text

@@ -11,7 +11,7 @@ flags say otherwise), every figure in wall seconds:
 - the CLI, cold (`perfconsole run ... --json`, no console) and beside a console (its warm process up and ready, the
   run forked from it), in turn each round, on a data folder an untimed first run warmed (peaks, FLOP count): its
   wall time less its steps' own time, and launch to the first warm-up step's line less that step's own time;
-- the console (Textual's pilot, its NVML sampler off), cold and with its warm process ready: Enter on Run to the
+- the console (Textual's pilot, sampling NVML on a GPU as for a user), cold and with its warm process ready: Enter on Run to the
   console's record holding the first warm-up step (that step's own time is in it, and printed beside it);
 - a compiled run (`--compile`) on an empty data folder, then the same spec again: launch to the first measured
   step of each, the record's compile cache (hit or miss) and start phases; both cold CLI runs;
@@ -75,8 +75,9 @@ def console_part(args, work: Path) -> dict:
     os.environ["PERFCONSOLE_DATA_DIR"] = str(work / "cli")  # warmed by the CLI part's first run
     spec = RunSpec(size=args.size, ctx=args.ctx, batch=args.batch, precision=args.precision, mode="train",
                    attention="sdpa", device=args.device, warmup=3, steps=args.steps)
-    cold = asyncio.run(console_runs(False, args.rounds, spec))
-    warm = asyncio.run(console_runs(True, args.rounds, spec))
+    nvml = args.device == "cuda"  # the console samples NVML as it does for a user
+    cold = asyncio.run(console_runs(False, args.rounds, spec, nvml))
+    warm = asyncio.run(console_runs(True, args.rounds, spec, nvml))
     for name, (times, ready, hows) in (("cold", cold), ("warm", warm)):
         print(f"console {name}: {[round(t, 2) for t in times]} s ({', '.join(hows)})"
               + (f"; its warm process ready {ready:.2f} s after the mount" if ready is not None else ""),

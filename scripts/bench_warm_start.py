@@ -55,14 +55,16 @@ def core_run(warm_on: bool) -> tuple[float, float, float, float, str]:
     return started, model, first, own, launch.start_how
 
 
-async def console_runs(warm_on: bool, repeat: int, run_spec=None) -> tuple[list[float], float | None, list[str]]:
+async def console_runs(warm_on: bool, repeat: int, run_spec=None, nvml: bool = False,
+                       ) -> tuple[list[float], float | None, list[str]]:
     """Enter on Run to the first step, `repeat` times in one console (the spec `run_spec`, tiny on the CPU unless
-    given); and how long after its mount the warm process was ready (None: cold)."""
+    given; with `nvml` the console samples the GPUs as it does for a user); and how long after its mount the warm
+    process was ready (None: cold)."""
     from perfconsole.core.launch import warm
     from perfconsole.tui.app import PerfConsole
 
     os.environ[warm.OFF_VAR] = "on"
-    app = PerfConsole(run_spec or spec(), sampler=lambda _i: None)
+    app = PerfConsole(run_spec or spec(), **({} if nvml else {"sampler": lambda _i: None}))
     app.warm_start = warm_on
     times, hows, ready = [], [], None
     # When the console's record of the run first holds a step: the pilot's press returns only once the screen

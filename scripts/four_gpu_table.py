@@ -36,5 +36,28 @@ def main(folder: Path) -> None:
               f"exposed {s.get('exposed_comm_ms')} comm_free {s.get('comm_free_ms')}")
 
 
+def pairs(folder: Path) -> None:
+    """Programs run as numbered pairs (ind_NAME_i, pc_NAME_i): each program's median over its processes, and
+    perfconsole's against the independent script's."""
+    groups: dict[str, dict[str, list[float]]] = {}
+    for path in folder.glob("*_[0-9].json"):
+        kind, _, rest = path.stem.partition("_")
+        name = rest.rsplit("_", 1)[0]
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+            data = json.loads(text.splitlines()[-1] if kind == "ind" else text)
+            ms = data["median_step_ms"] if kind == "ind" else data["data"]["summary"]["total_ms"]["median"]
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue
+        groups.setdefault(name, {}).setdefault(kind, []).append(ms)
+    for name, got in sorted(groups.items()):
+        if "ind" in got and "pc" in got:
+            a, b = statistics.median(got["ind"]), statistics.median(got["pc"])
+            print(f"pairs {name}: independent {a:.2f} ms ({len(got['ind'])} processes: "
+                  f"{', '.join(f'{x:.2f}' for x in got['ind'])}), perfconsole {b:.2f} ms ({len(got['pc'])}: "
+                  f"{', '.join(f'{x:.2f}' for x in got['pc'])}), perfconsole / independent {b / a:.3f}")
+
+
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    pairs(Path(sys.argv[1]))

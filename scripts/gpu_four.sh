@@ -5,7 +5,7 @@
 # the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
 # (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`), each
 # bucket's optimizer step in its all-reduce's callback (`hookopt`), compiled autograd with DDP's all-reduces in the
-# backward's graph (`autograd`). 2.7B bf16 train, sdpa, ctx 512,
+# backward's graph (`autograd`), xl's DDP defaults in three pairs of processes (`xlpairs`). 2.7B bf16 train, sdpa, ctx 512,
 # batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
@@ -22,6 +22,7 @@ SIZE=${SIZE:-2.7B}
 SECTIONS=${SECTIONS:-truth}
 T0=$(date +%s)
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+before() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; }  # whether the call is still under N s: the last parts are optional
 # A call brings back at most eight files and nothing once it runs past its limit: after every part the results so
 # far are packed into one file, so a call cut short still returns what it measured.
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/four.tgz.part" -C "$D" --exclude=./inductor --exclude=./data \
@@ -87,6 +88,16 @@ if want xl; then  # DDP's defaults at xl, whose fp32 state leaves room on an 80 
     indep ind_xl_1 1 70 --no-wrap
     COMMON=("${KEPT[@]}")
 fi
+if want xlpairs; then  # xl with DDP's defaults at 4 GPUs, three pairs in turn (A B A B A B): host-paced processes
+    # spread past 3 % one by one, so the truth is the median of each program's processes
+    KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)
+    for i in 1 2 3; do
+        before 400 || break
+        indep "ind_xlp_4_$i" 4 80
+        pc "pc_xlp_4_$i" 110 run --mode train --nproc 4 --parallel ddp
+    done
+    COMMON=("${KEPT[@]}")
+fi
 if want exchange; then  # the per-step exchange without lockstep: perfconsole's job against the script, with and without
     KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)  # a blocking one, xl eager first
     indep ind_xl4_a 4 80
@@ -103,7 +114,6 @@ fi
 if want memtrace; then  # where the independent script's DDP-defaults step at 2.7B runs out of memory, and perfconsole's does not
     indep ind_mem_2 2 70 --memory-trace
 fi
-before() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; }  # whether the call is still under N s: the last parts are optional
 if want priority && before 440; then  # NCCL's streams at high priority: the rung after compile, both programs
     indep ind_prio_4 4 80 "${BEST[@]}" --bucket-mb 100 --nccl-high-priority
     before 480 && pc pc_prio_4 100 run --mode train --nproc 4 "${PCBEST[@]}" --nccl-priority

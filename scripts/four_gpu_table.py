@@ -1,5 +1,6 @@
 """The table of scripts/gpu_four.sh: each program's median step, and for perfconsole's records the ranks'
-medians, the host's issue time per step and the allocator's retries. `python3 scripts/four_probe_table.py DIR`."""
+medians, the host's issue time per step and the allocator's retries. `python3 scripts/four_gpu_table.py DIR`;
+programs run as numbered pairs (ind_NAME_i, pc_NAME_i) also as each side's median over its processes."""
 from __future__ import annotations
 
 import json

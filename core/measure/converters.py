@@ -5,7 +5,8 @@ setting that turns it on (a RunSpec field declared with `apply=True`, core.setti
 The order is the one the runs have always had: the weights' dtype first (what every later swap keeps), then
 liger's kernels and torchao's float8 matmuls (fp8 swaps the Linear layers liger left alone), the attention's
 kernel and causal flag, activation checkpointing of each block, then the data-parallel wrapper around the whole
-model, and torch.compile last, around that wrapper (DDP's graph splitting needs to see DDP).
+model, torch.compile around that wrapper (DDP's graph splitting needs to see DDP), and last, for DDP's Python
+reducer, compiled autograd: not a module but the context each step's forward and backward run inside.
 
 A converter may check what this machine can do (`check`: a package, a GPU's compute capability); `check`
 runs those checks before the model is built, the last registered first, so a ladder rung's reason is its own

@@ -242,8 +242,10 @@ class Launch(ChildProcess):
             yield from failure_events(self.out_dir / "torchrun", code, list(self.stderr_tail))
             return
         if code < 0:
+            from perfconsole.core.launch.torchrun import SIGKILL_WORDS
+
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            msg = f"worker killed by signal {name}"
+            msg = f"worker killed by signal {name}" + (SIGKILL_WORDS if name == "SIGKILL" else "")
         else:
             msg = f"worker exited with code {code} before finishing"
         last = next((ln for ln in reversed(self.stderr_tail) if ln.strip()), "")

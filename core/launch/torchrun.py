@@ -12,6 +12,8 @@ reach the launcher's pipe as a single worker's would, and the others say nothing
 from __future__ import annotations
 
 import json
+import re
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +61,32 @@ def classify_message(text: str) -> str:
     return "crash"
 
 
+def root_cause(stderr_tail: list[str]) -> str | None:
+    """The rank torchrun's summary names as the root cause of a failed job, and how it ended, in words; None where
+    its stderr does not hold that summary. A rank that ended by a signal leaves no error file (it raised nothing):
+    the summary is all there is, under "Root Cause (first observed failure):" (rank, exitcode, traceback lines)."""
+    start = next((i for i in range(len(stderr_tail) - 1, -1, -1) if "Root Cause" in stderr_tail[i]), None)
+    if start is None:
+        return None
+    block = "\n".join(stderr_tail[start:])
+    rank, code = re.search(r"^\s*rank\s*:\s*(\d+)", block, re.M), re.search(r"^\s*exitcode\s*:\s*(-?\d+)", block, re.M)
+    if rank is None or code is None:
+        return None
+    exit_code = int(code.group(1))
+    if exit_code >= 0:
+        return f"rank {rank.group(1)} exited with code {exit_code}"
+    try:
+        name = signal.Signals(-exit_code).name
+    except ValueError:
+        name = f"signal {-exit_code}"
+    return f"rank {rank.group(1)} was killed by {name}" + (SIGKILL_WORDS if name == "SIGKILL" else "")
+
+
+# Nothing in a run sends SIGKILL to its own processes; the kernel's out-of-memory killer does, or a person.
+SIGKILL_WORDS = (" (sent from outside: the kernel's out-of-memory killer sends it when the machine's memory runs out; "
+                 "fewer processes, or a smaller model or batch, need less)")
+
+
 def failure_events(log_dir: Path, code: int, stderr_tail: list[str]) -> Iterator[ev.Event]:
     """The error and the end of a job that ended without rank 0's `finished`: the rank that failed
     first, what it raised and how (oom, cuda, crash); else torchrun's exit code and its last words."""
@@ -72,7 +100,9 @@ def failure_events(log_dir: Path, code: int, stderr_tail: list[str]) -> Iterator
         yield ev.Error(kind, f"rank {rank}: {first}", f"{stack}\n{tail}".strip())
         yield ev.Finished("oom" if kind == "oom" else "error")
         return
-    last = next((ln for ln in reversed(stderr_tail) if ln.strip()), "")
     how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    cause = root_cause(stderr_tail)
+    # torchrun's last words, its banner lines of = or - aside
+    last = cause or next((ln.strip() for ln in reversed(stderr_tail) if ln.strip().strip("=-")), "")
     yield ev.Error("crash", f"torchrun {how} before the job finished{': ' + last if last else ''}", tail)
     yield ev.Finished("error")

@@ -5,7 +5,7 @@
 # the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
 # (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`), each
 # bucket's optimizer step in its all-reduce's callback (`hookopt`), compiled autograd with DDP's all-reduces in the
-# backward's graph (`autograd`), xl's DDP defaults in three pairs of processes (`xlpairs`). 2.7B bf16 train, sdpa, ctx 512,
+# backward's graph (`autograd`), xl's DDP defaults in three pairs of processes (`xlpairs`), ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512,
 # batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
@@ -162,6 +162,10 @@ if want autograd; then  # compiled autograd (optimize_ddp python_reducer) on the
     indep ind_ca_base_4 4 100 "${BEST[@]}" --bucket-mb 100
     before 300 && pc pc_ca_4 240 run --mode train --nproc 4 "${PCBEST[@]}" --optimize-ddp python_reducer
     before 520 && indep ind_ca_2 2 70 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
+fi
+if want zero; then  # ZeRO-1 on the best rung: AdamW's state a quarter a rank, a broadcast of the shards a step
+    pc pc_zero_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --zero
+    before 420 && pc pc_zero_ca_4 170 run --mode train --nproc 4 "${PCBEST[@]}" --zero --optimize-ddp python_reducer
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)

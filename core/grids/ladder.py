@@ -45,7 +45,7 @@ def rung(name: str, base: RunSpec | None = None) -> Rung:
 @dataclass(frozen=True)
 class LadderSpec:
     """`base` gives size, ctx, batch, precision, steps and the rest; `rungs` names the rungs to run
-    (in ladder order; a rung left out still passes its change up)."""
+    (in ladder order; a rung left out still passes its change up, unless it is opt-in)."""
     base: RunSpec
     rungs: tuple[str, ...] = ()     # none named: the base's defaults (default_rungs)
     profile: bool = True
@@ -74,11 +74,14 @@ class LadderSpec:
 
     def climb(self) -> list[tuple[Rung, RunSpec, RunSpec]]:
         """(rung, the spec below it, that spec with the rung's change) for every rung of the sequence, named or
-        not: a change the spec below rules out (Rung.ruled_out) or that cannot apply is not carried up."""
+        not: a change the spec below rules out (Rung.ruled_out) or that cannot apply is not carried up, nor an
+        opt-in rung's that the ladder does not name (it runs only when asked for, and so does its change)."""
         out, spec = [], self.base
         for r in self.all_rungs:
             own = replace(spec, **r.change)
             out.append((r, spec, own))
+            if r.opt_in and r.name not in self.rungs:
+                continue
             if r.ruled_out(spec) is None and not not_applicable(r.name, self.base):
                 spec = own
         return out

@@ -4,8 +4,8 @@
 alone (`Rung.models`). `DP_RUNGS` climbs a data-parallel job (`ladder --nproc N`): from DDP's defaults through
 the settings that decide how much the gradients' collectives carry and how much of them the backward hides
 (bucket size, gradients as bucket views, the bf16 hook, bf16 weights, torch.compile with DDP's graph splitting,
-compiled autograd with DDP's all-reduces in the backward's graph (opt-in: experimental in torch), NCCL's streams
-at high priority),
+compiled autograd with DDP's all-reduces in the backward's graph (opt-in: experimental in torch), ZeRO-1's sharded
+optimizer (opt-in: memory for time), NCCL's streams at high priority),
 then FSDP2 with and without resharding and with bf16 gathers.
 Each data-parallel rung runs with its one-process program first (`scaling`), so its weak scaling is against
 the same model, batch and settings on one GPU (bf16 weights and compile change that program too).
@@ -61,7 +61,8 @@ RUNGS: tuple[Rung, ...] = (
 
 # The DDP settings a rung turns; the FSDP rung sets them back, since they are DDP's alone (and the weights to
 # fp32: FSDP's own bf16 rung casts an fp32 master copy).
-_DDP_KNOBS = {"bucket_mb": None, "grad_as_bucket_view": False, "comm_hook": "none", "optimize_ddp": "ddp_optimizer"}
+_DDP_KNOBS = {"bucket_mb": None, "grad_as_bucket_view": False, "comm_hook": "none", "optimize_ddp": "ddp_optimizer",
+              "zero": False}
 
 # The first rung sets every data-parallel knob and the one-process settings the ladder keeps fixed
 # (sdpa, fused AdamW, eager), so every rung means the same program whatever the base says.
@@ -82,6 +83,8 @@ DP_RUNGS: tuple[Rung, ...] = (
     Rung("compiled-autograd", {"optimize_ddp": "python_reducer"}, "compiled autograd traces the backward with "
          "DDP's all-reduces in its graph (DDP's Python reducer): inductor buckets them among the backward's kernels, "
          "no graph split", opt_in=True),
+    Rung("zero", {"zero": True}, "ZeRO-1: AdamW's state sharded over the ranks (ZeroRedundancyOptimizer), each "
+         "rank's shard broadcast after its step: less memory, a broadcast more", opt_in=True),
     Rung("nccl-priority", {"nccl_priority": True}, "NCCL's streams at high priority: the all-reduces' kernels take "
          "SMs ahead of the backward's queued kernels, so more of them hide behind it", "device cuda"),
     Rung("fsdp", {"parallel": "fsdp", **_DDP_KNOBS, "compile": False, "weights": "fp32"},

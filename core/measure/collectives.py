@@ -11,6 +11,8 @@ in the dtype they carry:
   its forward, unless the spec keeps it gathered: `reshard` False) and a reduce-scatter of its
   gradients; the root's own parameters (embeddings, final norm, head) gathered once and reduced once.
   In the parameters' dtype, or bf16 under FSDP's bf16 mixed precision (`fsdp_bf16`).
+- ZeRO-1 (`zero`, DDP): beside DDP's all-reduces, the broadcasts ZeroRedundancyOptimizer makes after its step,
+  each rank's shard of the parameters to the others, modelled as one equal shard from each rank.
 That is the step's communication at the speed the link gives it; held against `exposed_comm_ms` it says
 how much of it the step failed to hide, and against `comm_ms` how much longer the collectives took
 beside the backward.
@@ -80,7 +82,16 @@ def fsdp_ops(model: torch.nn.Module, reshard: bool, bf16: bool = False) -> tuple
     return ops, dtype, {"units": len(sizes) + (root > 0), "source": "FSDP's units"}
 
 
+def zero_ops(model: torch.nn.Module, world: int) -> list[Op]:
+    """ZeRO-1's broadcasts after its step (ZeroRedundancyOptimizer): each rank sends its shard of the parameters to
+    the others; ZeRO partitions them by size, so `world` shards of about equal size, from rank 0, 1, ... in turn."""
+    total = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return [("broadcast", max(1, total // world))] * world
+
+
 def _factor(kind: str, world: int) -> float:
+    if kind == "broadcast":
+        return 1.0
     return (2 if kind == "all_reduce" else 1) * (world - 1) / world
 
 
@@ -91,15 +102,19 @@ def bus_gbps(ops: list[Op], item: int, world: int, ms: float) -> float:
 def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: int, exchange: Any) -> float:
     """The fastest of REPEATS runs of `ops`, back to back, after one warm-up. A gathered or scattered
     tensor is padded to a multiple of the world size, as FSDP pads its shards."""
-    ops = [(kind, -(-n // world) * world if kind != "all_reduce" else n) for kind, n in ops]
+    ops = [(kind, -(-n // world) * world if kind in ("all_gather", "reduce_scatter") else n) for kind, n in ops]
     full = torch.zeros(max(n for _, n in ops), dtype=dtype, device=device)
     shard = torch.zeros(max(n // world for _, n in ops) or 1, dtype=dtype, device=device)
     cuda = device.type == "cuda"
 
     def series() -> None:
+        sent = 0  # broadcasts: from each rank in turn
         for kind, n in ops:
             if kind == "all_reduce":
                 dist.all_reduce(full[:n])
+            elif kind == "broadcast":
+                dist.broadcast(full[:n], src=sent % world)
+                sent += 1
             elif kind == "all_gather":
                 dist.all_gather_into_tensor(full[:n], shard[:n // world])
             else:
@@ -126,11 +141,14 @@ def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: i
 
 
 def measure(model: torch.nn.Module, parallel: str, comm_hook: str, device: torch.device, world: int,
-            exchange: Any, reshard: bool = True, fsdp_bf16: bool = False) -> dict[str, Any]:
+            exchange: Any, reshard: bool = True, fsdp_bf16: bool = False, zero: bool = False) -> dict[str, Any]:
     """Every rank calls this together and gets the same kind of figures (rank 0's are the record's)."""
     ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model, reshard, fsdp_bf16)
+    if zero:
+        ops = ops + zero_ops(model, world)
+        out["source"] += "; ZeRO-1's broadcasts of the parameters' shards after the step"
     item = torch.empty((), dtype=dtype).element_size()
-    counts = {k: sum(kind == k for kind, _ in ops) for k in ("all_reduce", "all_gather", "reduce_scatter")}
+    counts = {k: sum(kind == k for kind, _ in ops) for k in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")}
     out.update(dtype=str(dtype).removeprefix("torch."), world=world, repeats=REPEATS,
                bytes=sum(n for _, n in ops) * item,  # the full tensors' bytes, every collective of the step
                ops={k: v for k, v in counts.items() if v})

@@ -29,7 +29,8 @@ def job_line(r: RunRecord) -> str | None:
                              ("bf16 gathers and reduce-scatters", s.fsdp_bf16),
                              ("compiled whole, no DDPOptimizer", s.optimize_ddp == "no_optimization"),
                              ("compiled autograd: the all-reduces in the backward's graph, not timed apart",
-                              s.optimize_ddp == "python_reducer")) if on]
+                              s.optimize_ddp == "python_reducer"),
+                             ("ZeRO-1: AdamW's state sharded, each shard broadcast after the step", s.zero)) if on]
     text = (f"{s.parallel} over {s.nproc} processes, global batch {s.nproc * s.batch}"
             + (f" ({', '.join(knobs)})" if knobs else ""))
     if sm is None:

@@ -18,7 +18,7 @@ from perfconsole.core.settings.declarations import SECTIONS, Command, declared, 
 from perfconsole.core.settings.rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
 from perfconsole.core.settings.rules import validate as validate_spec
 from perfconsole.core.settings.rules import (needs_ddp, needs_mode, needs_optimize_ddp, needs_parallel, needs_repeat,
-                                             needs_reshard, needs_scaling, needs_warmup)
+                                             needs_reshard, needs_scaling, needs_warmup, needs_zero)
 from perfconsole.model.config import BUILTIN_VOCAB, SIZES
 from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model
@@ -187,6 +187,10 @@ class RunSpec:
                                       default_text="measured")
     optimizer: str = setting("fused", "optimizations", "AdamW's implementation (fused falls back to foreach on "
                              "the CPU)", choices=OPTIMIZERS, same_program=True, tag=_unless("fused", "adamw-{}"))
+    zero: bool = setting(False, "optimizations", "ZeRO-1 for a DDP job: AdamW's state sharded over its ranks "
+                         "(torch.distributed.optim.ZeroRedundancyOptimizer); each rank steps its shard of the "
+                         "parameters and broadcasts it to the others: less memory a rank, a broadcast more a step",
+                         tag=_on("zero1"), needs=needs_zero)
     compile_mode: str = setting("default", "optimizations", "with --compile; reduce-overhead is CUDA graphs",
                                 choices=COMPILE_MODES, same_program=True, tag=_unless("default"),
                                 needs=_needs_compile_mode)

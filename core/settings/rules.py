@@ -195,6 +195,16 @@ def needs_optimize_ddp(v: str, s: RunSpec) -> str | None:
     return None
 
 
+def needs_zero(v: bool, s: RunSpec) -> str | None:
+    if not v:
+        return None
+    if s.parallel != "ddp":  # FSDP shards the optimizer's state already
+        return f"shards AdamW's state over a DDP job's ranks; it needs parallel ddp, not {s.parallel!r}"
+    if s.mode != "train":
+        return f"shards the optimizer; it needs mode train, not {s.mode!r}"
+    return None
+
+
 def needs_scaling(v: bool, s: RunSpec) -> str | None:
     return "compares against one process; it needs nproc 2 or more" if v and s.nproc == 1 else None
 

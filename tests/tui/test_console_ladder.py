@@ -148,7 +148,7 @@ async def test_the_form_with_two_processes_climbs_the_data_parallel_ladder_and_q
         app.action_run_ladder()
         ladder = app.session.grids[-1]
         assert tuple(ladder.spec.rungs) == default_rungs(ladder.spec.base) and ladder.spec.base.nproc == 2
-        assert "ddp" in ladder.spec.rungs and "compiled-autograd" not in ladder.spec.rungs  # opt-in: named only
+        assert "ddp" in ladder.spec.rungs and not {"compiled-autograd", "zero"} & set(ladder.spec.rungs)  # opt-in
         assert all(r.spec.scaling for r in ladder.runs)
         await wait_for(pilot, lambda: any("torch.distributed.run" in line for line in _cmdlines()), timeout=240)
         children = descendants()  # the xdist worker's warm process serves on
@@ -274,5 +274,5 @@ async def test_a_data_parallel_ladder_shows_each_rungs_job_beside_one_gpu_as_bar
         assert "146.0 ms" in lines[view]
         assert "2 GPUs" in lines[view + 1] and "176.8 ms" in lines[view + 1] and "exposed 28.8 ms" in lines[view + 1]
         assert "weak scaling 82.6%" in lines[view + 1]
-        fsdp = next(i for i, line in enumerate(lines) if line.startswith("9 fsdp") and "1 GPU" in line)  # numbered as now
+        fsdp = next(i for i, line in enumerate(lines) if line.startswith("10 fsdp") and "1 GPU" in line)  # numbered as now
         assert "not separated" in lines[fsdp + 1]

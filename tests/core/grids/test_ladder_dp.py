@@ -24,7 +24,7 @@ FSDP_27B = FIXTURES / "parallel" / "fsdp2_bf16_noreshard_2.7B_h200.json"
 
 def test_each_data_parallel_rung_is_the_last_plus_its_change():
     spec = LadderSpec(BASE).validate()
-    assert spec.rungs == tuple(n for n in DP_RUNG_NAMES if n != "compiled-autograd")  # opt-in: run when named
+    assert spec.rungs == tuple(n for n in DP_RUNG_NAMES if n not in ("compiled-autograd", "zero"))  # opt-in: named
     cells = dict(zip(spec.rungs_in_order(), spec.cells()))
     assert all(c.scaling and c.nproc == 2 for c in cells.values())
     assert cells["ddp"].parallel == "ddp" and cells["ddp"].bucket_mb is None and cells["ddp"].attention == "sdpa"
@@ -50,6 +50,12 @@ def test_compiled_autograd_is_a_rung_when_named_on_top_of_compile_and_fsdp_sets_
     assert (ca.compile, ca.optimize_ddp, ca.comm_hook, ca.weights) == (True, "python_reducer", "none", "bf16")
     assert cells["compile"].optimize_ddp == "ddp_optimizer" and cells["nccl-priority"].optimize_ddp == "python_reducer"
     assert cells["fsdp"].optimize_ddp == "ddp_optimizer"
+    assert cells["zero"].zero and cells["zero"].optimize_ddp == "python_reducer" and not cells["fsdp"].zero
+    # not named, an opt-in rung passes nothing up: the default ladder's rungs are the programs they always were
+    default = LadderSpec(BASE.with_(device="cuda")).validate()
+    above = dict(zip(default.rungs_in_order(), default.cells()))
+    assert all(c.optimize_ddp == "ddp_optimizer" and not c.zero for c in above.values())
+    assert above["nccl-priority"].nccl_priority and above["nccl-priority"].compile
     # named without the compile rung, compile's change still passes up: the rung runs compiled
     alone = LadderSpec(BASE, ("ddp", "compiled-autograd")).validate()
     assert alone.cells()[-1].compile and alone.cells()[-1].optimize_ddp == "python_reducer"

@@ -167,6 +167,23 @@ def test_a_compiled_ddp_job_under_compiled_autograd_trains_as_ddps_graph_splitti
 
 
 @pytest.mark.e2e
+def test_a_zero1_job_trains_as_ddp_does_and_its_collectives_alone_hold_its_broadcasts():
+    """--zero: ZeroRedundancyOptimizer on each rank's shard; the same AdamW updates, so the same losses as the plain
+    DDP job, to fp32's rounding; its collectives alone are DDP's all-reduces and one broadcast a rank."""
+    spec = JOB.with_(steps=2)
+    record, _, procs = run_job(spec.with_(zero=True))
+    assert record.status == "ok", record.error
+    assert record.collectives["ops"] == {"all_reduce": record.collectives["buckets"], "broadcast": 2}
+    assert "ZeRO-1: AdamW's state sharded, each shard broadcast after the step" in job_line(record)
+    plain, _, plain_procs = run_job(spec)
+    assert plain.status == "ok", plain.error
+    losses = [s.loss for s in record.warmup_steps + record.steps]
+    assert losses == pytest.approx([s.loss for s in plain.warmup_steps + plain.steps], rel=1e-6)
+    assert_none_left(procs)
+    assert_none_left(plain_procs)
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("fault, status, kind, start", [("1:raise:2", "error", "crash", "warm"),
                                                          ("1:oom:2", "oom", "oom", "cold: PERFCONSOLE_WARM=off")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind, start):

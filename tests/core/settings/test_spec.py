@@ -125,6 +125,9 @@ def test_ladder_knobs_need_what_they_build_on_and_show_in_the_label():
      "optimize_ddp", "needs comm_hook none, not 'bf16'"),
     ({"nproc": 2, "parallel": "ddp", "compile": True, "optimize_ddp": "python_reducer",
       "compile_mode": "reduce-overhead"}, "optimize_ddp", "use compile_mode default"),
+    ({"nproc": 2, "parallel": "fsdp", "mode": "train", "zero": True}, "zero", "needs parallel ddp, not 'fsdp'"),
+    ({"nproc": 2, "parallel": "ddp", "mode": "fwd_bwd", "zero": True}, "zero", "needs mode train, not 'fwd_bwd'"),
+    ({"zero": True}, "zero", "needs parallel ddp, not 'none'"),
     ({"scaling": True}, "scaling", "nproc 2 or more"),
     ({"nproc": 2, "parallel": "ddp", "repeat": 3}, "repeat", "use repeat 1"),
 ])

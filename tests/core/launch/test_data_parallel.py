@@ -143,6 +143,16 @@ def test_a_compiled_ddp_job_compiled_whole_runs_and_says_so():
     assert_none_left(procs)
 
 
+def assert_trains_as(record, procs, reference: RunSpec, rel: float) -> None:
+    """The job's losses are the reference job's, to `rel`, and neither job left a process behind."""
+    other, _, other_procs = run_job(reference)
+    assert other.status == "ok", other.error
+    losses = [s.loss for s in record.warmup_steps + record.steps]
+    assert losses == pytest.approx([s.loss for s in other.warmup_steps + other.steps], rel=rel)
+    assert_none_left(procs)
+    assert_none_left(other_procs)
+
+
 @pytest.mark.e2e
 def test_a_compiled_ddp_job_under_compiled_autograd_trains_as_ddps_graph_splitting_does():
     """optimize_ddp python_reducer: DDP's Python reducer, each step's forward and backward under compiled autograd
@@ -158,12 +168,7 @@ def test_a_compiled_ddp_job_under_compiled_autograd_trains_as_ddps_graph_splitti
     line = job_line(record)
     assert "compiled autograd: the all-reduces in the backward's graph, not timed apart" in line, line
     assert "compiled-autograd" in record.name
-    split, _, split_procs = run_job(spec)
-    assert split.status == "ok", split.error
-    losses = [s.loss for s in record.warmup_steps + record.steps]
-    assert losses == pytest.approx([s.loss for s in split.warmup_steps + split.steps], rel=1e-5)
-    assert_none_left(procs)
-    assert_none_left(split_procs)
+    assert_trains_as(record, procs, spec, rel=1e-5)
 
 
 @pytest.mark.e2e
@@ -175,12 +180,7 @@ def test_a_zero1_job_trains_as_ddp_does_and_its_collectives_alone_hold_its_broad
     assert record.status == "ok", record.error
     assert record.collectives["ops"] == {"all_reduce": record.collectives["buckets"], "broadcast": 2}
     assert "ZeRO-1: AdamW's state sharded, each shard broadcast after the step" in job_line(record)
-    plain, _, plain_procs = run_job(spec)
-    assert plain.status == "ok", plain.error
-    losses = [s.loss for s in record.warmup_steps + record.steps]
-    assert losses == pytest.approx([s.loss for s in plain.warmup_steps + plain.steps], rel=1e-6)
-    assert_none_left(procs)
-    assert_none_left(plain_procs)
+    assert_trains_as(record, procs, spec, rel=1e-6)
 
 
 @pytest.mark.e2e

@@ -36,8 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=f"comma list of the rungs to run, from {', '.join(RUNG_NAMES)} (default "
                         f"{','.join(DEFAULT_RUNGS)}; {', '.join(r.name for r in RUNGS if r.opt_in) or 'none'} only when "
                         f"named), or with --nproc 2 or more from {', '.join(DP_RUNG_NAMES)} (default all but "
-                        f"{', '.join(r.name for r in DP_RUNGS if r.opt_in)}, run only when named); one left out still "
-                        "passes its change up")
+                        f"{' and '.join(r.name for r in DP_RUNGS if r.opt_in)}, which run only when named); one left "
+                        "out still passes its change up, unless it runs only when named")
     p.add_argument("--no-profile", action="store_true",
                    help="skip each rung's torch-profiler pass (no kernel categories, no measured GPU busy share)")
     p.add_argument("--resume", default=None, metavar="FILE",

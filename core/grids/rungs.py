@@ -26,7 +26,7 @@ class Rung:
     what: str                   # the change, in words
     needs: str = ""             # what it needs beyond torch, in words
     same_numerics: bool = True  # False where the change rounds differently on purpose (its name says so)
-    opt_in: bool = False        # run only when --rungs names it (a trade of time for memory; torch's experimental)
+    opt_in: bool = False        # run only when --rungs names it: a trade of time for memory, or torch's experimental
     models: tuple[str, ...] = ()  # the model kinds it applies to (model.sources: builtin, hf, factory); () all
 
     def ruled_out(self, below: RunSpec) -> str | None:

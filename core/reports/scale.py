@@ -134,8 +134,8 @@ def notes(scale: ScaleRecord) -> list[str]:
     if sp.added_one:
         out.append("the one-process run was added: --nproc left out 1, and every efficiency is against it")
     out.append("exposed comm: the median step minus the step without DDP's all-reduce ('-' for FSDP and one "
-               "process; 'none' where the step without it was the slower one, the difference beside it); busbw alone: the step's collectives with nothing beside them; link: one all-reduce of the "
-               "link's size")
+               "process; 'none' where the step without it was the slower one, the difference beside it); busbw "
+               "alone: the step's collectives with nothing beside them; link: one all-reduce of the link's size")
     return out
 
 

@@ -122,7 +122,8 @@ def markdown_lines(rows: list[Any], nproc: int) -> list[str]:
     for r in rows:
         out.append(f"| {r.rung} {r.name} | {_f(r.single_process_ms)} | {_f(r.median_ms)} | "
                    f"{_f(r.scaling_efficiency, 1, 100)} | {_f(r.comm_ms)} | {_f(r.comm_free_ms)} | "
-                   f"{exposed_cell(r.exposed_comm_ms)} | {_f(r.peak_alloc_mib, 1, 1 / 1024)} | {_f(r.card_mib, 1, 1 / 1024)} |")
+                   f"{exposed_cell(r.exposed_comm_ms)} | {_f(r.peak_alloc_mib, 1, 1 / 1024)} | "
+                   f"{_f(r.card_mib, 1, 1 / 1024)} |")
     drawn = lines(bars(rows, nproc))
     if drawn:
         out += ["", "```", *drawn, "```"]

@@ -161,10 +161,11 @@ if want autograd; then  # compiled autograd (optimize_ddp python_reducer) on the
     indep ind_ca_4 4 200 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
     indep ind_ca_base_4 4 100 "${BEST[@]}" --bucket-mb 100
     before 300 && pc pc_ca_4 240 run --mode train --nproc 4 "${PCBEST[@]}" --optimize-ddp python_reducer
+    before 430 && indep ind_ca_best_1 1 100 --no-wrap "${BEST[@]}"  # the one-GPU step both scale against
     before 520 && indep ind_ca_2 2 70 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
 fi
 if want zero; then  # ZeRO-1 on the best rung: AdamW's state a quarter a rank, a broadcast of the shards a step
-    pc pc_zero_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --zero
+    before 380 && pc pc_zero_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --zero
     before 420 && pc pc_zero_ca_4 170 run --mode train --nproc 4 "${PCBEST[@]}" --zero --optimize-ddp python_reducer
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler

@@ -136,12 +136,17 @@ class Job:
             emit(ev.CommSteps(totals, comms))
 
     def comm_free(self, run_steps: Callable[[int], list[ev.Step]], emit: Emit) -> None:
-        """DDP only: steps without the all-reduce (`no_sync`), run as the quiet steps were; the slowest
-        rank's time per step is what the job would take if no communication were waited for."""
+        """DDP only: steps without the all-reduce (`no_sync`), run as the quiet steps were, after one warm-up step
+        not counted (without the all-reduce a compiled backward is a graph of its own: compiled autograd compiles it
+        in that step); the slowest rank's time per step is what the job would take if no communication were waited
+        for."""
         if self.ddp is None:
             return
         emit(ev.Progress("comm_free", "the same steps without the gradient all-reduce"))
         with data_parallel.no_sync(self.ddp):
+            warm = run_steps(1)
+            if self.rank.is_main:
+                emit(ev.Progress("comm_free", f"its warm-up step, not counted: {warm[0].total_ms:.1f} ms"))
             done = run_steps(min(self.spec.steps, COMM_STEPS))
         times: list[float] = []
         for step in done:

@@ -12,7 +12,10 @@ What is read (the export's own tables; each one optional, its columns looked up,
 - CUPTI_ACTIVITY_KIND_RUNTIME: the host's CUDA runtime calls (`nameId`), paired with their kernels by correlation
   id -> `cuda_runtime` launches.
 Times become microseconds from the capture's own clock (torch's unit); a thread is the export's `globalTid`, whose
-low 24 bits are the thread id and the next 24 the process id (Nsight Systems' export documentation).
+low 24 bits are the thread id and the next 24 the process id (Nsight Systems' export documentation). The export's
+times count from its session's start, which TARGET_INFO_SESSION_START_TIME gives (`utcEpochNs`): the document
+carries it as `baseTimeNanoseconds`, Kineto's name for the epoch of its times, so the captures of a job's ranks,
+each its own session started at its own time, can be put on one clock (core.timeline.load).
 """
 from __future__ import annotations
 
@@ -58,12 +61,24 @@ def trace_document(path: Path) -> dict[str, Any]:
     try:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             events = _read(db)
+            base = _session_start(db)
     except sqlite3.Error as exc:
         raise ProfileError(f"{path}: cannot read the export ({exc})") from None
     if not events:
         raise ProfileError(f"{path}: an Nsight Systems export with no kernels, copies, NVTX ranges or CUDA calls "
                             "in it (was the capture's CUDA tracing on: nsys profile -t cuda,nvtx?)")
-    return {"traceEvents": events, "source": "nsys sqlite"}
+    doc: dict[str, Any] = {"traceEvents": events, "source": "nsys sqlite"}
+    if base is not None:
+        doc["baseTimeNanoseconds"] = base
+    return doc
+
+
+def _session_start(db: sqlite3.Connection) -> int | None:
+    """The session's start (ns since the epoch), time 0 of the export's times; None where the export lacks it."""
+    if "utcEpochNs" not in _columns(db, "TARGET_INFO_SESSION_START_TIME"):
+        return None
+    row = db.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME").fetchone()
+    return row[0] if row and isinstance(row[0], int) else None
 
 
 def _tables(path: Path) -> set[str]:

@@ -34,7 +34,7 @@ _CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 def read_trace(path: Path) -> dict[str, Any]:
-    """The trace's JSON document (an nsys SQLite export's events in the same shape: core.timeline.nsys_sqlite);
+    """The trace's JSON document (an nsys SQLite export's events in the same shape: core.profiling.nsys_sqlite);
     TimelineError when the file is missing, unreadable or neither."""
     path = Path(path)
     if path.suffix.lower() == ".sqlite":
@@ -66,7 +66,9 @@ def read_trace(path: Path) -> dict[str, Any]:
 
 def load_timeline(paths: Sequence[Path | str], ranks: Sequence[int] | None = None) -> Timeline:
     """The timeline of one trace, or of a job's traces (one a rank, rank i the i-th path unless `ranks` says)."""
-    docs = [(Path(p), _spans(read_trace(Path(p)))) for p in paths]
+    read = [(Path(p), read_trace(Path(p))) for p in paths]
+    docs = [(path, _spans(doc)) for path, doc in read]
+    _one_clock([doc.get("baseTimeNanoseconds") for _, doc in read], [spans for _, spans in docs])
     starts = [min(float(e["ts"]) for e in spans) for _, spans in docs if spans]
     if not starts:
         raise TimelineError(f"{docs[0][0]}: a trace with no timed events")
@@ -83,6 +85,20 @@ def load_timeline(paths: Sequence[Path | str], ranks: Sequence[int] | None = Non
 def _spans(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"
             and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
+
+
+def _one_clock(bases: list[Any], spans: list[list[dict[str, Any]]]) -> None:
+    """Each trace's times are us from its `baseTimeNanoseconds` (Kineto writes one constant for every rank; an nsys
+    export's is its session's start, each rank's its own): where the bases differ, each trace's events move by its
+    base's distance from the earliest, so that the ranks share one clock."""
+    if not all(isinstance(b, int) for b in bases) or len(set(bases)) < 2:
+        return
+    low = min(bases)
+    for base, events in zip(bases, spans):
+        shift = (base - low) / 1000.0
+        if shift:
+            for e in events:
+                e["ts"] = e["ts"] + shift
 
 
 def _ns(events: list[dict[str, Any]], origin: float) -> tuple[np.ndarray, np.ndarray]:

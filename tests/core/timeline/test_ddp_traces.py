@@ -1,5 +1,5 @@
 """The timeline of a two-rank DDP job's torch profiler traces (perfconsole's own run on two H100s, NCCL's all-reduce
-on a stream of its own: tests/fixtures/torch_traces/SOURCE.txt), checked against figures this test computes from the
+on a stream of its own: tests/fixtures/ddp_traces/SOURCE.txt), checked against figures this test computes from the
 traces' own events: each rank's lanes and their counts, the NCCL kernels' stream and category, each rank's 2nd step
 and its busy share, the overlap of NCCL with compute on rank 0 (core.profiling.overlap's figure); and the CLI's row
 for the NCCL stream."""

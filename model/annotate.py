@@ -17,8 +17,10 @@ _model_ranges = False
 
 
 def annotate(name: str) -> ContextManager:
-    """A range of the model's own (a layer, a sublayer): open only while the model's ranges are on."""
-    return NULL if _factory is None or not _model_ranges else _factory(name)
+    """A range of the model's own (a layer, a sublayer): open only while the model's ranges are on. The switch is
+    read first, and alone while it is off: a compiled model (its ranges off) then guards on the switch only, so
+    installing a factory for its phases does not recompile it."""
+    return NULL if not _model_ranges or _factory is None else _factory(name)
 
 
 def phase(name: str) -> ContextManager:

@@ -5,8 +5,9 @@
 # the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
 # (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`), each
 # bucket's optimizer step in its all-reduce's callback (`hookopt`), compiled autograd with DDP's all-reduces in the
-# backward's graph (`autograd`), xl's DDP defaults in three pairs of processes (`xlpairs`), ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512,
-# batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
+# backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`; `capture2` with
+# CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in three pairs of processes (`xlpairs`),
+# ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512, batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
 # and "curve" (perfconsole's `scale`) after the exchange stopped holding the ranks in lockstep.
@@ -123,7 +124,8 @@ if want capture; then  # the best rung's job under nsys, one capture a rank: wha
 fi
 if want capture2; then  # the best rung's job under the torch profiler, a trace a rank, and what bounds its step
     touch "$D/.cap2_start"
-    pc cap_torch_4 280 run --mode train --nproc 4 "${PCBEST[@]}" --profile torch
+    # shellcheck disable=SC2086  # CAPFLAGS is words on purpose: CAPFLAGS="--optimize-ddp python_reducer"
+    pc cap_torch_4 280 run --mode train --nproc 4 "${PCBEST[@]}" ${CAPFLAGS:-} --profile torch
     mkdir -p "$D/cap_torch_4"
     i=0; find "$D/data" -name 'torch_trace.json' -newer "$D/.cap2_start" | sort | while read -r tr; do
         echo "$tr" >> "$D/cap_torch_4/traces.txt"; done
@@ -163,6 +165,11 @@ if want autograd; then  # compiled autograd (optimize_ddp python_reducer) on the
     before 300 && pc pc_ca_4 240 run --mode train --nproc 4 "${PCBEST[@]}" --optimize-ddp python_reducer
     before 430 && indep ind_ca_best_1 1 100 --no-wrap "${BEST[@]}"  # the one-GPU step both scale against
     before 520 && indep ind_ca_2 2 70 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
+fi
+if want cabuckets; then  # compiled autograd's fused all-reduces at smaller and larger buckets than 100 MB (inductor
+    # concatenates the gradients into buckets of DDP's bucket_cap_mb): which hides more of the 19 ms it exposed at 4 GPUs
+    indep ind_ca25_4 4 200 "${BEST[@]}" --bucket-mb 25 --optimize-ddp python_reducer
+    before 420 && indep ind_ca400_4 4 170 "${BEST[@]}" --bucket-mb 400 --optimize-ddp python_reducer
 fi
 if want zero; then  # ZeRO-1 on the best rung: AdamW's state a quarter a rank, a broadcast of the shards a step
     before 380 && pc pc_zero_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --zero

@@ -6,6 +6,7 @@ tracing as its top row and its first profiled step took 2,241 ms against 15-17 m
 tests/fixtures/nsys_sqlite/SOURCE.txt)."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch._dynamo
 
@@ -15,15 +16,17 @@ from perfconsole.core.settings import RunSpec
 from perfconsole.model import annotate
 
 
-def test_a_compiled_run_is_not_recompiled_when_its_profiled_steps_begin(tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.shares_gpu])])
+def test_a_compiled_run_is_not_recompiled_when_its_profiled_steps_begin(tmp_path, monkeypatch, device):
     monkeypatch.setenv("PERFCONSOLE_DATA_DIR", str(tmp_path / "data"))
-    spec = RunSpec(size="tiny", ctx=16, batch=2, precision="fp32", mode="train", warmup=2, steps=3, device="cpu",
-                   compile=True, profile="torch").validate()
+    size, precision = ("tiny", "fp32") if device == "cpu" else ("small", "bf16")
+    spec = RunSpec(size=size, ctx=16 if device == "cpu" else 256, batch=2, precision=precision, mode="train",
+                   warmup=2, steps=3, device=device, compile=True, profile="torch").validate()
     events = []
     torch._dynamo.reset()
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
     try:
-        bench.run(spec, events.append, collect("cpu"), tmp_path)
+        bench.run(spec, events.append, collect(device), tmp_path)
     finally:
         annotate.set_range_factory(None, False)
         torch._dynamo.reset()

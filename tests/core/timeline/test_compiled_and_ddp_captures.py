@@ -176,21 +176,15 @@ def test_compiled_the_first_steps_forward_range_is_almost_all_idle(dbs, compiled
     ("triton_poi_fused__unsafe_view_mul_silu_silu_backward_view_3", 13, "backward"),  # launched by autograd's thread
     ("triton_poi_fused__to_copy_t_9", 0, "forward"),                                  # a 15000-block grid
 ])
-def test_compiled_a_triton_kernel_keeps_its_name_grid_block_and_range(dbs, compiled_tl, name, nth, innermost):
+def test_compiled_a_triton_kernel_keeps_its_name_grid_block_and_range(dbs, compiled_tl, kernel_pair, name, nth,
+                                                                    innermost):
     db = dbs[0]
-    start, *dims, launched, thread, label = db.execute(
-        "select k.start, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, r.start, r.globalTid, "
-        "'gpu' || k.deviceId || ' s' || k.streamId from CUPTI_ACTIVITY_KIND_KERNEL k "
-        "join StringIds s on s.id = k.demangledName join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId "
-        "where s.value = ? order by k.start limit 1 offset ?", (name, nth)).fetchone()
+    by_sql, on_timeline = kernel_pair
+    _, start, *dims, launched, thread, label = by_sql(db, name, nth)
     chain = [t for (t,) in db.execute(
         "select text from NVTX_EVENTS where eventType = 59 and globalTid = ? and start <= ? and end > ? "
         "order by start, end desc", (thread, launched, launched))]
-    lane = next(lane for lane in compiled_tl.lanes if lane.kind == "kernels" and lane.label == label)
-    at = start - round(compiled_tl.origin_us * 1000)
-    position = int(lane.index.starts.searchsorted(at - 1))
-    assert abs(int(lane.index.starts[position]) - at) <= 1
-    k = compiled_tl.kernel(lane.key, position)
+    k = on_timeline(compiled_tl, label, start)
     assert k.name == name and k.grid == tuple(dims[:3]) and k.block == tuple(dims[3:])
     assert chain == [innermost] and k.phase == innermost
 

@@ -238,22 +238,15 @@ def test_h100_busy_share_and_longest_gap_of_the_second_backward(h100_db, h100_tl
     ("%FusedAdam%", 9, "optimizer_step"),             # ran 0.6 ms after its launch, the range closed by then
 ])
 def test_h100_a_kernel_keeps_its_name_grid_block_and_the_ranges_open_on_its_launching_thread(
-        h100_db, h100_tl, pattern, nth, innermost):
-    name, start, *dims, launched, thread, label = h100_db.execute(
-        "select s.value, k.start, k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, r.start, r.globalTid, "
-        "'gpu' || k.deviceId || ' s' || k.streamId from CUPTI_ACTIVITY_KIND_KERNEL k "
-        "join StringIds s on s.id = k.demangledName join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = k.correlationId "
-        "where s.value like ? order by k.start limit 1 offset ?", (pattern, nth)).fetchone()
+        h100_db, h100_tl, kernel_pair, pattern, nth, innermost):
+    by_sql, on_timeline = kernel_pair
+    name, start, *dims, launched, thread, label = by_sql(h100_db, pattern, nth, like=True)
     # the NVTX ranges open on the launching thread when its runtime call began, outermost first
     chain = [t for (t,) in h100_db.execute(
         "select coalesce(n.text, (select value from StringIds where id = n.textId)) from NVTX_EVENTS n "
         "where n.eventType = 59 and n.globalTid = ? and n.start <= ? and n.end > ? order by n.start, n.end desc",
         (thread, launched, launched))]
-    lane = next(lane for lane in h100_tl.lanes if lane.kind == "kernels" and lane.label == label)
-    at = start - round(h100_tl.origin_us * 1000)
-    position = int(lane.index.starts.searchsorted(at - 1))
-    assert abs(int(lane.index.starts[position]) - at) <= 1
-    k = h100_tl.kernel(lane.key, position)
+    k = on_timeline(h100_tl, label, start)
     assert k.name == name and k.grid == tuple(dims[:3]) and k.block == tuple(dims[3:])
     assert chain[-1] == innermost and k.phase == " > ".join(chain)
 

@@ -57,14 +57,42 @@ def bucket_bytes(ddp: torch.nn.Module) -> tuple[list[int], str]:
     return [sum(p.numel() * p.element_size() for p in params)], "the gradients as one buffer"
 
 
+def fused_bucket_bytes(ddp: torch.nn.Module, cap_mb: float) -> list[int]:
+    """Compiled autograd's all-reduces as inductor's DDP fusion makes them (torch/_inductor/fx_passes/ddp_fusion.py,
+    `_bucket_size_fusion`): the gradients in the order the backward makes them (the parameters reversed), a bucket
+    closed once it holds 1 MiB (the first) or `cap_mb` MiB (each after it), the last with what is left."""
+    cap = int(cap_mb * (1 << 20))
+    sizes: list[int] = []
+    held, limit = 0, 1 << 20
+    for p in reversed([p for p in ddp.parameters() if p.requires_grad]):
+        held += p.numel() * p.element_size()
+        if held >= limit:
+            sizes.append(held)
+            held, limit = 0, cap
+    return sizes + [held] if held else sizes
+
+
 def ddp_ops(ddp: torch.nn.Module, comm_hook: str) -> tuple[list[Op], torch.dtype, dict[str, Any]]:
     sizes, source = bucket_bytes(ddp)
+    extra: dict[str, Any] = {}
     if getattr(ddp, "_use_python_reducer", False):  # optimize_ddp python_reducer: no C++ buckets run
-        source += " (the Python reducer's all-reduces run as inductor fuses them, up to DDP's bucket size)"
+        from torch._dynamo.utils import counters
+        from torch._inductor import config
+
+        # the bucket size inductor's fusion reads: DDP sets it to its bucket_cap_mb, and a size below 1 MB reads 0
+        # (each gradient after the first MiB all-reduced alone)
+        cap_mb = config._fuse_ddp_bucket_size
+        sizes = fused_bucket_bytes(ddp, cap_mb)
+        source = (f"inductor's fused all-reduces under compiled autograd (the first of 1 MiB, then {cap_mb:g} MiB "
+                  "each: inductor's DDP bucket size)")
+
+        # how many inductor made where it compiled the backward in this process (none where its graph came from the
+        # compile cache): the figure the buckets above are checked against
+        extra["inductor_buckets"] = counters["inductor"].get("ddp_buckets")
     param = next(p for p in ddp.parameters() if p.requires_grad)
     dtype = torch.bfloat16 if comm_hook == "bf16" and param.dtype != torch.bfloat16 else param.dtype
     ops = [("all_reduce", max(1, b // param.element_size())) for b in sizes]  # a bucket holds the params' dtype
-    return ops, dtype, {"buckets": len(sizes), "source": source}
+    return ops, dtype, {"buckets": len(sizes), "source": source, **extra}
 
 
 def fsdp_ops(model: torch.nn.Module, reshard: bool, bf16: bool = False) -> tuple[list[Op], torch.dtype, dict[str, Any]]:

@@ -164,6 +164,8 @@ def test_a_compiled_ddp_job_under_compiled_autograd_trains_as_ddps_graph_splitti
     assert record.status == "ok", record.error
     assert any(e.type == "progress" and "compiled autograd" in e.detail for e in seen)
     assert len(record.ranks) == 2 and len(record.steps) == 2 and record.collectives["alone_ms"] > 0
+    # the collectives alone are the all-reduces inductor fused: as many as it counted compiling the backward
+    assert record.collectives["buckets"] == record.collectives["inductor_buckets"] >= 2, record.collectives
     assert record.comm_free_ms and record.comm_steps is None
     # the backward without the all-reduce is a graph of its own, compiled in a warm-up step that is not counted
     warm = [e.detail for e in seen if e.type == "progress" and e.stage == "comm_free" and "warm-up" in e.detail]

@@ -61,6 +61,19 @@ def ddp_tl(paths):
     return load_timeline(paths[1:])
 
 
+def device_lane_counts(tl) -> dict[str, int]:
+    """The timeline's kernel and memory lanes: label -> events."""
+    return {lane.label: len(lane) for lane in tl.lanes if lane.kind in ("kernels", "memory")}
+
+
+def events_by_lane_kind(tl) -> Counter:
+    """The timeline's events summed by lane kind (kernels, memory, ranges, gpu_ranges, launches)."""
+    by_kind: Counter = Counter()
+    for lane in tl.lanes:
+        by_kind[lane.kind] += len(lane)
+    return by_kind
+
+
 def device_lanes(db) -> tuple[dict[str, int], dict[str, int]]:
     """By the file's SQL: kernels a (device, stream), copies and memsets together a device."""
     streams = {f"gpu{d} s{s}": n for d, s, n in db.execute(
@@ -105,12 +118,9 @@ def session_start(db) -> int:
 def test_compiled_one_lane_a_stream_the_memory_lane_the_ranges_and_the_launches(dbs, compiled_tl):
     db = dbs[0]
     streams, memory = device_lanes(db)
-    lanes = {lane.label: len(lane) for lane in compiled_tl.lanes if lane.kind in ("kernels", "memory")}
-    assert lanes == {**streams, **memory}
+    assert device_lane_counts(compiled_tl) == {**streams, **memory}
     assert streams == {"gpu0 s7": 1352} and memory == {"gpu0 mem": 2 + 48}
-    by_kind = Counter()
-    for lane in compiled_tl.lanes:
-        by_kind[lane.kind] += len(lane)
+    by_kind = events_by_lane_kind(compiled_tl)
     ranges = db.execute("select count(*) from NVTX_EVENTS where eventType in (59, 60) and end >= start").fetchone()[0]
     calls, threads = db.execute("select count(*), count(distinct globalTid) from CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
     assert by_kind["ranges"] == ranges == 6 and by_kind["launches"] == calls == 2726
@@ -206,12 +216,9 @@ def test_trace_lanes_and_their_counts_match_the_traces_events(trace_events, trac
     cats = Counter(e["cat"] for e in trace_events)
     streams = Counter(f"gpu{e['args']['device']} s{e['args']['stream']}" for e in trace_events if e["cat"] == "kernel")
     memory = Counter(f"gpu{e['args']['device']} mem" for e in trace_events if e["cat"] in ("gpu_memcpy", "gpu_memset"))
-    lanes = {lane.label: len(lane) for lane in trace_tl.lanes if lane.kind in ("kernels", "memory")}
-    assert lanes == {**streams, **memory}
+    assert device_lane_counts(trace_tl) == {**streams, **memory}
     assert streams == {"gpu0 s7": 1352} and memory == {"gpu0 mem": 2 + 48}
-    by_kind = Counter()
-    for lane in trace_tl.lanes:
-        by_kind[lane.kind] += len(lane)
+    by_kind = events_by_lane_kind(trace_tl)
     assert by_kind["ranges"] == cats["user_annotation"] == 57 and by_kind["gpu_ranges"] == cats["gpu_user_annotation"] == 6
     assert by_kind["launches"] == cats["cuda_runtime"] + cats["cuda_driver"] == 358 + 1316
     assert not any(e["name"].startswith("ProfilerStep#") for e in trace_events if e["cat"] == "user_annotation")

@@ -5,9 +5,10 @@
 # the exchange's cost (`exchange`, `best2`); the best rung under the torch profiler split by scripts/comm_bound.py
 # (`capture2`), fewer NCCL channels (`channels`), FSDP2 on bf16 weights (`fsdp`), each
 # bucket's optimizer step in its all-reduce's callback (`hookopt`), compiled autograd with DDP's all-reduces in the
-# backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`; `capture2` with
-# CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in three pairs of processes (`xlpairs`),
-# ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512, batch 4 per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
+# backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`), inductor's reordering of its
+# collectives (`careorder`; `capture2` with CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in
+# three pairs of processes (`xlpairs`), ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512, batch 4 per rank unless
+# SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
 # and "curve" (perfconsole's `scale`) after the exchange stopped holding the ranks in lockstep.
@@ -170,6 +171,10 @@ if want cabuckets; then  # compiled autograd's fused all-reduces at smaller and 
     # concatenates the gradients into buckets of DDP's bucket_cap_mb): which hides more of the 19 ms it exposed at 4 GPUs
     indep ind_ca25_4 4 200 "${BEST[@]}" --bucket-mb 25 --optimize-ddp python_reducer
     before 420 && indep ind_ca400_4 4 170 "${BEST[@]}" --bucket-mb 400 --optimize-ddp python_reducer
+fi
+if want careorder; then  # compiled autograd with inductor's compute/communication reordering, beside it without
+    indep ind_careorder_4 4 240 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer --comm-reorder
+    before 400 && indep ind_ca_again_4 4 170 "${BEST[@]}" --bucket-mb 100 --optimize-ddp python_reducer
 fi
 if want zero; then  # ZeRO-1 on the best rung: AdamW's state a quarter a rank, a broadcast of the shards a step
     before 380 && pc pc_zero_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --zero

@@ -74,6 +74,10 @@ def main() -> None:
                                                                      "python_reducer"),
                    help="torch._dynamo.config.optimize_ddp with --compile (python_reducer: each step's forward and "
                         "backward under compiled autograd, torch.compile its compiler)")
+    p.add_argument("--comm-reorder", action="store_true",
+                   help="with --optimize-ddp python_reducer: inductor's compute/communication reordering "
+                        "(reorder_for_compute_comm_overlap, the passes its config recommends that this torch has), "
+                        "to start the fused all-reduces earlier in the backward's graph")
     p.add_argument("--memory-trace", action="store_true",
                    help="rank 0 prints the memory allocated after each warm-up step's forward, backward and "
                         "optimizer step (stderr, GiB), and DDP's bucket rebuild")
@@ -151,6 +155,20 @@ def main() -> None:
 
     host: list[tuple[float, float, float]] = []  # the host's time to issue each step's forward, backward, optimizer
 
+    reorder: list[str] = []
+    if a.comm_reorder:
+        if not (a.compile and a.optimize_ddp == "python_reducer"):
+            sys.exit("--comm-reorder reorders a compiled graph's collectives: it needs --compile --optimize-ddp "
+                     "python_reducer")
+        import torch._inductor.comms as comms
+        import torch._inductor.config as inductor_config
+
+        reorder = [name for name in ("reorder_communication_preserving_peak_memory", "sink_waits_iterative",
+                                     "reorder_communication_preserving_peak_memory") if hasattr(comms, name)]
+        if not reorder:
+            sys.exit(f"--comm-reorder: torch {torch.__version__} has none of the reordering passes")
+        inductor_config.reorder_for_compute_comm_overlap = True
+        inductor_config.reorder_for_compute_comm_overlap_passes = reorder
     if a.compile and a.optimize_ddp == "python_reducer":
         from torch._dynamo import compiled_autograd
 
@@ -230,6 +248,7 @@ def main() -> None:
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
             "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "no_wrap": a.no_wrap, "compile": a.compile, "optimize_ddp": a.optimize_ddp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
             "nccl_high_priority": a.nccl_high_priority, "optimizer_in_hook": a.optimizer_in_hook,
+            "comm_reorder": reorder,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
             "alloc_retries": [m["alloc_retries"] for m in memories], "exchange": a.exchange,

@@ -84,7 +84,10 @@ def test_ddp_job_has_every_rank_and_measures_communication():
     assert c["link_bytes"] == 16 << 20 and c["link_busbw_gbps"] == pytest.approx((16 << 20) / (c["link_ms"] * 1e6))
     line = job_line(record)
     assert "collectives alone" in line and "at 16 MiB" in line
-    assert f"exposed {sm.exposed_comm_ms / c['alone_ms']:.2f}x the collectives alone" in line
+    if sm.exposed_comm_ms >= 0:
+        assert f"exposed {sm.exposed_comm_ms / c['alone_ms']:.2f}x the collectives alone" in line
+    else:  # the steps without the all-reduce were the slower ones (host noise on a loaded CPU): no ratio, words
+        assert "exposed: none measurable" in line and "x the collectives alone" not in line, line
     doc = record.to_dict()
     assert doc["world_size"] == 2 and doc["parallel"] == "ddp" and len(doc["ranks"]) == 2
     again = RunRecord.from_dict(json.loads(json.dumps(doc)))

@@ -7,6 +7,7 @@ verdict, each gate's ratio and interval, and the wall times, as Markdown (docs/r
 
     .venv/bin/python scripts/bench_gate.py --gates 10 --paired
     .venv/bin/python scripts/bench_gate.py --gates 10            # processes interleaved
+    .venv/bin/python scripts/bench_gate.py --gates 10 --compare-modes   # A against A, both modes in turn: widths
 
 On a GPU (`--device cuda`) the factory is wider (2048, bf16, ctx 512, batch 8: a step of a few milliseconds, paced
 by the host) so the one more matmul is still about a tenth of the work, and `--real FIELD=A,B` adds gates of a
@@ -98,6 +99,50 @@ def one(argv: list[str]) -> dict:
             "stopped": data.get("stopped"), "stderr": done.stderr[-300:] if done.returncode not in (0, 1, 3) else ""}
 
 
+def compare_modes(args: argparse.Namespace) -> int:
+    """The same revision twice, `--gates` gates in each mode, the modes in turn (the host's slow spells fall on both):
+    how wide each mode's interval of B/A is, where nothing differs. Paired steps alternate in one process, so the
+    host's spells cancel in each pair; processes carry the spread between processes."""
+    flags = GPU_FLAGS if args.device == "cuda" else FLAGS
+    modes = {"paired": ["--json", "--paired"], "processes": ["--json"]}
+    with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
+        repo, base, _ = make_repo(Path(tmp) / "repo")
+        results: dict[str, list[dict]] = {m: [] for m in modes}
+        for i in range(args.gates):
+            for mode in list(modes) if i % 2 == 0 else list(modes)[::-1]:
+                r = one(gate_argv(repo, base, base, flags, *modes[mode]))
+                results[mode].append(r)
+                print(f"{mode} {len(results[mode])}: {r['verdict']} {r['ratio'] or 0:.3f} [{r['low'] or 0:.3f}, "
+                      f"{r['high'] or 0:.3f}] {r['rounds']} rounds {r['wall_s']:.1f} s {r['stderr']}",
+                      file=sys.stderr, flush=True)
+    widths = {m: [r["high"] - r["low"] for r in rs if r["low"] is not None] for m, rs in results.items()}
+    # a gate stops once it decides, so the modes' intervals come from different numbers of rounds; an interval
+    # narrows about as 1/sqrt(rounds), so width x sqrt(rounds) compares the modes round for round
+    per_round = {m: [(r["high"] - r["low"]) * r["rounds"] ** 0.5 for r in rs if r["low"] is not None and r["rounds"]]
+                 for m, rs in results.items()}
+    print(f"### the same revision twice, {args.gates} gates in each mode, in turn ({args.device})\n")
+    print("| mode | verdicts | median interval width | widths | median rounds | median width x sqrt(rounds) "
+          "| median wall (s) |")
+    print("|---|---|---:|---|---:|---:|---:|")
+    for mode, rs in results.items():
+        verdicts = ", ".join(f"{v} {n}" for v, n in Counter(r["verdict"] for r in rs).items())
+        w = widths[mode]
+        rounds = [r["rounds"] for r in rs if r["rounds"] is not None]
+        print(f"| {mode} | {verdicts} | {statistics.median(w) if w else float('nan'):.4f} | "
+              f"{', '.join(f'{x:.4f}' for x in w)} | {statistics.median(rounds) if rounds else '-'} | "
+              f"{statistics.median(per_round[mode]) if per_round[mode] else float('nan'):.4f} | "
+              f"{statistics.median(r['wall_s'] for r in rs):.1f} |")
+    if widths["paired"] and widths["processes"]:
+        print(f"\nprocesses' median width / paired's: "
+              f"{statistics.median(widths['processes']) / statistics.median(widths['paired']):.2f}; round for round "
+              f"(width x sqrt(rounds)): "
+              f"{statistics.median(per_round['processes']) / statistics.median(per_round['paired']):.2f}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"compare_modes": True, "device": args.device, "gates": results},
+                                                  indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gates", type=int, default=10, help="gates of each kind")
@@ -106,7 +151,12 @@ def main() -> int:
     p.add_argument("--real", default=None, metavar="FIELD=A,B", help="on a GPU, also gates of this change")
     p.add_argument("--real-size", default="medium")
     p.add_argument("--json-out", default=None, metavar="FILE", help="every gate's figures, as JSON")
+    p.add_argument("--compare-modes", action="store_true",
+                   help="instead: the same revision against itself, paired and in processes in turn, N gates each, "
+                        "and their 95 %% intervals' widths side by side")
     args = p.parse_args()
+    if args.compare_modes:
+        return compare_modes(args)
     if args.real and args.device != "cuda":
         p.error("--real is a GPU gate: give --device cuda")
     extra = ["--json", *(["--paired"] if args.paired else [])]

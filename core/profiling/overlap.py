@@ -80,14 +80,9 @@ def overlap(kernels: list[tuple[str, float, float, object]]) -> Overlap:
 def trace_overlap(path: str | Path) -> Overlap:
     """The overlap in a torch.profiler Chrome trace, plain or gzip-compressed (.json.gz) (its GPU kernels; a
     CPU-only trace has none)."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        import gzip
+    from perfconsole.core.profiling.torch_trace import trace_text
 
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            doc = json.load(f)
-    else:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    doc = json.loads(trace_text(Path(path)))
     kernels = []
     for e in doc.get("traceEvents", []):
         if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X":

@@ -8,8 +8,10 @@ event with the same `correlation` id. A trace is plain JSON; nothing here runs o
 """
 from __future__ import annotations
 
+import gzip
 import json
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from perfconsole.core.profiling.columns import Row, Tables
@@ -18,6 +20,14 @@ from perfconsole.core.profiling.table import table_from_rows
 
 RANGE_CATS = ("user_annotation",)
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def trace_text(path: Path) -> str:
+    """A trace file's text, plain or gzip-compressed (.gz); OSError and EOFError as the file gives them."""
+    if path.name.endswith(".gz"):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read()
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def looks_like_torch_trace(text: str) -> bool:

@@ -11,7 +11,6 @@ the first to the last kernel launched in it), so fitting a step shows both the i
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from collections import defaultdict
@@ -22,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from perfconsole.core.profiling.categories import CATEGORIES, categorize
-from perfconsole.core.profiling.torch_trace import GPU_CATS, LAUNCH_CATS, RANGE_CATS, looks_like_torch_trace
+from perfconsole.core.profiling.torch_trace import (GPU_CATS, LAUNCH_CATS, RANGE_CATS, looks_like_torch_trace,
+                                                     trace_text)
 from perfconsole.core.timeline.index import IntervalIndex
 from perfconsole.core.timeline.model import (CPU_OPS, GPU_RANGES, KERNELS, LAUNCHES, MEMORY, RANGES, Lane, RankTrace,
                                              Step, Timeline, TimelineError)
@@ -46,9 +46,7 @@ def read_trace(path: Path) -> dict[str, Any]:
         except ProfileError as exc:
             raise TimelineError(str(exc)) from None
     try:
-        with (gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz")
-              else path.open("r", encoding="utf-8", errors="replace")) as f:
-            text = f.read()
+        text = trace_text(path)
     except FileNotFoundError:
         raise TimelineError(f"{path}: no such file or directory") from None
     except (OSError, EOFError) as exc:

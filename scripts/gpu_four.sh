@@ -7,8 +7,9 @@
 # bucket's optimizer step in its all-reduce's callback (`hookopt`), compiled autograd with DDP's all-reduces in the
 # backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`), inductor's reordering of its
 # collectives (`careorder`; `capture2` with CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in
-# three pairs of processes (`xlpairs`), ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512, batch 4 per rank unless
-# SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
+# three pairs of processes (`xlpairs`), the script's collector as perfconsole's worker sets it (`xlgc`), the
+# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512, batch 4
+# per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
 # and "curve" (perfconsole's `scale`) after the exchange stopped holding the ranks in lockstep.
@@ -99,6 +100,31 @@ if want xlpairs; then  # xl with DDP's defaults at 4 GPUs, three pairs in turn (
         pc "pc_xlp_4_$i" 110 run --mode train --nproc 4 --parallel ddp
     done
     COMMON=("${KEPT[@]}")
+fi
+if want xlgc; then  # xl eager at 4 GPUs: the script with Python's collector as it comes and as perfconsole's worker
+    # sets it (--gc-settle), and perfconsole's job, in turn, twice: does the collector explain the 13.9 % between them
+    # (docs/results/four_gpus_curve_h200.md)?
+    KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)
+    for i in 1 2; do
+        before 420 || break
+        indep "ind_xlg_4_$i" 4 80
+        indep "ind_xlgs_4_$i" 4 80 --gc-settle
+        pc "pc_xlg_4_$i" 110 run --mode train --nproc 4 --parallel ddp
+    done
+    COMMON=("${KEPT[@]}")
+fi
+if want ladder4; then  # the data-parallel ladder at 4 GPUs (2.7B bf16 train): each rung's step, weak scaling against its
+    # one-GPU program, exposed communication and peak memory; no profile of the best rung (the call's time). Its
+    # rungs take longer than one call: the ladder is saved after every rung, and a later call on the same warm
+    # machine (the same D) goes on with it (--resume: the rungs never started), LADDER_CAP seconds a call.
+    L=(ladder "${COMMON[@]}" --precision bf16 --attention sdpa --device cuda --nproc 4 --no-profile)
+    [ -f "$D/ladder4.json" ] && L=(ladder --resume "$D/ladder4.json")
+    n=$(ls "$D"/ladder4*.txt 2>/dev/null | wc -l)
+    echo "ladder4 ($n): perfconsole ${L[*]}" >> "$D/commands.txt"
+    timeout -s INT -k 20 "${LADDER_CAP:-560}" python3 -m perfconsole.tui.main "${L[@]}" --save "$D/ladder4.json" \
+        > "$D/ladder4_$n.txt" 2> "$D/ladder4_$n.log"
+    echo "ladder4 ($n) exit $? at $(( $(date +%s) - T0 )) s"
+    pack
 fi
 if want exchange; then  # the per-step exchange without lockstep: perfconsole's job against the script, with and without
     KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)  # a blocking one, xl eager first

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import collections
 import json
 import os
@@ -84,6 +85,10 @@ def main() -> None:
     p.add_argument("--exchange", action="store_true",
                    help="after each step's end, every rank's step time goes to rank 0 through gather_object on a gloo "
                         "group, one step late (as perfconsole's job does), to see what that exchange costs")
+    p.add_argument("--gc-settle", action="store_true",
+                   help="before the first step, freeze the objects that exist and space Python's collector's passes "
+                        "as perfconsole's worker does (gc.freeze, thresholds 50,000/20/20): to see what that setting "
+                        "is worth to a step the host paces")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     a = p.parse_args()
@@ -197,6 +202,9 @@ def main() -> None:
         host.append(((t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3))
 
     mem("built")
+    if a.gc_settle:  # the same two calls as core/measure/gc_control.py's settle, written out: this script is independent
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 20)
     for w in range(a.warmup):
         step(f"warm-up {w + 1}")
         torch.cuda.synchronize()
@@ -252,6 +260,7 @@ def main() -> None:
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],
             "alloc_retries": [m["alloc_retries"] for m in memories], "exchange": a.exchange,
+            "gc_settle": a.gc_settle,
             "host_issue_ms_fwd_bwd_opt": [[round(v, 2) for v in m["host_ms"]] for m in memories],
             "peak_allocated_mib": [round(m["peak_allocated_mib"], 1) for m in memories],
             "grads_allreduce_ms": grads_ms, "grads_bytes": grads_bytes,

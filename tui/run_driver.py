@@ -136,7 +136,7 @@ class RunDriver:
             if isinstance(event, ev.Error) and event.kind == "cancelled" and record.id in self.user_cancelled:
                 event = dataclasses.replace(event, message=BY_USER)
             record.apply(event)
-        if not events or not self.screen_stack:  # none, or the console is closing: its record took them, no pane
+        if not events or self._shutting_down():  # none, or the console is closing: its record took them, no pane
             return None
         if record.id in self.group and record is not self.active and any(isinstance(e, ev.Replicate) for e in events):
             # An interleaved entry moved on to this run's next process: the live pane follows it.
@@ -151,6 +151,11 @@ class RunDriver:
         if record.status != status:
             self.refresh_runs()
         return record
+
+    def _shutting_down(self) -> bool:
+        """Whether the console is shutting down: Textual stops running before it removes the screens' widgets, and
+        removes them before it empties the screen stack, so a run's message handled in between finds no pane."""
+        return not self.is_running or not self.screen_stack
 
     def _schedule_redraw(self) -> None:
         if not self._redraw_pending:
@@ -176,7 +181,7 @@ class RunDriver:
         now = time.monotonic()
         if message.run_id in self.times:
             self.times[message.run_id][1] = now
-        if not self.screen_stack:  # the console is closing: the record is whole, there is no pane to draw it in
+        if self._shutting_down():  # the record is whole, and there is no pane to draw it in
             return
         if record is self.session.current:
             live = self.live_pane

@@ -111,6 +111,9 @@ if want xlgc; then  # xl eager at 4 GPUs: the script with Python's collector as 
         indep "ind_xlgs_4_$i" 4 80 --gc-settle
         pc "pc_xlg_4_$i" 110 run --mode train --nproc 4 --parallel ddp
     done
+    # the one-GPU step of both on this machine: how much of a rank's host time comes with four ranks
+    before 480 && indep ind_xlg_1 1 70 --no-wrap
+    before 520 && pc pc_xlg_1 80 run --mode train
     COMMON=("${KEPT[@]}")
 fi
 if want ladder4; then  # the data-parallel ladder at 4 GPUs (2.7B bf16 train): each rung's step, weak scaling against its

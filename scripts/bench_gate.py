@@ -9,6 +9,9 @@ verdict, each gate's ratio and interval, and the wall times, as Markdown (docs/r
     .venv/bin/python scripts/bench_gate.py --gates 10            # processes interleaved
     .venv/bin/python scripts/bench_gate.py --gates 10 --compare-modes   # A against A, both modes in turn: widths
 
+`--json-out FILE` is written after every gate; `--deadline SECONDS` starts no round that would end past it (by the
+longest round so far), so a device call with a time limit still ends with its table.
+
 On a GPU (`--device cuda`) the factory is wider (2048, bf16, ctx 512, batch 8: a step of a few milliseconds, paced
 by the host) so the one more matmul is still about a tenth of the work, and `--real FIELD=A,B` adds gates of a
 real change of the builtin model (say `--real optimizer=fused,forloop` at `--real-size medium`), B the change:
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -99,6 +103,21 @@ def one(argv: list[str]) -> dict:
             "stopped": data.get("stopped"), "stderr": done.stderr[-300:] if done.returncode not in (0, 1, 3) else ""}
 
 
+def save(args: argparse.Namespace, payload: dict) -> None:
+    """Every gate's figures so far to --json-out, written whole or not at all (after each gate: a call cut short
+    keeps what it measured)."""
+    if args.json_out:
+        out = Path(args.json_out)
+        part = out.with_name(out.name + ".part")
+        part.write_text(json.dumps(payload, indent=1) + "\n")
+        os.replace(part, out)
+
+
+def time_left(args: argparse.Namespace, began: float, longest: float) -> bool:
+    """Whether another round of gates fits before --deadline (seconds from the start), by the longest round yet."""
+    return args.deadline is None or time.monotonic() - began + longest <= args.deadline
+
+
 def compare_modes(args: argparse.Namespace) -> int:
     """The same revision twice, `--gates` gates in each mode, the modes in turn (the host's slow spells fall on both):
     how wide each mode's interval of B/A is, where nothing differs. Paired steps alternate in one process, so the
@@ -108,19 +127,28 @@ def compare_modes(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
         repo, base, _ = make_repo(Path(tmp) / "repo")
         results: dict[str, list[dict]] = {m: [] for m in modes}
+        began, longest = time.monotonic(), 0.0
         for i in range(args.gates):
+            if not time_left(args, began, longest):
+                print(f"stopped after {i} of {args.gates} rounds: the next would end past --deadline "
+                      f"{args.deadline:.0f} s", file=sys.stderr, flush=True)
+                break
+            start = time.monotonic()
             for mode in list(modes) if i % 2 == 0 else list(modes)[::-1]:
                 r = one(gate_argv(repo, base, base, flags, *modes[mode]))
                 results[mode].append(r)
                 print(f"{mode} {len(results[mode])}: {r['verdict']} {r['ratio'] or 0:.3f} [{r['low'] or 0:.3f}, "
                       f"{r['high'] or 0:.3f}] {r['rounds']} rounds {r['wall_s']:.1f} s {r['stderr']}",
                       file=sys.stderr, flush=True)
+                save(args, {"compare_modes": True, "device": args.device, "gates": results})
+            longest = max(longest, time.monotonic() - start)
     widths = {m: [r["high"] - r["low"] for r in rs if r["low"] is not None] for m, rs in results.items()}
     # a gate stops once it decides, so the modes' intervals come from different numbers of rounds; an interval
     # narrows about as 1/sqrt(rounds), so width x sqrt(rounds) compares the modes round for round
     per_round = {m: [(r["high"] - r["low"]) * r["rounds"] ** 0.5 for r in rs if r["low"] is not None and r["rounds"]]
                  for m, rs in results.items()}
-    print(f"### the same revision twice, {args.gates} gates in each mode, in turn ({args.device})\n")
+    done = len(results["processes"])
+    print(f"### the same revision twice, {done} gates in each mode, in turn ({args.device})\n")
     print("| mode | verdicts | median interval width | widths | median rounds | median width x sqrt(rounds) "
           "| median wall (s) |")
     print("|---|---|---:|---|---:|---:|---:|")
@@ -137,9 +165,6 @@ def compare_modes(args: argparse.Namespace) -> int:
               f"{statistics.median(widths['processes']) / statistics.median(widths['paired']):.2f}; round for round "
               f"(width x sqrt(rounds)): "
               f"{statistics.median(per_round['processes']) / statistics.median(per_round['paired']):.2f}")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"compare_modes": True, "device": args.device, "gates": results},
-                                                  indent=1) + "\n")
     return 0
 
 
@@ -150,7 +175,10 @@ def main() -> int:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--real", default=None, metavar="FIELD=A,B", help="on a GPU, also gates of this change")
     p.add_argument("--real-size", default="medium")
-    p.add_argument("--json-out", default=None, metavar="FILE", help="every gate's figures, as JSON")
+    p.add_argument("--json-out", default=None, metavar="FILE", help="every gate's figures, as JSON (after each gate)")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="start no round of gates that would end past this many seconds from the start, by the "
+                        "longest round yet, so a device call with a limit ends with its table")
     p.add_argument("--compare-modes", action="store_true",
                    help="instead: the same revision against itself, paired and in processes in turn, N gates each, "
                         "and their 95 %% intervals' widths side by side")
@@ -164,7 +192,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
         repo, base, slower = make_repo(Path(tmp) / "repo")
         results: dict[str, list[dict]] = {"slower": [], "same": [], **({"real": []} if args.real else {})}
+        began, longest = time.monotonic(), 0.0
         for i in range(args.gates):
+            if not time_left(args, began, longest):
+                print(f"stopped after {i} of {args.gates} rounds: the next would end past --deadline "
+                      f"{args.deadline:.0f} s", file=sys.stderr, flush=True)
+                break
+            start = time.monotonic()
             kinds = [("slower", slower), ("same", base), *([("real", None)] if args.real else [])]
             for kind, b in kinds if i % 2 == 0 else kinds[::-1]:
                 argv = real_argv(args.real, args.real_size, *extra) if kind == "real" else gate_argv(repo, base, b, flags, *extra)
@@ -173,8 +207,11 @@ def main() -> int:
                 print(f"{kind} {len(results[kind])}: {r['verdict']} {r['ratio'] or 0:.3f} "
                       f"[{r['low'] or 0:.3f}, {r['high'] or 0:.3f}] {r['rounds']} rounds {r['wall_s']:.1f} s {r['stderr']}",
                       file=sys.stderr, flush=True)
+                save(args, {"mode": "paired" if args.paired else "processes", "device": args.device,
+                            "gates": results})
+            longest = max(longest, time.monotonic() - start)
     mode = "paired" if args.paired else "processes"
-    print(f"### {mode}: {args.gates} gates of each kind\n")
+    print(f"### {mode}: {len(results['same'])} gates of each kind\n")
     print("| gates | regression | inconclusive | same | improved | other | wall median (s) | wall max (s) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for kind, rs in results.items():
@@ -190,8 +227,6 @@ def main() -> int:
             interval = f"[{r['low']:.3f}, {r['high']:.3f}]" if r["low"] is not None else "-"
             ratio = f"{r['ratio']:.3f}" if r["ratio"] is not None else "-"
             print(f"| {kind} {i + 1} | {r['verdict']} | {ratio} | {interval} | {r['rounds']} | {r['stopped']} | {r['wall_s']:.1f} |")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"mode": mode, "device": args.device, "gates": results}, indent=1) + "\n")
     return 0
 
 

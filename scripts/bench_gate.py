@@ -113,9 +113,18 @@ def save(args: argparse.Namespace, payload: dict) -> None:
         os.replace(part, out)
 
 
-def time_left(args: argparse.Namespace, began: float, longest: float) -> bool:
-    """Whether another round of gates fits before --deadline (seconds from the start), by the longest round yet."""
-    return args.deadline is None or time.monotonic() - began + longest <= args.deadline
+def gate_rounds(args: argparse.Namespace):
+    """The rounds' numbers, 0 to --gates - 1, stopping before a round that would end past --deadline (seconds from
+    the first round's start), by the longest round yet; says so when it stops early."""
+    began, longest = time.monotonic(), 0.0
+    for i in range(args.gates):
+        if args.deadline is not None and time.monotonic() - began + longest > args.deadline:
+            print(f"stopped after {i} of {args.gates} rounds: the next would end past --deadline "
+                  f"{args.deadline:.0f} s", file=sys.stderr, flush=True)
+            return
+        start = time.monotonic()
+        yield i
+        longest = max(longest, time.monotonic() - start)
 
 
 def compare_modes(args: argparse.Namespace) -> int:
@@ -127,13 +136,7 @@ def compare_modes(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
         repo, base, _ = make_repo(Path(tmp) / "repo")
         results: dict[str, list[dict]] = {m: [] for m in modes}
-        began, longest = time.monotonic(), 0.0
-        for i in range(args.gates):
-            if not time_left(args, began, longest):
-                print(f"stopped after {i} of {args.gates} rounds: the next would end past --deadline "
-                      f"{args.deadline:.0f} s", file=sys.stderr, flush=True)
-                break
-            start = time.monotonic()
+        for i in gate_rounds(args):
             for mode in list(modes) if i % 2 == 0 else list(modes)[::-1]:
                 r = one(gate_argv(repo, base, base, flags, *modes[mode]))
                 results[mode].append(r)
@@ -141,7 +144,6 @@ def compare_modes(args: argparse.Namespace) -> int:
                       f"{r['high'] or 0:.3f}] {r['rounds']} rounds {r['wall_s']:.1f} s {r['stderr']}",
                       file=sys.stderr, flush=True)
                 save(args, {"compare_modes": True, "device": args.device, "gates": results})
-            longest = max(longest, time.monotonic() - start)
     widths = {m: [r["high"] - r["low"] for r in rs if r["low"] is not None] for m, rs in results.items()}
     # a gate stops once it decides, so the modes' intervals come from different numbers of rounds; an interval
     # narrows about as 1/sqrt(rounds), so width x sqrt(rounds) compares the modes round for round
@@ -192,13 +194,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
         repo, base, slower = make_repo(Path(tmp) / "repo")
         results: dict[str, list[dict]] = {"slower": [], "same": [], **({"real": []} if args.real else {})}
-        began, longest = time.monotonic(), 0.0
-        for i in range(args.gates):
-            if not time_left(args, began, longest):
-                print(f"stopped after {i} of {args.gates} rounds: the next would end past --deadline "
-                      f"{args.deadline:.0f} s", file=sys.stderr, flush=True)
-                break
-            start = time.monotonic()
+        for i in gate_rounds(args):
             kinds = [("slower", slower), ("same", base), *([("real", None)] if args.real else [])]
             for kind, b in kinds if i % 2 == 0 else kinds[::-1]:
                 argv = real_argv(args.real, args.real_size, *extra) if kind == "real" else gate_argv(repo, base, b, flags, *extra)
@@ -209,7 +205,6 @@ def main() -> int:
                       file=sys.stderr, flush=True)
                 save(args, {"mode": "paired" if args.paired else "processes", "device": args.device,
                             "gates": results})
-            longest = max(longest, time.monotonic() - start)
     mode = "paired" if args.paired else "processes"
     print(f"### {mode}: {len(results['same'])} gates of each kind\n")
     print("| gates | regression | inconclusive | same | improved | other | wall median (s) | wall max (s) |")

@@ -8,7 +8,8 @@
 # backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`), inductor's reordering of its
 # collectives (`careorder`; `capture2` with CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in
 # three pairs of processes (`xlpairs`), the script's collector as perfconsole's worker sets it (`xlgc`), the
-# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`). 2.7B bf16 train, sdpa, ctx 512, batch 4
+# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`), the one-GPU pairs of the truth tables
+# on one GPU (`ones`, with CUDA_VISIBLE_DEVICES naming it). 2.7B bf16 train, sdpa, ctx 512, batch 4
 # per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
@@ -49,15 +50,28 @@ pc() {  # name cap command args...
     echo "$name exit $? at $(( $(date +%s) - T0 )) s"
     pack
 }
-if want truth; then  # DDP's defaults, eager: A B A B at 4 GPUs, then A B at 2 and at 1
-    indep ind_ddp_4a 4 90
-    pc pc_ddp_4a 150 run --mode train --nproc 4 --parallel ddp
-    indep ind_ddp_4b 4 90
-    pc pc_ddp_4b 150 run --mode train --nproc 4 --parallel ddp
-    pc pc_ddp_2 120 run --mode train --nproc 2 --parallel ddp
-    indep ind_ddp_2 2 90
-    indep ind_plain_1 1 90 --no-wrap
-    pc pc_plain_1 90 run --mode train
+if want truth; then  # DDP's defaults, eager: A B A B at 4 GPUs, then A B at 2 and at 1; each pair only where the
+    # call has time for it (TRUTH_END: the second by which a pair must have started, 420 unless said)
+    e=${TRUTH_END:-420}
+    before "$e" && { indep ind_ddp_4a 4 90; pc pc_ddp_4a 150 run --mode train --nproc 4 --parallel ddp; }
+    before "$e" && { indep ind_ddp_4b 4 90; pc pc_ddp_4b 150 run --mode train --nproc 4 --parallel ddp; }
+    before "$e" && { pc pc_ddp_2 120 run --mode train --nproc 2 --parallel ddp; indep ind_ddp_2 2 90; }
+    before $(( e + 60 )) && { indep ind_plain_1 1 90 --no-wrap; pc pc_plain_1 90 run --mode train; }
+fi
+if want ones; then  # the one-GPU rows of the truth tables, in pairs (a call's spare GPU): xl three times, then 2.7B
+    # eager twice, each pair only where it can end before ONES_END s (500 unless said)
+    KEPT=("${COMMON[@]}"); COMMON=(--size xl --ctx 512 --batch 4 --warmup 3 --steps 10)
+    for i in 1 2 3; do
+        before $(( ${ONES_END:-500} - 140 )) || break
+        indep "ind_xl1_$i" 1 70 --no-wrap
+        pc "pc_xl1_$i" 80 run --mode train
+    done
+    COMMON=("${KEPT[@]}")
+    for i in 1 2; do
+        before $(( ${ONES_END:-500} - 160 )) || break
+        indep "ind_plain1_$i" 1 80 --no-wrap
+        pc "pc_plain1_$i" 80 run --mode train
+    done
 fi
 BEST=(--compile --bf16-weights --grad-as-bucket-view)
 if want candidates; then  # the independent script at 4 GPUs: which compiled DDP program scales best
@@ -120,7 +134,9 @@ if want ladder4; then  # the data-parallel ladder at 4 GPUs (2.7B bf16 train): e
     # one-GPU program, exposed communication and peak memory; no profile of the best rung (the call's time). Its
     # rungs take longer than one call: the ladder is saved after every rung, and a later call on the same warm
     # machine (the same D) goes on with it (--resume: the rungs never started), LADDER_CAP seconds a call.
-    L=(ladder "${COMMON[@]}" --precision bf16 --attention sdpa --device cuda --nproc 4 --no-profile)
+    # LADDER4_RUNGS: the rungs, where not the ladder's default ones (e.g. with the opt-in compiled-autograd)
+    L=(ladder "${COMMON[@]}" --precision bf16 --attention sdpa --device cuda --nproc 4 --no-profile
+       ${LADDER4_RUNGS:+--rungs "$LADDER4_RUNGS"})
     [ -f "$D/ladder4.json" ] && L=(ladder --resume "$D/ladder4.json")
     n=$(ls "$D"/ladder4*.txt 2>/dev/null | wc -l)
     echo "ladder4 ($n): perfconsole ${L[*]}" >> "$D/commands.txt"

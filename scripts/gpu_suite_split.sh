@@ -13,6 +13,8 @@
 # repository root on the GPU machine:
 #   source scripts/device_env.sh && RUN=1 bash scripts/gpu_suite_split.sh
 # SELECT (test files or node ids, words) runs part of the suite the same way, where a call cannot hold the whole.
+# GPUS=2 lays the suite out as on a two-GPU machine on GPUs 0 and 1 of a bigger one (the four-GPU tests then not
+# collected), leaving the others to other work: start it under `taskset -c` to give it its share of the cores too.
 # Everything lands in $OUT/suite-$RUN/ and is packed into $OUT/suite-$RUN.tgz; the times this run recorded
 # (its JUnit files; a test that did not run keeps its old time) go to $OUT/gpu_durations.json, to be
 # committed as the file the run read (or as its model's) so that the next run's parts are balanced by them.
@@ -33,6 +35,13 @@ if [ "$gpus" -lt 2 ]; then
     finish 1
 fi
 G=$(( gpus >= 4 ? 4 : 2 ))  # the layout: four GPUs where there are four or more, else two
+if [ -n "${GPUS:-}" ]; then
+    if [ "$GPUS" != 2 ] && [ "$GPUS" != 4 ] || [ "$GPUS" -gt "$gpus" ]; then
+        echo "GPUS=$GPUS: the layouts are 2 and 4 GPUs, and this machine has $gpus" | tee "$D/result.txt"
+        finish 1
+    fi
+    G=$GPUS
+fi
 # The times recorded on this GPU model where there are some (an H100 part runs longer than an H200's), else the
 # default file: tests/gpu_durations_<model>.json, the model as nvidia-smi names it, lower case, `_` for the rest.
 model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '_')

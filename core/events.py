@@ -246,7 +246,8 @@ class StartPhases(Event):
     rest of warm-up."""
     type: ClassVar[str] = "start"
     phases: dict[str, float]
-    # torch.compile's cache (core.measure.compile_cache): hit | miss | partial; None without a compile.
+    # torch.compile's cache (core.measure.compile_cache): hit | miss | partial, then AOTAutograd's counts after a
+    # `;` where its cache did not serve every graph; None without a compile.
     compile_cache: str | None = None
 
 

@@ -132,7 +132,7 @@ class RunRecord:
     # it names must be None; the capture's own is profile.overhead's `provenance`: core.measure.provenance).
     provenance: list[dict[str, Any]] = field(default_factory=list)
     start: dict[str, float] | None = None           # ev.StartPhases: seconds per start phase, the first process's
-    compile_cache: str | None = None                # ev.StartPhases: hit | miss | partial, the first process's
+    compile_cache: str | None = None                # ev.StartPhases: the first process's cache verdict
 
     kind = "run"
 

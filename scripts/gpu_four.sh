@@ -135,7 +135,7 @@ if want ladder4; then  # the data-parallel ladder at 4 GPUs (2.7B bf16 train): e
     # rungs take longer than one call: the ladder is saved after every rung, and a later call on the same warm
     # machine (the same D) goes on with it (--resume: the rungs never started), LADDER_CAP seconds a call.
     # LADDER4_RUNGS: the rungs, where not the ladder's default ones (e.g. with the opt-in compiled-autograd)
-    L=(ladder "${COMMON[@]}" --precision bf16 --attention sdpa --device cuda --nproc 4 --no-profile
+    L=(ladder "${COMMON[@]}" --precision bf16 --device cuda --nproc 4 --no-profile
        ${LADDER4_RUNGS:+--rungs "$LADDER4_RUNGS"})
     [ -f "$D/ladder4.json" ] && L=(ladder --resume "$D/ladder4.json")
     n=$(ls "$D"/ladder4*.txt 2>/dev/null | wc -l)

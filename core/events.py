@@ -247,7 +247,7 @@ class StartPhases(Event):
     type: ClassVar[str] = "start"
     phases: dict[str, float]
     # torch.compile's cache (core.measure.compile_cache): hit | miss | partial, then AOTAutograd's counts after a
-    # `;` where its cache did not serve every graph; None without a compile.
+    # `;` where it bypassed its cache, or missed beside a `hit`; None without a compile.
     compile_cache: str | None = None
 
 

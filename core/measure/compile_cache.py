@@ -4,9 +4,9 @@ inductor keeps its FX graph cache and AOTAutograd's cache under TORCHINDUCTOR_CA
 a folder of the data folder named for the torch version (core.paths.compile_cache_dir), before anything compiles,
 so another torch never reads it. Whether the run's compile was served from it is inductor's own count of FX
 graph cache hits and misses during the warm-up: `hit` (every graph loaded), `miss` (every graph compiled), or
-`partial`; and where AOTAutograd's cache did not serve every graph (a graph it cannot cache, such as one calling
-a function it does not know, is traced again on every start though inductor then loads it), its own counts
-after a `;`: `hit; AOTAutograd 0 hit, 0 miss, 2 bypass`."""
+`partial`; and where AOTAutograd bypassed its cache (a graph it cannot cache, such as one calling a function it
+does not know, is traced again on every start though inductor then loads it) or missed beside a `hit`, its own
+counts after a `;`: `hit; AOTAutograd 0 hit, 0 miss, 2 bypass`."""
 from __future__ import annotations
 
 import os

@@ -99,11 +99,14 @@ class Memory(Event):
 
 @dataclass(frozen=True)
 class ProfileReady(Event):
-    """Profiler output is on disk: `tables` maps report name to rows; `files` lists what was kept."""
+    """Profiler output is on disk: `tables` maps report name to rows; `files` lists what was kept; `seconds`, where
+    the worker profiled in its own process (the torch profiler), what the pass took: steps, trace, tables
+    (core.measure.profile_pass)."""
     type: ClassVar[str] = "profile_ready"
     profiler: str
     files: list[str]
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,16 @@ class Profile:
     tables: dict[str, list[dict[str, Any]]]
     warnings: list[str] = field(default_factory=list)
     overhead: dict[str, Any] | None = None          # ev.ProfileOverhead's fields, where the run measured it
+    seconds: dict[str, float] = field(default_factory=dict)  # the pass's own: steps, trace, tables (ev.ProfileReady)
 
     def to_dict(self) -> dict[str, Any]:
         return {"profiler": self.profiler, "files": self.files, "tables": self.tables,
-                "warnings": self.warnings, "overhead": self.overhead}
+                "warnings": self.warnings, "overhead": self.overhead, "seconds": self.seconds}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Profile:
         return cls(d["profiler"], list(d.get("files", [])), dict(d.get("tables", {})),
-                   list(d.get("warnings", [])), d.get("overhead"))
+                   list(d.get("warnings", [])), d.get("overhead"), dict(d.get("seconds") or {}))
 
 
 @dataclass
@@ -175,7 +176,7 @@ class RunRecord:
             self.profile.tables.update(event.tables)  # ncu's why beside the kernels' times (core.launch.ncu_launch)
             self.profile.files += list(event.files)
         elif isinstance(event, ev.ProfileReady):
-            self.profile = Profile(event.profiler, list(event.files), dict(event.tables))
+            self.profile = Profile(event.profiler, list(event.files), dict(event.tables), seconds=dict(event.seconds))
             self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, _one_stream(self.spec))
         elif isinstance(event, ev.ProfileOverhead):
             self.overhead = asdict(event)

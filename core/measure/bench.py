@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ContextManager
@@ -31,10 +30,11 @@ import torch
 from perfconsole.core import events as ev
 from perfconsole.core.measure import converters
 from perfconsole.core.measure.environment import Environment
-from perfconsole.core.measure.pipeline import StepPipeline, timed_step
+from perfconsole.core.measure.pipeline import StepPipeline, steps_text, timed_step
 from perfconsole.core.settings import RunSpec
 from perfconsole.core.run_summary import compute_summary
-from perfconsole.core.measure import compile_cache, device_peaks, memory_profile, model_build, provenance
+from perfconsole.core.measure import (compile_cache, device_peaks, memory_profile, model_build, profile_pass,
+                                      provenance)
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
@@ -48,11 +48,6 @@ StepHook = Callable[[int], None]
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 _NULL = annotate.NULL
 phase = annotate.phase  # a phase range while profiling (NVTX or record_function), else a shared no-op
-
-
-def steps_text(n: int) -> str:
-    """"1 step", "3 steps": progress reads as a sentence."""
-    return f"{n} step" if n == 1 else f"{n} steps"
 
 
 def set_ranges(factory: Callable[[str], ContextManager] | None, model_ranges: bool) -> None:
@@ -280,7 +275,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
                         lambda n: _steps_apart(stepper, in_flight, index, n), emit)
     busy = None
     if spec.profile != "none":
-        busy = _profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
+        busy = profile_pass.profiled_steps(spec, pipe, steps, emit, job.out_dir(out_dir) if job else out_dir, index, job)
     if not cuda:
         peaks = device_peaks.for_run(spec, device, emit)
     summary = compute_summary(spec, steps, warmup_steps, env.gpu_name, spec.peak_tflops,
@@ -297,104 +292,3 @@ def _steps_apart(stepper: Stepper, in_flight: bool, index: int, n: int) -> list[
     for i in range(n):
         done += pipe.step(index + i, warmup=False)
     return done + pipe.drain()
-
-
-def _profiled_steps(spec: RunSpec, pipe: StepPipeline, quiet: list[ev.Step], emit: Emit, out_dir: Path | None,
-                    index: int, job: Job | None = None) -> float | None:
-    """The same number of steps again, under the profiler, queued as the quiet ones were; their cost
-    against the quiet ones. Returns the GPU's busy share over the profiled steps, where the profile can say."""
-    capture = _profiler(spec, out_dir)
-    n = 1 if spec.profile == "ncu" else spec.steps  # ncu replays each kernel: one step (core.launch.ncu_launch)
-    emit(ev.Progress("profiling", f"{steps_text(n)} under {spec.profile}"))
-    done: list[ev.Step] = []
-    with capture.active():
-        for i in range(n):
-            done += pipe.step(index + i, warmup=False)
-        done += pipe.drain()
-        seen = provenance.read()
-    set_ranges(None, False)
-    profiled = [s.total_ms for s in done]
-    busy = capture.busy_share(sum(profiled)) if spec.device == "cuda" else None
-    if quiet and profiled:
-        quiet_ms = statistics.median(s.total_ms for s in quiet)
-        profiled_ms = statistics.median(profiled)
-        emit(ev.ProfileOverhead(spec.profile, quiet_ms, profiled_ms, profiled_ms / quiet_ms, len(quiet),
-                                len(profiled), profiled, gpu_busy_share=busy, profiled_phase_ms=_phase_medians(done),
-                                profiled_host_forward_ms=_host_forward_mean(done), provenance=seen.to_dict()))
-    capture.finish(emit)
-    if job and isinstance(capture, _TorchCapture):
-        job.overlap(capture.capture.files, emit)
-    return busy
-
-
-def _phase_medians(steps: list[ev.Step]) -> dict[str, float]:
-    """Median ms per step of each phase the steps timed."""
-    out = {}
-    for phase in ("forward", "backward", "optimizer"):
-        values = [v for v in (getattr(s, f"{phase}_ms") for s in steps) if v is not None]
-        if values:
-            out[phase] = statistics.median(values)
-    return out
-
-
-def _host_forward_mean(steps: list[ev.Step]) -> float | None:
-    values = [s.host_forward_ms for s in steps if s.host_forward_ms is not None]
-    return statistics.fmean(values) if values else None
-
-
-class _NoCapture:
-    def active(self) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext()
-
-    def finish(self, emit: Emit) -> None:
-        pass
-
-    def busy_share(self, span_ms: float) -> float | None:
-        return None
-
-
-class _NsysCapture(_NoCapture):
-    """Under `nsys profile --capture-range=cudaProfilerApi`: NVTX ranges, capture only measured steps."""
-
-    def __init__(self, spec: RunSpec) -> None:
-        set_ranges(torch.cuda.nvtx.range, model_ranges=not spec.compile)
-
-    @contextlib.contextmanager
-    def active(self):
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        try:
-            yield
-        finally:
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
-
-
-class _TorchCapture(_NoCapture):
-    def __init__(self, spec: RunSpec, out_dir: Path) -> None:
-        from perfconsole.core.profiling.torch_profiler import TorchCapture, range_factory
-
-        set_ranges(range_factory(), model_ranges=not spec.compile)
-        self.capture = TorchCapture(out_dir, spec.device)
-
-    def active(self) -> contextlib.AbstractContextManager:
-        return self.capture
-
-    def busy_share(self, span_ms: float) -> float | None:
-        from perfconsole.core.profiling.torch_trace import gpu_busy_ms
-
-        busy = gpu_busy_ms(Path(self.capture.files[0]).read_text(encoding="utf-8")) if self.capture.files else None
-        return None if busy is None or span_ms <= 0 else min(1.0, busy / span_ms)
-
-    def finish(self, emit: Emit) -> None:
-        emit(ev.Progress("profiling", "building tables from the torch profiler"))
-        emit(ev.ProfileReady("torch", [str(f) for f in self.capture.files], self.capture.tables()))
-
-
-def _profiler(spec: RunSpec, out_dir: Path | None) -> _NoCapture:
-    if spec.profile in ("nsys", "ncu"):  # both profile what runs between cudaProfilerStart and Stop
-        return _NsysCapture(spec)
-    if spec.profile == "torch":
-        return _TorchCapture(spec, out_dir or Path.cwd())
-    return _NoCapture()
-

@@ -161,13 +161,14 @@ class Job:
         """Each rank's profiler files in a folder of its own."""
         return None if out_dir is None else out_dir / f"rank-{self.rank.rank}"
 
-    def overlap(self, trace_files: list[str], emit: Emit) -> None:
-        """Each rank's communication/compute overlap from its own profile trace, gathered on rank 0."""
-        from perfconsole.core.profiling.overlap import trace_overlap
+    def overlap(self, trace_files: list[str], emit: Emit, events: list | None = None) -> None:
+        """Each rank's communication/compute overlap from its own profile trace (its events, where the caller
+        parsed them already), gathered on rank 0."""
+        from perfconsole.core.profiling.overlap import events_overlap, trace_overlap
 
         mine: dict = {"rank": self.rank.rank, "trace": trace_files[0] if trace_files else None}
         if trace_files:
-            mine.update(trace_overlap(trace_files[0]).to_dict())
+            mine.update((events_overlap(events) if events is not None else trace_overlap(trace_files[0])).to_dict())
         everyone = data_parallel.gather(self.rank, mine)
         if everyone is not None:
             emit(ev.Overlap(everyone))

@@ -16,6 +16,11 @@ from perfconsole.core import events as ev
 from perfconsole.core.settings import RunSpec
 
 
+def steps_text(n: int) -> str:
+    """"1 step", "3 steps": progress reads as a sentence."""
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
 class Stepper(Protocol):
     """One step of a spec's mode in phases (core.measure.bench.Stepper)."""
     spec: RunSpec

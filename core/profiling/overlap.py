@@ -83,8 +83,13 @@ def trace_overlap(path: str | Path) -> Overlap:
     from perfconsole.core.profiling.torch_trace import trace_text
 
     doc = json.loads(trace_text(Path(path)))
+    return events_overlap(doc.get("traceEvents", []) if isinstance(doc, dict) else [])
+
+
+def events_overlap(events: list) -> Overlap:
+    """The overlap of a trace's events (trace_overlap's, from events already parsed)."""
     kernels = []
-    for e in doc.get("traceEvents", []):
+    for e in events:
         if isinstance(e, dict) and e.get("cat") == "kernel" and e.get("ph") == "X":
             ts, dur = e.get("ts"), e.get("dur")
             if isinstance(ts, (int, float)) and isinstance(dur, (int, float)):

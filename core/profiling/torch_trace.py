@@ -51,16 +51,30 @@ def parse_torch_trace(text: str, source: str) -> tuple[Tables, list[str]]:
 def tables_of_events(events: list[Any], source: str) -> tuple[Tables, list[str]]:
     """The kernel, NVTX and range-kernel tables of a trace's events (a torch trace's, or an nsys SQLite export's as
     core.profiling.nsys_sqlite reads them)."""
-    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
-             and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
-    skipped = sum(1 for e in events if isinstance(e, dict) and e.get("ph") == "X") - len(spans)
+    # One pass over the events (a long eager trace holds hundreds of thousands): complete events by what they are.
+    ranges: list[dict] = []
+    kernels: list[dict] = []
+    launches: list[dict] = []
+    host: list[dict] = []   # CPU ops and ranges, in the trace's order
+    skipped = 0
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        if not isinstance(e.get("ts"), (int, float)) or not isinstance(e.get("dur"), (int, float)):
+            skipped += 1
+            continue
+        cat = e.get("cat")
+        if cat == "kernel":
+            kernels.append(e)
+        elif cat in LAUNCH_CATS:
+            launches.append(e)
+        elif cat == "cpu_op":
+            host.append(e)
+        elif cat in RANGE_CATS:
+            ranges.append(e)
+            host.append(e)
     warnings = [f"{source}: {skipped} complete event(s) without a numeric ts/dur skipped"] if skipped else []
-    ranges = [e for e in spans if e.get("cat") in RANGE_CATS]
-    kernels = [e for e in spans if e.get("cat") == "kernel"]
-    if kernels:
-        leaves = _kernels_at_launch(kernels, [e for e in spans if e.get("cat") in LAUNCH_CATS])
-    else:
-        leaves = _cpu_ops_by_self_time([e for e in spans if e.get("cat") in ("cpu_op", *RANGE_CATS)])
+    leaves = _kernels_at_launch(kernels, launches) if kernels else _cpu_ops_by_self_time(host)
     if not leaves and not ranges:
         return {}, warnings + [f"{source}: a trace with no kernels, CPU ops or ranges"]
     by_name: dict[str, list[int]] = defaultdict(list)
@@ -159,14 +173,20 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def gpu_busy_ms(text: str) -> float | None:
-    """Milliseconds in which the GPU ran at least one kernel, copy or memset: the union of their intervals
-    (overlapping streams count once). None when the trace has no GPU activity or is not a trace."""
+    """Milliseconds in which the GPU ran at least one kernel, copy or memset (gpu_busy_ms_of_events) in a trace's
+    text. None when the trace has no GPU activity or is not a trace."""
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return None
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events or []
+    return gpu_busy_ms_of_events(events) if isinstance(events, list) else None
+
+
+def gpu_busy_ms_of_events(events: list[Any]) -> float | None:
+    """Milliseconds in which the GPU ran at least one kernel, copy or memset: the union of their intervals
+    (overlapping streams count once). None when the events hold no GPU activity."""
+    spans = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
                    if isinstance(e, dict) and e.get("cat") in GPU_CATS and e.get("ph") == "X"
                    and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float)))
     if not spans:

@@ -67,7 +67,8 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         attr = attribution(r.profile, r.summary, len(r.steps) or None)
         doc["profile"] = {"profiler": r.profile.profiler, "files": r.profile.files,
                           "warnings": r.profile.warnings, "reports": sorted(r.profile.tables),
-                          "overhead": r.profile.overhead, "attribution": attr.to_dict() if attr else None,
+                          "overhead": r.profile.overhead, "seconds": r.profile.seconds,
+                          "attribution": attr.to_dict() if attr else None,
                           "kernel_times": REPLAY if replay_times(r.profile.tables) else "profile"}
         if r.profile.tables.get("ncu_kernels"):  # Nsight Compute's why, as `kernels --why --json` gives it
             from perfconsole.core.reports.kernel_why import kernel_why
@@ -82,6 +83,12 @@ def start_text(phases: dict[str, float], cache: str | None = None) -> str:
     the order its phases ran, and whether torch.compile's cache served the compile (core.events.StartPhases)."""
     return "start: " + " · ".join(f"{name} {seconds:.1f} s" + (f" (cache {cache})" if name == "compile" and cache
                                                                 else "") for name, seconds in phases.items())
+
+
+def profile_pass_text(seconds: dict[str, float]) -> str:
+    """"profile pass: steps 2.3 s · trace 1.9 s · tables 2.1 s": what the profiled steps and their trace cost after
+    the measured steps (core.measure.profile_pass); no step's time."""
+    return "profile pass: " + " · ".join(f"{name} {v:.1f} s" for name, v in seconds.items())
 
 
 def tflops_text(v: float) -> str:
@@ -145,7 +152,8 @@ def markdown(r: RunRecord) -> str:
              f"- model: {model_text(r)}, "
              f"attention {s.attention}{', compiled' if s.compile else ''}{', TF32' if s.tf32 else ''}",
              f"- {s.warmup} warm-up + {s.steps} measured steps, batch {s.batch}, seed {s.seed}",
-             *([f"- {start_text(r.start, r.compile_cache)}"] if r.start else []), ""]
+             *([f"- {start_text(r.start, r.compile_cache)}"] if r.start else []),
+             *([f"- {profile_pass_text(r.profile.seconds)}"] if r.profile and r.profile.seconds else []), ""]
     lines += ["| size | ctx | mode | precision | avg_ms | std_ms | median_ms | tokens/s | TFLOP/s | MFU | peak_alloc (MiB) |",
               "| --- | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |"]
     if sm:

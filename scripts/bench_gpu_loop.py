@@ -116,12 +116,14 @@ def ladder_part(args, work: Path) -> dict:
             doc = json.loads(save.read_text())["data"]
             for record, seconds in zip(doc.get("runs") or [], doc.get("cell_seconds") or []):
                 cells.append({"name": record.get("name"), "status": record.get("status"), "cell_s": seconds,
-                              "compile_cache": record.get("compile_cache"), "start": record.get("start")})
+                              "compile_cache": record.get("compile_cache"), "start": record.get("start"),
+                              "profile_s": (record.get("profile") or {}).get("seconds")})
         runs.append({"wall_s": wall, "code": done.returncode, "cells": cells, "stderr_tail": done.stderr[-600:],
                      "command": " ".join(argv[1:])})
         held.write_text(json.dumps(runs, indent=1) + "\n")
         print(f"ladder {i + 1}: {wall:.1f} s, exit {done.returncode}; cells "
-              + ", ".join(f"{c['cell_s']:.1f} s (cache {c['compile_cache']})" for c in cells), file=sys.stderr, flush=True)
+              + ", ".join(f"{c['cell_s']:.1f} s (cache {c['compile_cache']}; profile pass {c['profile_s']})"
+                          for c in cells), file=sys.stderr, flush=True)
     return {"runs": runs}
 
 

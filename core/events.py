@@ -107,6 +107,9 @@ class ProfileReady(Event):
     files: list[str]
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    # What the profiler's output lacks, in words (nsys: a report it SKIPPED, such as nvtx_sum when the capture
+    # holds no NVTX range); the record keeps them as profile.warnings.
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -175,8 +175,10 @@ class RunRecord:
         elif isinstance(event, ev.ProfileReady) and event.profiler == "ncu" and self.profile is not None:
             self.profile.tables.update(event.tables)  # ncu's why beside the kernels' times (core.launch.ncu_launch)
             self.profile.files += list(event.files)
+            self.profile.warnings += list(event.warnings)
         elif isinstance(event, ev.ProfileReady):
-            self.profile = Profile(event.profiler, list(event.files), dict(event.tables), seconds=dict(event.seconds))
+            self.profile = Profile(event.profiler, list(event.files), dict(event.tables), list(event.warnings),
+                                   seconds=dict(event.seconds))
             self.profile.overhead = _with_kernel_count(self.overhead, self.profile.tables, _one_stream(self.spec))
         elif isinstance(event, ev.ProfileOverhead):
             self.overhead = asdict(event)

@@ -11,6 +11,7 @@ ready (`wait_ready()`), and touches no GPU until `events()` lets it go (core.gri
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import json
 import signal
@@ -259,7 +260,7 @@ class Launch(ChildProcess):
         for event in stats_events(self._nsys, self._rep_base, self.out_dir, self.other_stdout):
             if isinstance(event, ev.ProfileReady) and self.spec.nproc > 1:  # the tables are rank 0's
                 others = [str(self.out_dir / f"profile-rank{k}.nsys-rep") for k in range(1, self.spec.nproc)]
-                event = ev.ProfileReady(event.profiler, [*event.files, *others], event.tables)
+                event = dataclasses.replace(event, files=[*event.files, *others])
             yield event
 
 

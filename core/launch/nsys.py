@@ -33,4 +33,4 @@ def stats_events(nsys: NsysInfo, rep_base: Path, out_dir: Path, other_stdout: It
         return
     for w in warnings:
         yield ev.Progress("profiling", w)
-    yield ev.ProfileReady("nsys", [str(rep), *files, *([str(said)] if said else [])], tables)
+    yield ev.ProfileReady("nsys", [str(rep), *files, *([str(said)] if said else [])], tables, warnings=list(warnings))

@@ -138,3 +138,24 @@ def test_report_without_nsys_says_what_to_do(tmp_path: Path, monkeypatch: pytest
     rep.write_bytes(b"x")
     with pytest.raises(ProfileError, match="needs nsys"):
         load_profile(rep)
+
+
+def test_what_nsys_left_out_is_in_the_record(tmp_path: Path, fake_nsys: Path) -> None:
+    # One suite run on an H200 lost nvtx_sum from an nsys run and its record said nothing (the reason went by as a
+    # progress line): the record's profile keeps every report nsys skipped or failed, in words.
+    from perfconsole.core import events as ev
+    from perfconsole.core.launch.nsys import stats_events
+    from perfconsole.core.record import RunRecord
+    from perfconsole.core.settings import RunSpec
+
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"not really a report")
+    events = list(stats_events(NsysInfo(str(fake_nsys), "2024.5.1"), tmp_path / "run", tmp_path / "stats", []))
+    ready = next(e for e in events if isinstance(e, ev.ProfileReady))
+    record = RunRecord(RunSpec(size="tiny", device="cpu").validate())
+    record.apply(ev.decode(ready.to_json()))
+    said = record.profile.warnings
+    assert any("cuda_gpu_mem_size_sum absent (nsys SKIPPED it: x.sqlite does not contain GPU memory data." in w
+               for w in said), said
+    assert any(w.startswith("nsys stats nvtx_kern_sum: exit 1") for w in said)
+    assert RunRecord.from_dict(record.to_dict()).profile.warnings == said

@@ -85,6 +85,18 @@ def start_text(phases: dict[str, float], cache: str | None = None) -> str:
                                                                 else "") for name, seconds in phases.items())
 
 
+def start_line(phases: dict[str, float], cache: str | None, width: int) -> str:
+    """start_text where it fits in `width` characters; else the start's total, then its phases longest first,
+    leaving out those under 0.05 s: an 80-column pane then shows the compile and its cache verdict, not the
+    imports and the zero-second phases before them (the caller cuts what still does not fit)."""
+    whole = start_text(phases, cache)
+    if len(whole) <= width:
+        return whole
+    parts = [f"{name} {seconds:.1f} s" + (f" (cache {cache})" if name == "compile" and cache else "")
+             for name, seconds in sorted(phases.items(), key=lambda kv: -kv[1]) if seconds >= 0.05]
+    return f"start {sum(phases.values()):.1f} s: " + " · ".join(parts)
+
+
 def profile_pass_text(seconds: dict[str, float]) -> str:
     """"profile pass: steps 2.3 s · trace 1.9 s · tables 2.1 s": what the profiled steps and their trace cost after
     the measured steps (core.measure.profile_pass); no step's time."""

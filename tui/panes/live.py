@@ -20,7 +20,7 @@ from perfconsole.core.events import Step
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line, rank_rows
-from perfconsole.core.reports.run import start_text
+from perfconsole.core.reports.run import start_line, start_text
 from perfconsole.core.reports.telemetry import flag_text
 from perfconsole.core.telemetry.gpu_summary import Telemetry
 from perfconsole.tui.format import duration
@@ -84,6 +84,12 @@ class LivePane(VerticalScroll, can_focus=False):
         # phases add up in view; a warm-up step is marked in its index ("w0") instead of a column.
         for col in ("step", "total ms", "fwd ms", "bwd ms", "opt ms"):
             t.add_column(col, key=col)
+
+    def on_resize(self) -> None:
+        """The status's start line is cut to the pane's width: a run shown while the pane was hidden (picked in
+        Runs), or a terminal resized, draws it again at the width it has now."""
+        if self.record is not None:
+            self.refresh_status()
 
     def action_pane_page(self, down: bool) -> None:
         """Page the pane while it can move that way; at its edge (or when it fits) the step table pages."""
@@ -202,9 +208,11 @@ class LivePane(VerticalScroll, can_focus=False):
             t.append(" · x cancels", style="dim")
         box = self.query_one("#live-status", Static)
         if r.start:  # where the start went, in the status's second line (its height holds two): one line, cut to fit
-            line = Text(start_text(r.start, r.compile_cache), style="dim")
-            if box.size.width:
-                line.truncate(box.size.width, overflow="ellipsis")
+            width = box.size.width
+            line = Text(start_line(r.start, r.compile_cache, width) if width else start_text(r.start, r.compile_cache),
+                        style="dim")
+            if width:
+                line.truncate(width, overflow="ellipsis")
             t.append("\n")
             t.append_text(line)
         box.update(t, layout=False)

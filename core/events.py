@@ -164,6 +164,23 @@ class Provenance(Event):
 
 
 @dataclass(frozen=True)
+class HostTime(Event):
+    """The host under the measured steps, as the thread that issued them saw it (core.measure.host_time): its CPU
+    seconds against the wall's, its context switches, the hypervisor's steal share of the machine's CPUs and of the
+    CPU it started on, the CPUs it ran on at the start and end, and how many it may run on."""
+    type: ClassVar[str] = "host_time"
+    pid: int
+    wall_s: float
+    thread_cpu_s: float
+    voluntary_switches: int | None = None
+    involuntary_switches: int | None = None
+    steal_share: float | None = None
+    cpu_steal_share: float | None = None
+    cpus: list[int | None] = field(default_factory=list)
+    allowed_cpus: int | None = None
+
+
+@dataclass(frozen=True)
 class Peaks(Event):
     """The device's peaks the run's speed of light uses (core.flops.Peaks' fields)."""
     type: ClassVar[str] = "peaks"
@@ -318,7 +335,7 @@ _TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (RunStarted, Progress, Step, SummaryReady, Memory, ProfileReady,
                                ProfileOverhead, Telemetry, Replicate, Error, Finished, Peaks, RankSteps, CommFree,
                                CommSteps, Collectives, Overlap, Baseline, ModelReady, Placed, Provenance, Paired,
-                               StartPhases)
+                               StartPhases, HostTime)
 }
 
 

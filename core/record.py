@@ -132,6 +132,7 @@ class RunRecord:
     # ev.Provenance: each process whose steps are the headline, as it read itself right after them (the profiler
     # it names must be None; the capture's own is profile.overhead's `provenance`: core.measure.provenance).
     provenance: list[dict[str, Any]] = field(default_factory=list)
+    host: list[dict[str, Any]] = field(default_factory=list)  # ev.HostTime: each such process's host, its steps'
     start: dict[str, float] | None = None           # ev.StartPhases: seconds per start phase, the first process's
     compile_cache: str | None = None                # ev.StartPhases: the first process's cache verdict
 
@@ -213,6 +214,8 @@ class RunRecord:
                 self.start, self.compile_cache = dict(event.phases), event.compile_cache
         elif isinstance(event, ev.Provenance):
             self.provenance.append(asdict(event))
+        elif isinstance(event, ev.HostTime):
+            self.host.append(asdict(event))
         elif isinstance(event, ev.Placed):
             self.jobs.append(asdict(event))
         elif isinstance(event, ev.Error):
@@ -279,7 +282,7 @@ class RunRecord:
             "ranks": [r.to_dict() for r in self.ranks], "comm_free_ms": self.comm_free_ms,
             "comm_steps": self.comm_steps, "collectives": self.collectives,
             "overlap": self.overlap, "baseline": self.baseline, "model": self.model,
-            "jobs": self.jobs, "provenance": self.provenance,
+            "jobs": self.jobs, "provenance": self.provenance, "host": self.host,
             "start": self.start, "compile_cache": self.compile_cache,
         }
 
@@ -319,7 +322,7 @@ class RunRecord:
             comm_free_ms=d.get("comm_free_ms"), comm_steps=d.get("comm_steps"), overlap=d.get("overlap"),
             collectives=d.get("collectives"),
             baseline=d.get("baseline"), model=d.get("model"), jobs=list(d.get("jobs", [])),
-            provenance=list(d.get("provenance", [])), start=d.get("start"),
+            provenance=list(d.get("provenance", [])), host=list(d.get("host") or []), start=d.get("start"),
             compile_cache=d.get("compile_cache"),
         )
 

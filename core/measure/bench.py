@@ -33,8 +33,8 @@ from perfconsole.core.measure.environment import Environment
 from perfconsole.core.measure.pipeline import StepPipeline, steps_text, timed_step
 from perfconsole.core.settings import RunSpec
 from perfconsole.core.run_summary import compute_summary
-from perfconsole.core.measure import (compile_cache, device_peaks, memory_profile, model_build, profile_pass,
-                                      provenance)
+from perfconsole.core.measure import (compile_cache, device_peaks, host_time, memory_profile, model_build,
+                                      profile_pass, provenance)
 from perfconsole.core.measure.start import CLOCK
 from perfconsole.model import annotate
 from perfconsole.model.sources import Built
@@ -241,10 +241,12 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
             torch.cuda.reset_peak_memory_stats()
         retries_before = memory_profile.alloc_retries(device) if cuda else 0
         emit(ev.Progress("measuring", steps_text(spec.steps)))
+        host = host_time.HostWatch().start()
         with memory:
             for index in range(spec.warmup, spec.warmup + spec.steps):
                 keep(pipe.step(index, warmup=False, after_phase=memory.after_phase))
             keep(pipe.drain())
+            host_seen = host.stop()
             for job_step in job.flush(emit) if job else []:
                 kept(job_step)
     except BaseException:
@@ -255,6 +257,7 @@ def run(spec: RunSpec, emit: Emit, env: Environment, out_dir: Path | None = None
                 kept(job_step)
         raise
     emit(ev.Provenance(**provenance.read().to_dict()))  # the process that timed the headline's steps, as it is now
+    emit(host_seen)
 
     peak_alloc = peak_reserved = None
     if cuda:

@@ -58,7 +58,7 @@ def run_document(r: RunRecord) -> dict[str, Any]:
         "telemetry": r.telemetry,
         "replicates": [rep.to_dict() for rep in r.replicates],
         "error": {"kind": r.error.kind, "message": r.error.message} if r.error else None,
-        "start": r.start, "compile_cache": r.compile_cache,
+        "start": r.start, "compile_cache": r.compile_cache, "host": r.host,
     }
     if r.profile is not None:
         from perfconsole.core.reports.profile import attribution  # pandas: only where a profile is
@@ -101,6 +101,36 @@ def profile_pass_text(seconds: dict[str, float]) -> str:
     """"profile pass: steps 2.3 s · trace 1.9 s · tables 2.1 s": what the profiled steps and their trace cost after
     the measured steps (core.measure.profile_pass); no step's time."""
     return "profile pass: " + " · ".join(f"{name} {v:.1f} s" for name, v in seconds.items())
+
+
+def host_text(hosts: list[dict[str, Any]]) -> str | None:
+    """"host over the measured steps: the issuing thread on a CPU 96.0 % of the wall (1.93 of 2.01 s), 3
+    involuntary switches, steal 0.0 % (its CPU's 0.0 %), CPU 5 to 5 of 16": what the host gave the thread that
+    issued the steps (core.measure.host_time); with several processes, the range of each figure over them."""
+    if not hosts:
+        return None
+
+    def spread(values: list, fmt) -> str:
+        values = [v for v in values if v is not None]
+        if not values:
+            return "-"
+        lo, hi = min(values), max(values)
+        return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
+
+    pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
+    shares = [h["thread_cpu_s"] / h["wall_s"] if h.get("wall_s") else None for h in hosts]
+    head = f"host over the measured steps{f' ({len(hosts)} processes)' if len(hosts) > 1 else ''}: "
+    text = head + f"the issuing thread on a CPU {spread(shares, pct)} of the wall"
+    if len(hosts) == 1:
+        h = hosts[0]
+        text += f" ({h['thread_cpu_s']:.2f} of {h['wall_s']:.2f} s)"
+    text += (f", {spread([h.get('involuntary_switches') for h in hosts], str)} involuntary switches, steal "
+             f"{spread([h.get('steal_share') for h in hosts], pct)} (its CPU's "
+             f"{spread([h.get('cpu_steal_share') for h in hosts], pct)})")
+    if len(hosts) == 1 and len(hosts[0].get("cpus") or []) == 2 and None not in hosts[0]["cpus"]:
+        a, b = hosts[0]["cpus"]
+        text += f", CPU {a} to {b}" + (f" of {hosts[0]['allowed_cpus']}" if hosts[0].get("allowed_cpus") else "")
+    return text
 
 
 def tflops_text(v: float) -> str:
@@ -165,7 +195,8 @@ def markdown(r: RunRecord) -> str:
              f"attention {s.attention}{', compiled' if s.compile else ''}{', TF32' if s.tf32 else ''}",
              f"- {s.warmup} warm-up + {s.steps} measured steps, batch {s.batch}, seed {s.seed}",
              *([f"- {start_text(r.start, r.compile_cache)}"] if r.start else []),
-             *([f"- {profile_pass_text(r.profile.seconds)}"] if r.profile and r.profile.seconds else []), ""]
+             *([f"- {profile_pass_text(r.profile.seconds)}"] if r.profile and r.profile.seconds else []),
+             *([f"- {host_text(r.host)}"] if r.host else []), ""]
     lines += ["| size | ctx | mode | precision | avg_ms | std_ms | median_ms | tokens/s | TFLOP/s | MFU | peak_alloc (MiB) |",
               "| --- | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |"]
     if sm:

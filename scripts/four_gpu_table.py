@@ -1,5 +1,6 @@
 """The table of scripts/gpu_four.sh: each program's median step, and for perfconsole's records the ranks'
-medians, the host's issue time per step and the allocator's retries. `python3 scripts/four_gpu_table.py DIR`;
+medians, the host's issue time per step, the allocator's retries, and what the host gave each process's issuing
+thread over its measured steps (its CPU share of the wall, its preemptions). `python3 scripts/four_gpu_table.py DIR`;
 programs run as numbered pairs (ind_NAME_i, pc_NAME_i) also as each side's median over its processes."""
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def main(folder: Path) -> None:
             continue
         if data.get("program") == "independent_ddp":
             print(f"{path.stem:<26} {data['median_step_ms']:>11.2f}  ranks {[round(r, 1) for r in data['rank_median_ms']]} "
-                  f"retries {data['alloc_retries']} peak MiB {data['peak_allocated_mib']}")
+                  f"retries {data['alloc_retries']} peak MiB {data['peak_allocated_mib']} "
+                  f"thread CPU share {data.get('thread_cpu_share')} preempted {data.get('involuntary_switches')}")
             continue
         data = data.get("data", data)
         s = data.get("summary") or {}
@@ -34,7 +36,9 @@ def main(folder: Path) -> None:
                  if (h := [st["host_ms"] for st in r.get("steps", []) if st.get("host_ms") is not None])]
         print(f"{path.stem:<26} {median:>11.2f}  status {data.get('status')} ranks {ranks} host issue {hosts} "
               f"retries {(data.get('memory') or {}).get('alloc_retries')} peak MiB {s.get('peak_allocated_mib')} "
-              f"exposed {s.get('exposed_comm_ms')} comm_free {s.get('comm_free_ms')}")
+              f"exposed {s.get('exposed_comm_ms')} comm_free {s.get('comm_free_ms')} "
+              f"thread CPU share {[round(h['thread_cpu_s'] / h['wall_s'], 4) for h in data.get('host') or []]} "
+              f"preempted {[h.get('involuntary_switches') for h in data.get('host') or []]}")
 
 
 def pairs(folder: Path) -> None:

@@ -9,7 +9,7 @@
 # collectives (`careorder`; `capture2` with CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in
 # three pairs of processes (`xlpairs`), the script's collector as perfconsole's worker sets it (`xlgc`), the
 # data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`), the one-GPU pairs of the truth tables
-# on one GPU (`ones`, with CUDA_VISIBLE_DEVICES naming it). 2.7B bf16 train, sdpa, ctx 512, batch 4
+# on one GPU (`ones`, with CUDA_VISIBLE_DEVICES naming it), and the best rung's (`onesbest`). 2.7B bf16 train, sdpa, ctx 512, batch 4
 # per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
 # Not yet run to the end on 4x H100 (docs/results/four_gpus_truth_h100.md): "capture fixtures priority memtrace",
@@ -74,6 +74,15 @@ if want ones; then  # the one-GPU rows of the truth tables, in pairs (a call's s
     done
 fi
 BEST=(--compile --bf16-weights --grad-as-bucket-view)
+if want onesbest; then  # the one-GPU pairs of the best rung (compiled, bf16 weights) at SIZE, three in turn, for a
+    # GPU of its own each (CUDA_VISIBLE_DEVICES) as `ones` is run: host-paced at xl, where the truth is the median
+    # of many processes and each record's `host` (and the script's thread_cpu_share) says what the host gave it
+    for i in 1 2 3; do
+        before $(( ${ONES_END:-500} - 120 )) || break
+        indep "ind_best1_$i" 1 90 --no-wrap "${BEST[@]}"
+        pc "pc_best1_$i" 100 run --mode train --compile --weights bf16
+    done
+fi
 if want candidates; then  # the independent script at 4 GPUs: which compiled DDP program scales best
     indep ind_best_1 1 160 --no-wrap "${BEST[@]}"
     indep ind_b100_4 4 170 "${BEST[@]}" --bucket-mb 100

@@ -25,6 +25,7 @@ import gc
 import collections
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -215,6 +216,9 @@ def main() -> None:
     torch.cuda.reset_peak_memory_stats(dev)
     retries_before = torch.cuda.memory_stats(dev).get("num_alloc_retries", 0)
     marks = []
+    # What the host gave this rank's issuing thread over its measured steps, read here without perfconsole's code:
+    # its CPU seconds against the wall's and the scheduler's preemptions of it (resource.RUSAGE_THREAD).
+    wall0, cpu0, usage0 = time.perf_counter(), time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD)
     for i in range(a.steps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -227,9 +231,11 @@ def main() -> None:
                 dist.gather_object({"step": i - 1, "ms": marks[i - 1][0].elapsed_time(marks[i - 1][1])},
                                    [None] * world if rank == 0 else None, dst=0, group=gloo)
     torch.cuda.synchronize()
+    wall, cpu, usage = time.perf_counter() - wall0, time.thread_time() - cpu0, resource.getrusage(resource.RUSAGE_THREAD)
     mine = [s.elapsed_time(e) for s, e in marks]
     memory = {"alloc_retries": torch.cuda.memory_stats(dev).get("num_alloc_retries", 0) - retries_before,
-              "peak_allocated_mib": torch.cuda.max_memory_allocated(dev) / 2**20}
+              "peak_allocated_mib": torch.cuda.max_memory_allocated(dev) / 2**20,
+              "thread_cpu_share": cpu / wall, "involuntary_switches": usage.ru_nivcsw - usage0.ru_nivcsw}
     everyone: list = [None] * world
     dist.all_gather_object(everyone, mine)
     memory["host_ms"] = [statistics.median(h[k] for h in host) for k in range(3)]
@@ -263,6 +269,8 @@ def main() -> None:
             "gc_settle": a.gc_settle,
             "host_issue_ms_fwd_bwd_opt": [[round(v, 2) for v in m["host_ms"]] for m in memories],
             "peak_allocated_mib": [round(m["peak_allocated_mib"], 1) for m in memories],
+            "thread_cpu_share": [round(m["thread_cpu_share"], 4) for m in memories],
+            "involuntary_switches": [m["involuntary_switches"] for m in memories],
             "grads_allreduce_ms": grads_ms, "grads_bytes": grads_bytes,
             "grads_busbw_gbps": grads_bytes * factor / grads_ms / 1e6,
             "link_busbw_gbps_1gib": 2**30 * factor / gib_ms / 1e6,

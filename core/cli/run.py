@@ -23,7 +23,7 @@ from perfconsole.core.launch.scaling import ScalingLaunch
 from perfconsole.core.launch.processes import Stop, install_exit_handlers
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
-from perfconsole.core.reports.run import start_text, tflops_text
+from perfconsole.core.reports.run import host_flag, start_text, tflops_text
 from perfconsole.core.stats import MEDIAN_CI_MIN_N, Stat, interval_text, median_interval_text
 from perfconsole.core.run_summary import busy_sentence
 
@@ -127,6 +127,9 @@ def summary_table(r: RunRecord) -> CliTable:
         t.caption += "\nthe median's 95% interval covers this one process; --repeat N measures the spread between processes"
     elif sm.total_ms.n == 1:
         t.caption += "\none measured step: no spread and no interval (--steps 2 or more for those)"
+    host = host_flag(r.host, r.spec.steps)
+    if host is not None:
+        t.caption += "\n" + host
     if r.profile is not None:
         t.caption += "\n" + profile_caption(r)
     return t

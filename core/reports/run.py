@@ -133,6 +133,30 @@ def host_text(hosts: list[dict[str, Any]]) -> str | None:
     return text
 
 
+HOST_SHARE_FLAG = 0.9   # the issuing thread on a CPU for less of the wall than this, and preempted ...
+PREEMPTIONS_FLAG = 1.0  # ... at least once a measured step: the host, not the program, may have set the pace
+
+
+def host_flag(hosts: list[dict[str, Any]], steps: int) -> str | None:
+    """One line for the CLI and the console where a process's issuing thread was taken off its CPU under its
+    measured steps (core.measure.host_time), or None: "host: the issuing thread was on a CPU 49.7 % of the measured
+    steps' wall, preempted 528 times in 5 steps: this process's pace may be the host's"."""
+    worst = None
+    for h in hosts:
+        share = h["thread_cpu_s"] / h["wall_s"] if h.get("wall_s") else None
+        taken = h.get("involuntary_switches")
+        if share is not None and taken is not None and share < HOST_SHARE_FLAG and taken >= PREEMPTIONS_FLAG * steps:
+            if worst is None or share < worst[0]:
+                worst = (share, taken, h.get("steal_share"))
+    if worst is None:
+        return None
+    share, taken, steal = worst
+    return (f"host: the issuing thread was on a CPU {100 * share:.1f} % of the measured steps' wall, preempted "
+            f"{taken} times in {steps} steps" + (f", steal {100 * steal:.1f} %" if steal else "")
+            + ": this process's pace may be the host's" + (f" (the worst of {len(hosts)} processes)" if len(hosts) > 1
+                                                         else ""))
+
+
 def tflops_text(v: float) -> str:
     """Three significant figures below 100 (a CPU's 0.0521 is not "0.0"), one decimal above."""
     return f"{v:,.1f}" if v >= 100 else f"{v:.3g}"

@@ -37,3 +37,16 @@ async def test_an_80_column_console_shows_the_compile_and_its_verdict():
         second = plain(app.query_one("#live-status", Static).content).splitlines()[1]
         assert second.startswith("start 58.6 s: compile 51.0 s (cache hit; AOTAutograd"), second
         assert second.endswith("…") and len(second) <= 80
+
+
+async def test_the_live_pane_flags_a_run_whose_host_took_its_cpu():
+    app = make_app()
+    record = store.load(shipped("tiny-cpu-train-fp32.json"))
+    record.host = [{"pid": 2, "wall_s": 4.25, "thread_cpu_s": 2.11, "involuntary_switches": 528, "steal_share": 0.0,
+                    "cpu_steal_share": 0.0, "cpus": [1, 1], "allowed_cpus": 2}]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        app.live_pane.show_record(record)
+        await pilot.pause()
+        status = plain(app.query_one("#live-status", Static).content)
+        assert "host: the issuing thread was on a CPU 49.6 % of the measured steps' wall, preempted 528" in status

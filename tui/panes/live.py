@@ -20,7 +20,7 @@ from perfconsole.core.events import Step
 from perfconsole.core.telemetry.nvml import GpuSample
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line, rank_rows
-from perfconsole.core.reports.run import start_line, start_text
+from perfconsole.core.reports.run import host_flag, start_line, start_text
 from perfconsole.core.reports.telemetry import flag_text
 from perfconsole.core.telemetry.gpu_summary import Telemetry
 from perfconsole.tui.format import duration
@@ -202,6 +202,9 @@ class LivePane(VerticalScroll, can_focus=False):
         flagged = flag_text(Telemetry.from_dict(r.telemetry)) if r.telemetry else None
         if flagged:
             t.append(f"\n{flagged}", style="yellow")
+        taken = host_flag(r.host, r.spec.steps) if r.host else None
+        if taken:
+            t.append(f"\n{taken}", style="yellow")
         if r.error is not None and r.status != "ok":
             t.append(f"\n{r.error.text()}", style="red")
         elif r.status == "running":

@@ -90,3 +90,17 @@ def test_the_host_line_of_one_process():
          "steal_share": 0.0, "cpu_steal_share": 0.0, "cpus": [5, 5], "allowed_cpus": 16}
     assert host_text([h]) == ("host over the measured steps: the issuing thread on a CPU 96.0 % of the wall (1.93 "
                               "of 2.01 s), 3 involuntary switches, steal 0.0 % (its CPU's 0.0 %), CPU 5 to 5 of 16")
+
+
+def test_the_flag_says_when_the_host_took_the_issuing_thread_s_cpu():
+    from perfconsole.core.reports.run import host_flag
+
+    ran = {"pid": 1, "wall_s": 2.01, "thread_cpu_s": 1.93, "involuntary_switches": 3, "steal_share": 0.0}
+    taken = {"pid": 2, "wall_s": 4.25, "thread_cpu_s": 2.11, "involuntary_switches": 528, "steal_share": 0.02}
+    assert host_flag([ran], 5) is None                       # 96.0 % of the wall
+    assert host_flag([{**taken, "involuntary_switches": 4}], 5) is None  # fewer preemptions than steps: waits
+    assert host_flag([taken], 5) == ("host: the issuing thread was on a CPU 49.6 % of the measured steps' wall, "
+                                     "preempted 528 times in 5 steps, steal 2.0 %: this process's pace may be the "
+                                     "host's")
+    assert host_flag([ran, taken], 5).endswith("(the worst of 2 processes)")
+    assert host_flag([], 5) is None

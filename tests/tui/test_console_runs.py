@@ -37,8 +37,10 @@ async def test_tiny_cpu_run_from_launch_to_finished_stats():
         assert status.startswith("finished") and "3/3 measured steps" in status
         # where the start went: the status's second line, whole or cut to the pane's width
         width = app.query_one("#live-status", Static).size.width
-        whole, second = start_line(r.start, r.compile_cache, width), status.splitlines()[1]
-        assert len(status.splitlines()) == 2
+        lines = status.splitlines()
+        whole, second = start_line(r.start, r.compile_cache, width), lines[-1]
+        # the start line last; between them only the host's flag, where a busy machine took the CPU from the run
+        assert len(lines) == 2 or (len(lines) == 3 and lines[1].startswith("host: the issuing thread")), lines
         assert second.startswith("start: imports " if whole == start_text(r.start) else "start ")
         assert second == whole or (second.endswith("…") and whole.startswith(second[:-1]))
         stats = _text(app, "#stats")

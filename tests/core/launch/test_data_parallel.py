@@ -252,6 +252,9 @@ def test_torch_profile_of_a_job_gives_each_rank_its_capture_and_overlap(tmp_path
     assert (tmp_path / "rank-0" / "torch_trace.json").is_file() and (tmp_path / "rank-1" / "torch_trace.json").is_file()
     assert [o["rank"] for o in record.overlap] == [0, 1]
     assert all(o["comm_kernels"] == 0 for o in record.overlap)  # a CPU trace has no GPU kernels
+    # the pass's seconds and the host under the quiet steps come from rank 0, who speaks for the job
+    assert list(record.profile.seconds) == ["steps", "trace", "tables"]
+    assert len(record.host) == 1 and record.host[0]["pid"] in {p["pid"] for p in record.provenance}
 
 
 def test_cli_baseline_from_a_saved_one_process_run(tmp_path):

@@ -11,8 +11,12 @@ the CPUs it ran on at the start and end. Linux only; each figure is None where t
 from __future__ import annotations
 
 import os
-import resource
 import time
+
+try:
+    import resource
+except ImportError:  # not on Windows: the switches are then None
+    resource = None  # type: ignore[assignment]
 
 from perfconsole.core import events as ev
 
@@ -80,7 +84,7 @@ class HostWatch:
 
 
 def _thread_usage():
-    who = getattr(resource, "RUSAGE_THREAD", None)
+    who = getattr(resource, "RUSAGE_THREAD", None)  # Linux: this thread alone
     if who is None:
         return None
     try:

@@ -50,12 +50,6 @@ _NULL = annotate.NULL
 phase = annotate.phase  # a phase range while profiling (NVTX or record_function), else a shared no-op
 
 
-def set_ranges(factory: Callable[[str], ContextManager] | None, model_ranges: bool) -> None:
-    """Open phase ranges with `factory`; the model's own (per-layer) ranges only with `model_ranges`. The factory
-    is kept once, in perfconsole.model.annotate, for the phases and the model's ranges alike."""
-    annotate.set_range_factory(factory, model_ranges)
-
-
 def _range_on_autograd_thread(root: torch.Tensor, name: str) -> None:
     """Open `name` on the thread that runs `root`'s backward, for the whole backward pass.
 

@@ -39,7 +39,7 @@ class Recorder:
 
 def _backward_with_range(device: str) -> tuple[Recorder, list[int]]:
     rec = Recorder()
-    bench.set_ranges(rec, model_ranges=False)
+    annotate.set_range_factory(rec, model_ranges=False)
     try:
         w = torch.ones(8, 8, device=device, requires_grad=True)
         seen: list[int] = []
@@ -50,7 +50,7 @@ def _backward_with_range(device: str) -> tuple[Recorder, list[int]]:
         if device == "cuda":
             torch.cuda.synchronize()
     finally:
-        bench.set_ranges(None, False)
+        annotate.set_range_factory(None, False)
     return rec, seen
 
 
@@ -60,9 +60,9 @@ def test_the_backward_range_opens_before_and_closes_after_the_gradients_on_one_t
     assert rec.log[0][2] == rec.log[1][2] == seen[0]
 
 
-def test_set_ranges_keeps_the_model_ranges_off_for_compiled_models():
+def test_the_range_factory_keeps_the_model_ranges_off_for_compiled_models():
     rec = Recorder()
-    bench.set_ranges(rec, model_ranges=False)
+    annotate.set_range_factory(rec, model_ranges=False)
     try:
         assert not annotate.enabled()
         assert annotate.factory() is rec  # one factory, kept by the model's hook, with the model's ranges off
@@ -72,10 +72,10 @@ def test_set_ranges_keeps_the_model_ranges_off_for_compiled_models():
         with bench.phase("forward"):
             pass
         assert [k for k, _, _ in rec.log] == ["open", "close"]
-        bench.set_ranges(rec, model_ranges=True)
+        annotate.set_range_factory(rec, model_ranges=True)
         assert annotate.enabled()
     finally:
-        bench.set_ranges(None, False)
+        annotate.set_range_factory(None, False)
     assert not annotate.enabled() and bench.phase("x") is bench._NULL
 
 

@@ -103,6 +103,11 @@ def profile_pass_text(seconds: dict[str, float]) -> str:
     return "profile pass: " + " · ".join(f"{name} {v:.1f} s" for name, v in seconds.items())
 
 
+def _thread_share(h: dict[str, Any]) -> float | None:
+    """The issuing thread's CPU seconds over the wall's (one entry of a record's `host`)."""
+    return h["thread_cpu_s"] / h["wall_s"] if h.get("wall_s") else None
+
+
 def host_text(hosts: list[dict[str, Any]]) -> str | None:
     """"host over the measured steps: the issuing thread on a CPU 96.0 % of the wall (1.93 of 2.01 s), 3
     involuntary switches, steal 0.0 % (its CPU's 0.0 %), CPU 5 to 5 of 16": what the host gave the thread that
@@ -118,7 +123,7 @@ def host_text(hosts: list[dict[str, Any]]) -> str | None:
         return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}–{fmt(hi)}"
 
     pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
-    shares = [h["thread_cpu_s"] / h["wall_s"] if h.get("wall_s") else None for h in hosts]
+    shares = [_thread_share(h) for h in hosts]
     head = f"host over the measured steps{f' ({len(hosts)} processes)' if len(hosts) > 1 else ''}: "
     text = head + f"the issuing thread on a CPU {spread(shares, pct)} of the wall"
     if len(hosts) == 1:
@@ -143,8 +148,7 @@ def host_flag(hosts: list[dict[str, Any]], steps: int) -> str | None:
     steps' wall, preempted 528 times in 5 steps: this process's pace may be the host's"."""
     worst = None
     for h in hosts:
-        share = h["thread_cpu_s"] / h["wall_s"] if h.get("wall_s") else None
-        taken = h.get("involuntary_switches")
+        share, taken = _thread_share(h), h.get("involuntary_switches")
         if share is not None and taken is not None and share < HOST_SHARE_FLAG and taken >= PREEMPTIONS_FLAG * steps:
             if worst is None or share < worst[0]:
                 worst = (share, taken, h.get("steal_share"))

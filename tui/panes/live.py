@@ -210,7 +210,7 @@ class LivePane(VerticalScroll, can_focus=False):
         elif r.status == "running":
             t.append(" · x cancels", style="dim")
         box = self.query_one("#live-status", Static)
-        if r.start:  # where the start went, in the status's second line (its height holds two): one line, cut to fit
+        if r.start:  # where the start went, the status's last line (below any flag or error): one line, cut to fit
             width = box.size.width
             line = Text(start_line(r.start, r.compile_cache, width) if width else start_text(r.start, r.compile_cache),
                         style="dim")

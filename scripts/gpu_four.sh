@@ -8,7 +8,7 @@
 # backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`), inductor's reordering of its
 # collectives (`careorder`; `capture2` with CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in
 # three pairs of processes (`xlpairs`), the script's collector as perfconsole's worker sets it (`xlgc`), the
-# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`), the one-GPU pairs of the truth tables
+# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`), ZeRO-2 in DDP's comm hook (`shard`), the one-GPU pairs of the truth tables
 # on one GPU (`ones`, with CUDA_VISIBLE_DEVICES naming it), and the best rung's (`onesbest`). 2.7B bf16 train, sdpa, ctx 512, batch 4
 # per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
@@ -233,6 +233,17 @@ fi
 if want zero; then  # ZeRO-1 on the best rung: AdamW's state a quarter a rank, a broadcast of the shards a step
     before 380 && pc pc_zero_4 200 run --mode train --nproc 4 "${PCBEST[@]}" --zero
     before 420 && pc pc_zero_ca_4 170 run --mode train --nproc 4 "${PCBEST[@]}" --zero --optimize-ddp python_reducer
+fi
+if want shard; then  # ZeRO-2 in DDP's comm hook (--shard-step: gradients reduce-scattered, AdamW on each rank's
+    # slice, parameters all-gathered) against the best rung on all the machine's GPUs (N), interleaved, and the
+    # one-GPU step both scale against
+    n=${SHARD_N:-$(nvidia-smi -L | wc -l)}
+    indep ind_sb_1 1 120 --no-wrap "${BEST[@]}"
+    indep "ind_shard_${n}_a" "$n" 150 "${BEST[@]}" --bucket-mb 100 --shard-step
+    indep "ind_sbase_${n}_a" "$n" 120 "${BEST[@]}" --bucket-mb 100
+    before 330 && indep "ind_shard_${n}_b" "$n" 100 "${BEST[@]}" --bucket-mb 100 --shard-step
+    before 400 && indep "ind_sbase_${n}_b" "$n" 100 "${BEST[@]}" --bucket-mb 100
+    before 470 && indep "ind_shardprio_${n}" "$n" 100 "${BEST[@]}" --bucket-mb 100 --shard-step --nccl-high-priority
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)

@@ -53,6 +53,83 @@ def allreduce_ms(t: torch.Tensor, reps: int = 5) -> float:
     return best
 
 
+class ShardedStep:
+    """ZeRO-2 written out in DDP's comm hook: each bucket's gradients (divided by the world, as DDP's all-reduce
+    hook does) are reduce-scattered in place, so a rank holds the reduced gradients of its 1/world slice of each
+    bucket; after the backward, fused AdamW steps that slice of the parameters (a flat copy of the bucket the rank
+    keeps), each bucket's all-gather of the stepped parameters is queued as soon as its slice is stepped, and the
+    gathered parameters are copied into the model. A bucket's last numel % world elements are all-reduced and
+    stepped by every rank. The first step runs as plain DDP with AdamW over all parameters: DDP rebuilds its buckets
+    after it, and each slice starts from that AdamW's state."""
+
+    def __init__(self, full: torch.optim.Optimizer, rank: int, world: int) -> None:
+        self.full, self.rank, self.world, self.on = full, rank, world, False
+        self.seen: list = []      # this step's buckets: (parameters, flat gradient buffer)
+        self.slices: dict = {}    # bucket's parameters' ids -> (params, flat params, its optimizer, shard, tail)
+
+    def hook(self, state, bucket):  # noqa: ANN001, ANN201
+        buf = bucket.buffer()
+        buf.div_(self.world)
+        if not self.on:
+            return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
+        self.seen.append((bucket.parameters(), buf))
+        n = buf.numel() // self.world
+        work = dist.reduce_scatter_tensor(buf[self.rank * n:(self.rank + 1) * n], buf[:n * self.world],
+                                          async_op=True)
+        if dist.get_backend() != "nccl":  # gloo's reduce-scatter has no future: wait, then hand back a done one
+            work.wait()
+            done: torch.futures.Future = torch.futures.Future()
+            done.set_result(buf)
+            return done
+        return work.get_future().then(lambda f: buf)
+
+    def _build(self, params: list, buf: torch.Tensor) -> tuple:
+        n = buf.numel() // self.world
+        lo, hi, main = self.rank * n, (self.rank + 1) * n, n * self.world
+        flat = torch.cat([q.detach().reshape(-1) for q in params])
+        shard = torch.nn.Parameter(flat[lo:hi])
+        tail = torch.nn.Parameter(flat[main:]) if main < flat.numel() else None
+        opt = torch.optim.AdamW([shard] + ([tail] if tail is not None else []), lr=1e-4, fused=True)
+        for piece, a, b in ((shard, lo, hi), (tail, main, flat.numel())):
+            if piece is None:
+                continue
+            st = [self.full.state[q] for q in params]
+            opt.state[piece] = {"step": st[0]["step"].clone(),
+                                **{k: torch.cat([s[k].reshape(-1) for s in st])[a:b].clone()
+                                   for k in ("exp_avg", "exp_avg_sq")}}
+        views, off = [], 0
+        for q in params:
+            views.append(flat[off:off + q.numel()].view_as(q))
+            off += q.numel()
+        return params, flat, views, opt, shard, tail, (lo, hi, main)
+
+    def step(self) -> None:
+        if not self.on:
+            self.full.step()
+            self.on = True
+            return
+        seen, self.seen = self.seen, []
+        built = [self.slices.get(tuple(id(q) for q in ps)) or self._build(ps, buf) for ps, buf in seen]
+        for (ps, _), b in zip(seen, built):
+            self.slices[tuple(id(q) for q in ps)] = b
+        self.full.state.clear()  # the slices hold the moments now
+        tails = [buf[b[6][2]:] for (_, buf), b in zip(seen, built) if b[5] is not None]
+        if tails:
+            joined = torch.cat(tails)
+            dist.all_reduce(joined)
+            torch._foreach_copy_(tails, list(joined.split([t.numel() for t in tails])))
+        works = []
+        for (_, buf), (_ps, flat, _views, opt, shard, tail, (lo, hi, main)) in zip(seen, built):
+            shard.grad = buf[lo:hi]
+            if tail is not None:
+                tail.grad = buf[main:]
+            opt.step()
+            works.append(dist.all_gather_into_tensor(flat[:main], flat[lo:hi], async_op=True))
+        for work, (ps, _flat, views, *_rest) in zip(works, built):
+            work.wait()
+            torch._foreach_copy_([q.detach() for q in ps], views)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--size", default="2.7B")
@@ -70,6 +147,9 @@ def main() -> None:
     p.add_argument("--optimizer-in-hook", action="store_true",
                    help="DDP: each bucket's fused AdamW step runs as soon as its all-reduce ends (a comm hook's "
                         "callback, on a side stream), beside the rest of the backward; no optimizer step after it")
+    p.add_argument("--shard-step", action="store_true",
+                   help="DDP: ZeRO-2 in a comm hook (ShardedStep): gradients reduce-scattered, AdamW on each rank's "
+                        "slice of each bucket, the parameters all-gathered after it")
     p.add_argument("--no-wrap", action="store_true", help="no DDP or FSDP: the plain model (one process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model")
     p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization",
@@ -147,6 +227,11 @@ def main() -> None:
 
         ddp.register_comm_hook(dist.group.WORLD, allreduce_then_step)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.0)  # zero_grad only: the steps ran in the hook
+    sharded = None
+    if a.shard_step and not (a.fsdp or a.no_wrap):
+        assert a.grad_as_bucket_view, "--shard-step steps the reduced slices as views of DDP's buckets"
+        sharded = ShardedStep(opt, rank, world)
+        ddp.register_comm_hook(None, sharded.hook)
     if a.compile:
         ddp = torch.compile(ddp)
     g = torch.Generator().manual_seed(rank)
@@ -196,7 +281,9 @@ def main() -> None:
             loss.backward()
         t2 = time.perf_counter()
         mem(f"{tag} backward")
-        if not a.optimizer_in_hook:
+        if sharded is not None:
+            sharded.step()
+        elif not a.optimizer_in_hook:
             opt.step()
         t3 = time.perf_counter()
         mem(f"{tag} optimizer")
@@ -243,7 +330,7 @@ def main() -> None:
     dist.all_gather_object(memories, memory)
     job = [max(r[i] for r in everyone) for i in range(a.steps)]
 
-    opt = ddp = None  # AdamW's state and DDP's buckets freed (step() holds them too) before the buffers below
+    opt = ddp = sharded = None  # AdamW's state and DDP's buckets freed (step() holds them too) before the buffers below
     torch.cuda.empty_cache()
     # FSDP's parameters are DTensors: their local shards, times the world
     n_params = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in model.parameters())
@@ -262,6 +349,7 @@ def main() -> None:
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
             "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "no_wrap": a.no_wrap, "compile": a.compile, "optimize_ddp": a.optimize_ddp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
             "nccl_high_priority": a.nccl_high_priority, "optimizer_in_hook": a.optimizer_in_hook,
+            "shard_step": a.shard_step,
             "comm_reorder": reorder,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],

@@ -5,7 +5,7 @@ alone (`Rung.models`). `DP_RUNGS` climbs a data-parallel job (`ladder --nproc N`
 the settings that decide how much the gradients' collectives carry and how much of them the backward hides
 (bucket size, gradients as bucket views, the bf16 hook, bf16 weights, torch.compile with DDP's graph splitting,
 compiled autograd with DDP's all-reduces in the backward's graph (opt-in: experimental in torch), ZeRO-1's sharded
-optimizer (opt-in: memory for time), NCCL's streams at high priority),
+optimizer (opt-in: memory for time), NCCL's streams at high priority, ZeRO-2 in DDP's comm hook (opt-in)),
 then FSDP2 with and without resharding and with bf16 gathers.
 Each data-parallel rung runs with its one-process program first (`scaling`), so its weak scaling is against
 the same model, batch and settings on one GPU (bf16 weights and compile change that program too).
@@ -62,7 +62,7 @@ RUNGS: tuple[Rung, ...] = (
 # The DDP settings a rung turns; the FSDP rung sets them back, since they are DDP's alone (and the weights to
 # fp32: FSDP's own bf16 rung casts an fp32 master copy).
 _DDP_KNOBS = {"bucket_mb": None, "grad_as_bucket_view": False, "comm_hook": "none", "optimize_ddp": "ddp_optimizer",
-              "zero": False}
+              "zero": False, "zero2": False}
 
 # The first rung sets every data-parallel knob and the one-process settings the ladder keeps fixed
 # (sdpa, fused AdamW, eager), so every rung means the same program whatever the base says.
@@ -87,6 +87,9 @@ DP_RUNGS: tuple[Rung, ...] = (
          "rank's shard broadcast after its step: less memory, a broadcast more", opt_in=True),
     Rung("nccl-priority", {"nccl_priority": True}, "NCCL's streams at high priority: the all-reduces' kernels take "
          "SMs ahead of the backward's queued kernels, so more of them hide behind it", "device cuda"),
+    Rung("zero2", {"zero2": True}, "ZeRO-2 in DDP's comm hook: each bucket's gradients reduce-scattered (half the "
+         "all-reduce's bytes), AdamW on each rank's slice, the parameters all-gathered after it: a world-th of "
+         "AdamW's work and state, a gather more, a flat copy of the parameters more", opt_in=True),
     Rung("fsdp", {"parallel": "fsdp", **_DDP_KNOBS, "compile": False, "weights": "fp32"},
          "FSDP2 fully_shard per block: fp32 parameters, gradients and AdamW state sharded; eager"),
     Rung("no-reshard", {"reshard": False},

@@ -25,7 +25,7 @@ def one_process(spec: RunSpec) -> RunSpec:
     the job's ranks are (a step in flight, unless the job synchronises every step)."""
     return spec.with_(nproc=1, parallel="none", bucket_mb=None, grad_as_bucket_view=False, comm_hook="none",
                       scaling=False, reshard=True, fsdp_bf16=False,
-                      optimize_ddp="ddp_optimizer", nccl_priority=False, zero=False)
+                      optimize_ddp="ddp_optimizer", nccl_priority=False, zero=False, zero2=False)
 
 
 # What must match for a saved one-process run to be the baseline of a job (steps and profiling may differ):

@@ -11,6 +11,9 @@ in the dtype they carry:
   its forward, unless the spec keeps it gathered: `reshard` False) and a reduce-scatter of its
   gradients; the root's own parameters (embeddings, final norm, head) gathered once and reduced once.
   In the parameters' dtype, or bf16 under FSDP's bf16 mixed precision (`fsdp_bf16`).
+- ZeRO-2 (`zero2`, DDP: core.measure.sharded_step): per bucket a reduce-scatter of its gradients and an all-gather
+  of its parameters after the step, in place of its all-reduce; the elements past each bucket's last whole slice
+  in one small all-reduce.
 - ZeRO-1 (`zero`, DDP): beside DDP's all-reduces, the broadcasts ZeroRedundancyOptimizer makes after its step,
   each rank's shard of the parameters to the others, modelled as one equal shard from each rank.
 That is the step's communication at the speed the link gives it; held against `exposed_comm_ms` it says
@@ -117,6 +120,17 @@ def zero_ops(model: torch.nn.Module, world: int) -> list[Op]:
     return [("broadcast", max(1, total // world))] * world
 
 
+def zero2_ops(ddp: torch.nn.Module, world: int) -> list[Op]:
+    """ZeRO-2 inside DDP (core.measure.sharded_step): each bucket's gradients reduce-scattered and its parameters
+    all-gathered after the step, in place of the bucket's all-reduce; the elements past each bucket's last whole
+    slice all-reduced together, once."""
+    sizes, _ = bucket_bytes(ddp)
+    item = next(p for p in ddp.parameters() if p.requires_grad).element_size()
+    ops: list[Op] = [(kind, max(1, b // item)) for b in sizes for kind in ("reduce_scatter", "all_gather")]
+    tails = sum((b // item) % world for b in sizes)
+    return ops + ([("all_reduce", tails)] if tails else [])
+
+
 def _factor(kind: str, world: int) -> float:
     if kind == "broadcast":
         return 1.0
@@ -169,9 +183,13 @@ def _series_ms(ops: list[Op], dtype: torch.dtype, device: torch.device, world: i
 
 
 def measure(model: torch.nn.Module, parallel: str, comm_hook: str, device: torch.device, world: int,
-            exchange: Any, reshard: bool = True, fsdp_bf16: bool = False, zero: bool = False) -> dict[str, Any]:
+            exchange: Any, reshard: bool = True, fsdp_bf16: bool = False, zero: bool = False,
+            zero2: bool = False) -> dict[str, Any]:
     """Every rank calls this together and gets the same kind of figures (rank 0's are the record's)."""
     ops, dtype, out = ddp_ops(model, comm_hook) if parallel == "ddp" else fsdp_ops(model, reshard, fsdp_bf16)
+    if zero2:
+        ops = zero2_ops(model, world)
+        out["source"] += ", each reduce-scattered and its parameters all-gathered (ZeRO-2)"
     if zero:
         ops = ops + zero_ops(model, world)
         out["source"] += "; ZeRO-1's broadcasts of the parameters' shards after the step"

@@ -165,7 +165,8 @@ def make_optimizer(opt: Any, model: nn.Module, device: torch.device) -> torch.op
     """AdamW as the spec's optimizations section says (`opt.optimizer`): fused (one kernel per step; the CPU has
     foreach instead, as before), foreach (a few multi-tensor kernels) or forloop (one kernel per op and parameter);
     with `opt.zero`, that AdamW on each rank's shard of the parameters (ZeRO-1: ZeroRedundancyOptimizer over the
-    job's default group, which broadcasts each shard after its step)."""
+    job's default group, which broadcasts each shard after its step); for a DDP job of zero2, its ShardedStep (ZeRO-2:
+    core.measure.sharded_step), which has an optimizer's step and zero_grad."""
     if opt.optimizer == "fused" and device.type == "cuda":
         kw = {"fused": True}
     elif opt.optimizer == "forloop":
@@ -174,6 +175,13 @@ def make_optimizer(opt: Any, model: nn.Module, device: torch.device) -> torch.op
         kw = {"foreach": True, "fused": False}
     else:
         kw = {"fused": False}  # fused on the CPU: what the runs always did
+    # ZeRO-2 (the spec's zero2): the DDP module carries its ShardedStep (core.measure.data_parallel.wrap_model), which
+    # steps the first step with AdamW over every parameter and each rank's slices with AdamW of the same kind after
+    sharded = getattr(getattr(model, "_orig_mod", model), "sharded_step", None)
+    if sharded is not None:
+        sharded.full = torch.optim.AdamW(model.parameters(), lr=1e-4, **kw)
+        sharded.make = lambda params: torch.optim.AdamW(params, lr=1e-4, **kw)
+        return sharded
     if opt.zero:
         from torch.distributed.optim import ZeroRedundancyOptimizer
 

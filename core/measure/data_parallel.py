@@ -109,14 +109,20 @@ class CommTimer:
     def begin(self) -> None:
         with self.lock:
             self.spans = []
-        self.origin = self._mark()
+        self.origin = self.mark()
 
-    def _mark(self) -> Any:
+    def mark(self) -> Any:
         if self.cuda:
             e = torch.cuda.Event(enable_timing=True)
             e.record()
             return e
         return time.perf_counter()
+
+    def add(self, start: Any, end: Any) -> None:
+        """A collective's interval of this step from outside a bucket's hook (ZeRO-2's all-gathers: core.measure.
+        sharded_step), as two marks."""
+        with self.lock:
+            self.spans.append((start, end))
 
     def wrap(self, inner: Callable[[Any, Any], torch.futures.Future]) -> Callable[[Any, Any], torch.futures.Future]:
         # No annotations: DDP checks a hook's annotations against dist.GradBucket and Future[Tensor],
@@ -124,13 +130,13 @@ class CommTimer:
         def timed(state, bucket):  # noqa: ANN001, ANN202
             if not self.on:
                 return inner(state, bucket)
-            start = self._mark()
+            start = self.mark()
             fut = inner(state, bucket)
 
             def done(f: torch.futures.Future) -> torch.Tensor:
                 # On CUDA the callback's current stream already waits for the collective, so an
                 # event recorded here completes when the bucket is all-reduced.
-                end = self._mark()
+                end = self.mark()
                 with self.lock:
                     self.spans.append((start, end))
                 return f.value()
@@ -165,7 +171,7 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 
 
 def wrap_model(par: Any, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.Module, CommTimer | None]:
-    """DDP (with the parallel section's bucket size, bucket views, hook and compile treatment) or FSDP around
+    """DDP (with the parallel section's bucket size, bucket views, hook, ZeRO-2 and compile treatment) or FSDP around
     the model. DDP's timer starts off; with the bf16 hook it wraps that hook from the start (DDP takes one
     hook, once). No timer for FSDP, nor for DDP's Python reducer (optimize_ddp python_reducer)."""
     if par.parallel == "ddp":
@@ -186,6 +192,14 @@ def wrap_model(par: Any, model: torch.nn.Module, rank: Rank) -> tuple[torch.nn.M
         timer = CommTimer(rank.device.type == "cuda")
         if par.comm_hook == "bf16":
             ddp.register_comm_hook(dist.group.WORLD, timer.wrap(default_hooks.bf16_compress_hook))
+            timer.registered = True
+        elif par.zero2:
+            # ZeRO-2's hook is the program itself (its reduce-scatters): on from the first step, timed when the timer
+            # is; the optimizer (core.measure.converters.make_optimizer) finds it on the DDP module
+            from perfconsole.core.measure.sharded_step import ShardedStep
+
+            ddp.sharded_step = ShardedStep(rank.rank, rank.world_size, timer)
+            ddp.register_comm_hook(dist.group.WORLD, timer.wrap(ddp.sharded_step.hook))
             timer.registered = True
         return ddp, timer
     return _fsdp(model, par.reshard, par.fsdp_bf16), None

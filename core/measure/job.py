@@ -107,7 +107,7 @@ class Job:
         emit(ev.Progress("collectives", "the step's collectives alone, and the link's bus bandwidth"))
         found = collectives.measure(self.wrapped, self.spec.parallel, self.spec.comm_hook, self.device,
                                     self.rank.world_size, self.rank.exchange, self.spec.reshard,
-                                    self.spec.fsdp_bf16, self.spec.zero)
+                                    self.spec.fsdp_bf16, self.spec.zero, self.spec.zero2)
         if self.rank.is_main:
             emit(ev.Collectives(found))
 

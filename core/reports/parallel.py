@@ -30,7 +30,9 @@ def job_line(r: RunRecord) -> str | None:
                              ("compiled whole, no DDPOptimizer", s.optimize_ddp == "no_optimization"),
                              ("compiled autograd: the all-reduces in the backward's graph, not timed apart",
                               s.optimize_ddp == "python_reducer"),
-                             ("ZeRO-1: AdamW's state sharded, each shard broadcast after the step", s.zero)) if on]
+                             ("ZeRO-1: AdamW's state sharded, each shard broadcast after the step", s.zero),
+                             ("ZeRO-2: gradients reduce-scattered, AdamW on each rank's slice, parameters "
+                              "all-gathered after the step", s.zero2)) if on]
     text = (f"{s.parallel} over {s.nproc} processes, global batch {s.nproc * s.batch}"
             + (f" ({', '.join(knobs)})" if knobs else ""))
     if sm is None:

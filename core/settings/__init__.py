@@ -18,7 +18,8 @@ from perfconsole.core.settings.declarations import SECTIONS, Command, declared, 
 from perfconsole.core.settings.rules import MAX_NPROC, SIZE_NAMES, SpecError  # noqa: F401  (named from here too)
 from perfconsole.core.settings.rules import validate as validate_spec
 from perfconsole.core.settings.rules import (needs_ddp, needs_mode, needs_optimize_ddp, needs_parallel, needs_repeat,
-                                             needs_reshard, needs_scaling, needs_warmup, needs_zero)
+                                             needs_reshard, needs_scaling, needs_warmup, needs_zero,
+                                             needs_zero2)
 from perfconsole.model.config import BUILTIN_VOCAB, SIZES
 from perfconsole.model.sources import hf_shapes
 from perfconsole.model.sources import parse as parse_model
@@ -247,6 +248,11 @@ class RunSpec:
                                   "cuda)", tag=_on("nccl-priority"),
                                   needs=lambda v, s: "nccl priority is NCCL's: it needs device cuda and nproc 2 or "
                                   "more" if v and (s.device != "cuda" or s.nproc < 2) else None)
+    zero2: bool = setting(False, "parallel", "ZeRO-2 inside DDP (core.measure.sharded_step): DDP's comm hook "
+                          "reduce-scatters each gradient bucket (half the all-reduce's bytes), AdamW steps each rank's "
+                          "slice of the parameters, which are all-gathered after it: a world-th of AdamW's work and "
+                          "state a rank, a gather more a step, a flat copy of the parameters more a rank",
+                          tag=_on("zero2"), needs=needs_zero2)
     scaling: bool = setting(False, "parallel", "also run the one-process spec first, for weak-scaling efficiency",
                             form="  scaling", row=28, needs=needs_scaling)
     repeat: int = setting(1, "execution", "run the spec in N fresh processes, one after the other, for the spread "
@@ -341,7 +347,7 @@ def _section_class(name: str) -> type:
 # A sweep's cells each run one process: a data-parallel job or a custom shape is not a sweep's cell.
 SWEEP = Command("sweep", defaults={"ctx": (128, 256, 512)}, axes=True, omit=frozenset(
     ("nproc", "parallel", "bucket_mb", "grad_as_bucket_view", "comm_hook", "reshard", "fsdp_bf16", "optimize_ddp",
-     "nccl_priority", "scaling", "d_model", "d_ff", "n_layers", "n_heads")))
+     "nccl_priority", "zero2", "scaling", "d_model", "d_ff", "n_layers", "n_heads")))
 
 
 def same_program() -> tuple[str, ...]:

@@ -205,6 +205,26 @@ def needs_zero(v: bool, s: RunSpec) -> str | None:
     return None
 
 
+def needs_zero2(v: bool, s: RunSpec) -> str | None:
+    if not v:
+        return None
+    if s.parallel != "ddp":  # FSDP shards the gradients and the optimizer's state already
+        return f"reduce-scatters a DDP job's gradient buckets; it needs parallel ddp, not {s.parallel!r}"
+    if s.mode != "train":
+        return f"shards the optimizer's step; it needs mode train, not {s.mode!r}"
+    if not s.grad_as_bucket_view:
+        return "steps each rank's slice as a view of DDP's reduced bucket; it needs grad_as_bucket_view"
+    if s.comm_hook != "none":
+        return f"is DDP's comm hook itself; it needs comm_hook none, not {s.comm_hook!r}"
+    if s.optimize_ddp == "python_reducer":
+        return "needs DDP's buckets; compiled autograd (optimize_ddp python_reducer) all-reduces without them"
+    if s.zero:
+        return "shards the optimizer itself; it cannot run beside zero (ZeRO-1)"
+    if s.precision == "fp16":
+        return "steps its slices without a gradient scaler; it needs precision fp32 or bf16, not 'fp16'"
+    return None
+
+
 def needs_scaling(v: bool, s: RunSpec) -> str | None:
     return "compares against one process; it needs nproc 2 or more" if v and s.nproc == 1 else None
 

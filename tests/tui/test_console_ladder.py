@@ -274,5 +274,5 @@ async def test_a_data_parallel_ladder_shows_each_rungs_job_beside_one_gpu_as_bar
         assert "146.0 ms" in lines[view]
         assert "2 GPUs" in lines[view + 1] and "176.8 ms" in lines[view + 1] and "exposed 28.8 ms" in lines[view + 1]
         assert "weak scaling 82.6%" in lines[view + 1]
-        fsdp = next(i for i, line in enumerate(lines) if line.startswith("10 fsdp") and "1 GPU" in line)  # numbered as now
+        fsdp = next(i for i, line in enumerate(lines) if line.startswith("11 fsdp") and "1 GPU" in line)  # numbered as now
         assert "not separated" in lines[fsdp + 1]

@@ -24,7 +24,7 @@ FSDP_27B = FIXTURES / "parallel" / "fsdp2_bf16_noreshard_2.7B_h200.json"
 
 def test_each_data_parallel_rung_is_the_last_plus_its_change():
     spec = LadderSpec(BASE).validate()
-    assert spec.rungs == tuple(n for n in DP_RUNG_NAMES if n not in ("compiled-autograd", "zero"))  # opt-in: named
+    assert spec.rungs == tuple(n for n in DP_RUNG_NAMES if n not in ("compiled-autograd", "zero", "zero2"))  # opt-in: named
     cells = dict(zip(spec.rungs_in_order(), spec.cells()))
     assert all(c.scaling and c.nproc == 2 for c in cells.values())
     assert cells["ddp"].parallel == "ddp" and cells["ddp"].bucket_mb is None and cells["ddp"].attention == "sdpa"

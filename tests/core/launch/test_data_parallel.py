@@ -192,6 +192,24 @@ def test_a_zero1_job_trains_as_ddp_does_and_its_collectives_alone_hold_its_broad
 
 
 @pytest.mark.e2e
+def test_a_zero2_job_trains_as_ddp_does_and_its_collectives_alone_are_its_scatters_and_gathers():
+    """--zero2 (core.measure.sharded_step): each bucket reduce-scattered in DDP's comm hook, AdamW on each rank's
+    slice, the parameters all-gathered; the same AdamW updates as the plain DDP job, so its losses, through three
+    sharded steps; three ranks, so buckets end past their last whole slice (those elements stepped by every rank)."""
+    spec = JOB.with_(steps=3, nproc=3, grad_as_bucket_view=True, bucket_mb=1.0)
+    record, seen, procs = run_job(spec.with_(zero2=True))
+    assert record.status == "ok", record.error
+    ops, buckets = record.collectives["ops"], record.collectives["buckets"]
+    assert ops.get("reduce_scatter") == ops.get("all_gather") == buckets >= 2, record.collectives
+    assert "ZeRO-2" in record.collectives["source"] and ops.get("all_reduce") == 1  # the tails, together
+    assert "ZeRO-2: gradients reduce-scattered, AdamW on each rank's slice" in job_line(record)
+    # the timed steps count the gathers after the step beside the reduce-scatters in the backward
+    assert record.comm_steps and all(c and c > 0 for c in record.comm_steps["comm_ms"]), record.comm_steps
+    assert record.comm_free_ms and len(record.comm_free_ms) == 3
+    assert_trains_as(record, procs, spec, rel=1e-6)
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("fault, status, kind, start", [("1:raise:2", "error", "crash", "warm"),
                                                          ("1:oom:2", "oom", "oom", "cold: PERFCONSOLE_WARM=off")])
 def test_a_failing_rank_is_named_and_nothing_is_left(fault, status, kind, start):

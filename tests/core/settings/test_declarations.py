@@ -21,10 +21,10 @@ OTHER = {"model": "hf:llama", "model_args": ("num_key_value_heads=2",), "size": 
          "peak_gbps": 1000.0, "optimizer": "forloop", "compile_mode": "max-autotune", "kernels": "liger", "sdpa_kernel": "math", "sdpa_causal": True, "fp8": True,
          "weights": "bf16", "checkpoint": "blocks", "nproc": 2, "parallel": "ddp", "bucket_mb": 50.0, "grad_as_bucket_view": True,
          "comm_hook": "bf16", "reshard": False, "fsdp_bf16": True, "optimize_ddp": "no_optimization",
-         "nccl_priority": True, "zero": True, "scaling": True, "repeat": 2, "device": "cpu", "d_model": 64, "d_ff": 128, "n_layers": 2, "n_heads": 4}
+         "nccl_priority": True, "zero": True, "zero2": True, "scaling": True, "repeat": 2, "device": "cpu", "d_model": 64, "d_ff": 128, "n_layers": 2, "n_heads": 4}
 NOT_ON_THE_FORM = {"vocab_size", "seed", "step_sync", "memory", "peak_tflops", "peak_gbps", "optimizer", "compile_mode",
                    "kernels", "sdpa_kernel", "sdpa_causal", "fp8", "weights",
-                   "nccl_priority", "zero"}   # the ladder's knobs and the overrides: flags only
+                   "nccl_priority", "zero", "zero2"}   # the ladder's knobs and the overrides: flags only
 NOT_IN_THE_LABEL = {"model", "model_args", "size", "d_model", "d_ff", "n_layers", "n_heads",  # the model's words
                     "vocab_size", "seed", "warmup", "steps", "memory", "peak_tflops", "peak_gbps", "parallel",
                     "scaling", "device"}

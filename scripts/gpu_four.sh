@@ -241,9 +241,9 @@ if want shard; then  # ZeRO-2 in DDP's comm hook (--shard-step: gradients reduce
     indep ind_sb_1 1 120 --no-wrap "${BEST[@]}"
     indep "ind_shard_${n}_a" "$n" 150 "${BEST[@]}" --bucket-mb 100 --shard-step
     indep "ind_sbase_${n}_a" "$n" 120 "${BEST[@]}" --bucket-mb 100
-    before 330 && indep "ind_shard_${n}_b" "$n" 100 "${BEST[@]}" --bucket-mb 100 --shard-step
-    before 400 && indep "ind_sbase_${n}_b" "$n" 100 "${BEST[@]}" --bucket-mb 100
-    before 470 && indep "ind_shardprio_${n}" "$n" 100 "${BEST[@]}" --bucket-mb 100 --shard-step --nccl-high-priority
+    before 300 && pc "pc_zero2_${n}" 170 run --mode train --nproc "$n" "${PCBEST[@]}" --zero2
+    before 400 && indep "ind_shard_${n}_b" "$n" 90 "${BEST[@]}" --bucket-mb 100 --shard-step
+    before 470 && indep "ind_sbase_${n}_b" "$n" 90 "${BEST[@]}" --bucket-mb 100
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)

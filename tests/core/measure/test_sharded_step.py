@@ -37,11 +37,11 @@ def test_a_step_without_communication_steps_every_slice_and_keeps_the_ranks_apar
 
 
 @pytest.mark.gpu
-@pytest.mark.shares_gpu
+@pytest.mark.two_gpus
 def test_two_nccl_ranks_step_as_plain_ddp_does():
     import torch
 
     if torch.cuda.device_count() < 2:
-        pytest.skip("two GPUs needed")
+        pytest.skip("needs two GPUs")
     out = ranks(2, "cuda")
     assert out["slices"] >= 3 and out["max_diff"] < 1e-5 and out["ranks_apart"] == 0, out

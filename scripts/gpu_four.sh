@@ -8,7 +8,8 @@
 # backward's graph (`autograd`), its buckets at 25 and 400 MB (`cabuckets`), inductor's reordering of its
 # collectives (`careorder`; `capture2` with CAPFLAGS="--optimize-ddp python_reducer" traces it), xl's DDP defaults in
 # three pairs of processes (`xlpairs`), the script's collector as perfconsole's worker sets it (`xlgc`), the
-# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`), ZeRO-2 in DDP's comm hook (`shard`), the one-GPU pairs of the truth tables
+# data-parallel ladder at 4 GPUs over calls (`ladder4`), ZeRO-1 (`zero`), ZeRO-2 in DDP's comm hook (`shard`), NCCL's and CUDA's
+# settings for the all-reduces beside the backward (`ncclenv`), the one-GPU pairs of the truth tables
 # on one GPU (`ones`, with CUDA_VISIBLE_DEVICES naming it), and the best rung's (`onesbest`). 2.7B bf16 train, sdpa, ctx 512, batch 4
 # per rank unless SIZE says. A device call is at most 600 s: SECTIONS picks what runs.
 # From the repository root: source scripts/device_env.sh && SECTIONS="truth" bash scripts/gpu_four.sh
@@ -244,6 +245,19 @@ if want shard; then  # ZeRO-2 in DDP's comm hook (--shard-step: gradients reduce
     before 300 && pc "pc_zero2_${n}" 170 run --mode train --nproc "$n" "${PCBEST[@]}" --zero2
     before 400 && indep "ind_shard_${n}_b" "$n" 90 "${BEST[@]}" --bucket-mb 100 --shard-step
     before 470 && indep "ind_sbase_${n}_b" "$n" 90 "${BEST[@]}" --bucket-mb 100
+fi
+if want ncclenv; then  # NCCL's and CUDA's settings that decide how the best rung's all-reduces share the GPU with the
+    # backward, on all the machine's GPUs (N), each once between two runs without any (the script; ENV_END: the second
+    # by which a run must have started, 480 unless said)
+    n=${SHARD_N:-$(nvidia-smi -L | wc -l)}
+    indep "ind_env_base_${n}_a" "$n" 200 "${BEST[@]}" --bucket-mb 100
+    for v in NCCL_PROTO=LL128 NCCL_MIN_NCHANNELS=32 CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_ALGO=Tree; do
+        before $(( ${ENV_END:-480} - 60 )) || break
+        tag=$(echo "$v" | tr 'A-Z=' 'a-z_')
+        echo "ind_env_${tag}_${n}: $v" >> "$D/commands.txt"
+        ( export "${v?}"; indep "ind_env_${tag}_${n}" "$n" 90 "${BEST[@]}" --bucket-mb 100 )
+    done
+    before "${ENV_END:-480}" && indep "ind_env_base_${n}_b" "$n" 90 "${BEST[@]}" --bucket-mb 100
 fi
 if want fixtures; then  # small real captures for the timeline's tests: nsys (exported to SQLite) and the torch profiler
     KEPT=("${COMMON[@]}"); COMMON=(--size small --ctx 256 --batch 4 --warmup 2 --steps 2)

@@ -6,7 +6,6 @@ shards it (bf16: FSDP's bf16 mixed precision). Rank 0 prints
 the figures as one JSON line, with the model's parameter count beside them.
 """
 import json
-import os
 import sys
 
 import torch
@@ -14,16 +13,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from perfconsole.core.measure import collectives
+from rank_join import join  # beside this script: torchrun puts its folder on the path
 
 cuda, parallel, hook = sys.argv[1] == "cuda", sys.argv[2], sys.argv[3]
-local = int(os.environ["LOCAL_RANK"])
-if cuda:
-    torch.cuda.set_device(local)
-    device = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=device)
-else:
-    device = torch.device("cpu")
-    dist.init_process_group("gloo")
+local, device = join(cuda)
 exchange = dist.new_group(backend="gloo")
 
 

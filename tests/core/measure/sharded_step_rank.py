@@ -7,7 +7,6 @@ With `no_sync` the last step runs under DDP's no_sync (the job's compute-only st
 and leave every rank's parameters equal to the others'.
 """
 import json
-import os
 import sys
 
 import torch
@@ -18,16 +17,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from perfconsole.core.measure.sharded_step import ShardedStep
 from perfconsole.model.config import config_for
 from perfconsole.model.transformer import TransformerLM
+from rank_join import join  # beside this script: torchrun puts its folder on the path
 
 cuda, no_sync = sys.argv[1] == "cuda", "no_sync" in sys.argv[2:]
-local = int(os.environ["LOCAL_RANK"])
-if cuda:
-    torch.cuda.set_device(local)
-    device = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=device)
-else:
-    device = torch.device("cpu")
-    dist.init_process_group("gloo")
+local, device = join(cuda)
 rank, world = dist.get_rank(), dist.get_world_size()
 cfg = config_for("tiny", 32)
 STEPS = 5

@@ -208,6 +208,15 @@ def model_text(r: RunRecord) -> str:
     return text + ")"
 
 
+def comm_env_text(env: dict) -> str:
+    """A job's collectives' settings: NCCL's version and the variables set that decide how they run
+    (core.measure.environment.COMM_VARS), or that none was."""
+    named = env.get("comm_env") or {}
+    where = f"NCCL {env['nccl']}" if env.get("nccl") else "no NCCL (gloo)"
+    return (f"collectives: {where}; " + (", ".join(f"{k}={v}" for k, v in named.items()) if named else
+                                         "none of their variables set"))
+
+
 def markdown(r: RunRecord) -> str:
     if r.status == "imported":  # profiler tables only: there is no model or timing to describe
         from perfconsole.core.reports.imported import markdown as imported_markdown
@@ -224,7 +233,8 @@ def markdown(r: RunRecord) -> str:
              f"- {s.warmup} warm-up + {s.steps} measured steps, batch {s.batch}, seed {s.seed}",
              *([f"- {start_text(r.start, r.compile_cache)}"] if r.start else []),
              *([f"- {profile_pass_text(r.profile.seconds)}"] if r.profile and r.profile.seconds else []),
-             *([f"- {host_text(r.host)}"] if r.host else []), ""]
+             *([f"- {host_text(r.host)}"] if r.host else []),
+             *([f"- {comm_env_text(env)}"] if s.nproc > 1 and "comm_env" in env else []), ""]
     lines += ["| size | ctx | mode | precision | avg_ms | std_ms | median_ms | tokens/s | TFLOP/s | MFU | peak_alloc (MiB) |",
               "| --- | --: | --- | --- | --: | --: | --: | --: | --: | --: | --: |"]
     if sm:

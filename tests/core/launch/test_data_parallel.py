@@ -16,6 +16,7 @@ from perfconsole.core.launch import warm
 from perfconsole.core.launch.launcher import Launch
 from perfconsole.core.record import RunRecord
 from perfconsole.core.reports.parallel import job_line
+from perfconsole.core.reports.run import markdown
 from perfconsole.core.settings import RunSpec
 from perfconsole.model.config import config_for
 
@@ -56,9 +57,12 @@ def assert_none_left(procs: list[psutil.Process]) -> None:
 
 @pytest.mark.e2e
 def test_ddp_job_has_every_rank_and_measures_communication():
-    record, seen, procs = run_job(JOB)
+    record, seen, procs = run_job(JOB, env={"NCCL_PROTO": "Simple"})
     assert record.status == "ok", record.error
     assert record.environment["start"] == "warm"  # each rank forked (core.launch.warm_rank)
+    # the variables that decide how collectives run reach the forked ranks and their record, and its export
+    assert record.environment["comm_env"]["NCCL_PROTO"] == "Simple" and record.environment["nccl"] is None
+    assert "- collectives: no NCCL (gloo); " in markdown(record) and "NCCL_PROTO=Simple" in markdown(record)
     assert [r.rank for r in record.ranks] == [0, 1]
     for r in record.ranks:
         assert [s.index for s in r.steps] == [1, 2, 3]

@@ -25,4 +25,4 @@ def test_the_export_line_says_the_version_and_each_variable_or_that_none_was_set
     line = comm_env_text({"nccl": "2.28.9", "comm_env": {"NCCL_NVLS_ENABLE": "0", "NCCL_PROTO": "LL128"}})
     assert line == "collectives: NCCL 2.28.9; NCCL_NVLS_ENABLE=0, NCCL_PROTO=LL128"
     assert comm_env_text({"nccl": None, "comm_env": {}}) == \
-        "collectives: no NCCL (gloo); no NCCL, CUDA-queue or NVSHMEM variable set"
+        "collectives: no NCCL (gloo); none of their variables set"

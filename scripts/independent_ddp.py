@@ -363,6 +363,9 @@ def main() -> None:
             "grads_busbw_gbps": grads_bytes * factor / grads_ms / 1e6,
             "link_busbw_gbps_1gib": 2**30 * factor / gib_ms / 1e6,
             "gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "comm_env": {k: v for k, v in sorted(os.environ.items())
+                         if k.startswith(("NCCL_", "TORCH_NCCL_", "CUDA_DEVICE_MAX_CONNECTIONS"))},
         }), flush=True)
     dist.destroy_process_group()
 

@@ -247,11 +247,12 @@ if want shard; then  # ZeRO-2 in DDP's comm hook (--shard-step: gradients reduce
     before 470 && indep "ind_sbase_${n}_b" "$n" 90 "${BEST[@]}" --bucket-mb 100
 fi
 if want ncclenv; then  # NCCL's and CUDA's settings that decide how the best rung's all-reduces share the GPU with the
-    # backward, on all the machine's GPUs (N), each once between two runs without any (the script; ENV_END: the second
+    # backward (NCCL_CTA_POLICY=1: NCCL's fewest CTAs for overlap, 2.27 on), on all the machine's GPUs (N), each once
+    # between two runs without any (the script; ENV_END: the second
     # by which a run must have started, 480 unless said)
     n=${SHARD_N:-$(nvidia-smi -L | wc -l)}
     indep "ind_env_base_${n}_a" "$n" 200 "${BEST[@]}" --bucket-mb 100
-    for v in NCCL_PROTO=LL128 NCCL_MIN_NCHANNELS=32 CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_ALGO=Tree; do
+    for v in NCCL_CTA_POLICY=1 CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_MIN_NCHANNELS=32 NCCL_PROTO=LL128 NCCL_ALGO=Tree; do
         before $(( ${ENV_END:-480} - 60 )) || break
         tag=$(echo "$v" | tr 'A-Z=' 'a-z_')
         echo "ind_env_${tag}_${n}: $v" >> "$D/commands.txt"

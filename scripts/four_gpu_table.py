@@ -38,7 +38,9 @@ def main(folder: Path) -> None:
               f"retries {(data.get('memory') or {}).get('alloc_retries')} peak MiB {s.get('peak_allocated_mib')} "
               f"exposed {s.get('exposed_comm_ms')} comm_free {s.get('comm_free_ms')} "
               f"thread CPU share {[round(h['thread_cpu_s'] / h['wall_s'], 4) for h in data.get('host') or []]} "
-              f"preempted {[h.get('involuntary_switches') for h in data.get('host') or []]}")
+              f"preempted {[h.get('involuntary_switches') for h in data.get('host') or []]} "
+              f"thread CPU a step (ms) {[round(h['thread_cpu_s'] * 1e3 / max(1, len(data.get('steps') or [])), 1) for h in data.get('host') or []]} "
+              f"NVML GPU util (median %) {((data.get('telemetry') or {}).get('summary') or {}).get('gpu_util_pct', {}).get('median')}")
 
 
 def pairs(folder: Path) -> None:

@@ -57,13 +57,14 @@ class ShardedStep:
     """ZeRO-2 written out in DDP's comm hook: each bucket's gradients (divided by the world, as DDP's all-reduce
     hook does) are reduce-scattered in place, so a rank holds the reduced gradients of its 1/world slice of each
     bucket; after the backward, fused AdamW steps that slice of the parameters (a flat copy of the bucket the rank
-    keeps), each bucket's all-gather of the stepped parameters is queued as soon as its slice is stepped, and the
-    gathered parameters are copied into the model. A bucket's last numel % world elements are all-reduced and
+    keeps), in `groups` AdamW calls over groups of buckets (or one a bucket), each group's all-gathers queued as soon
+    as it is stepped, and the gathered parameters are copied into the model. A bucket's last numel % world elements are all-reduced and
     stepped by every rank. The first step runs as plain DDP with AdamW over all parameters: DDP rebuilds its buckets
     after it, and each slice starts from that AdamW's state."""
 
-    def __init__(self, full: torch.optim.Optimizer, rank: int, world: int) -> None:
-        self.full, self.rank, self.world, self.on = full, rank, world, False
+    def __init__(self, full: torch.optim.Optimizer, rank: int, world: int, groups: int = 8) -> None:
+        self.full, self.rank, self.world, self.on, self.groups = full, rank, world, False, groups
+        self.grouped: list = []   # (the buckets' slices, one AdamW over them), when stepped in `groups` groups
         self.seen: list = []      # this step's buckets: (parameters, flat gradient buffer)
         self.slices: dict = {}    # bucket's parameters' ids -> (params, flat params, its optimizer, shard, tail)
 
@@ -118,16 +119,29 @@ class ShardedStep:
             joined = torch.cat(tails)
             dist.all_reduce(joined)
             torch._foreach_copy_(tails, list(joined.split([t.numel() for t in tails])))
-        works = []
-        for (_, buf), (_ps, flat, _views, opt, shard, tail, (lo, hi, main)) in zip(seen, built):
+        for (_, buf), (_ps, _flat, _views, _opt, shard, tail, (lo, hi, main)) in zip(seen, built):
             shard.grad = buf[lo:hi]
             if tail is not None:
                 tail.grad = buf[main:]
+        if self.groups and not self.grouped:  # one AdamW a group of buckets, each taking its buckets' state
+            size = -(-len(built) // self.groups)
+            for i in range(0, len(built), size):
+                part = built[i:i + size]
+                pieces = [q for b in part for q in (b[4], b[5]) if q is not None]
+                opt = torch.optim.AdamW(pieces, lr=1e-4, fused=True)
+                for b in part:
+                    for q in (b[4], b[5]):
+                        if q is not None:
+                            opt.state[q] = b[3].state[q]
+                self.grouped.append((part, opt))
+        works = []
+        for part, opt in self.grouped or [([b], b[3]) for b in built]:
             opt.step()
-            works.append(dist.all_gather_into_tensor(flat[:main], flat[lo:hi], async_op=True))
-        for work, (ps, _flat, views, *_rest) in zip(works, built):
+            for _ps, flat, _views, _opt, _shard, _tail, (lo, hi, main) in part:
+                works.append(dist.all_gather_into_tensor(flat[:main], flat[lo:hi], async_op=True))
+        for work in works:
             work.wait()
-            torch._foreach_copy_([q.detach() for q in ps], views)
+        torch._foreach_copy_([q.detach() for b in built for q in b[0]], [v for b in built for v in b[2]])
 
 
 def main() -> None:
@@ -150,6 +164,8 @@ def main() -> None:
     p.add_argument("--shard-step", action="store_true",
                    help="DDP: ZeRO-2 in a comm hook (ShardedStep): gradients reduce-scattered, AdamW on each rank's "
                         "slice of each bucket, the parameters all-gathered after it")
+    p.add_argument("--shard-groups", type=int, default=8,
+                   help="with --shard-step: AdamW calls a step, each over a group of buckets' slices (0: one a bucket)")
     p.add_argument("--no-wrap", action="store_true", help="no DDP or FSDP: the plain model (one process)")
     p.add_argument("--compile", action="store_true", help="torch.compile the wrapped model")
     p.add_argument("--optimize-ddp", default="ddp_optimizer", choices=("ddp_optimizer", "no_optimization",
@@ -230,7 +246,7 @@ def main() -> None:
     sharded = None
     if a.shard_step and not (a.fsdp or a.no_wrap):
         assert a.grad_as_bucket_view, "--shard-step steps the reduced slices as views of DDP's buckets"
-        sharded = ShardedStep(opt, rank, world)
+        sharded = ShardedStep(opt, rank, world, a.shard_groups)
         ddp.register_comm_hook(None, sharded.hook)
     if a.compile:
         ddp = torch.compile(ddp)
@@ -349,7 +365,7 @@ def main() -> None:
             "bucket_mb": a.bucket_mb, "grad_as_bucket_view": a.grad_as_bucket_view, "bf16_hook": a.bf16_hook,
             "bf16_weights": a.bf16_weights, "fsdp": a.fsdp, "no_wrap": a.no_wrap, "compile": a.compile, "optimize_ddp": a.optimize_ddp, "reshard": not a.no_reshard, "fsdp_bf16": a.fsdp_bf16,
             "nccl_high_priority": a.nccl_high_priority, "optimizer_in_hook": a.optimizer_in_hook,
-            "shard_step": a.shard_step,
+            "shard_step": a.shard_step, "shard_groups": a.shard_groups if a.shard_step else None,
             "comm_reorder": reorder,
             "steps": a.steps, "median_step_ms": statistics.median(job), "job_step_ms": job,
             "rank_median_ms": [statistics.median(r) for r in everyone],

@@ -46,7 +46,9 @@ COMM_VARS = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM_", "NVSHMEM_", "CUDA_DEVICE
 def comm_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The variables of `environ` (the process's) that decide how collectives run, by name."""
     environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in sorted(environ) if k.startswith(COMM_VARS)}
+    # NCCL_VERSION is a container image's label (NVIDIA's images set it), which NCCL does not read: the version that
+    # ran is `nccl_version`'s
+    return {k: environ[k] for k in sorted(environ) if k.startswith(COMM_VARS) and k != "NCCL_VERSION"}
 
 
 def nccl_version() -> str | None:

@@ -8,7 +8,8 @@ from perfconsole.core.reports.run import comm_env_text
 def test_only_the_variables_that_decide_how_collectives_run_are_kept_in_name_order():
     environ = {"NCCL_NVLS_ENABLE": "0", "TORCH_NCCL_HIGH_PRIORITY": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "32",
                "NVSHMEM_DISABLE_NVLS": "1", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "CUDA_VISIBLE_DEVICES": "0,1",
-               "NCCLX": "no", "HOME": "/root", "PATH": "/bin"}
+               "NCCLX": "no", "HOME": "/root", "PATH": "/bin",
+               "NCCL_VERSION": "2.28.3-1"}  # an image's label (seen on the GPU machine), not a setting
     assert list(comm_env(environ)) == ["CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_NVLS_ENABLE", "NVSHMEM_DISABLE_NVLS",
                                        "TORCH_NCCL_HIGH_PRIORITY", "TORCH_SYMM_MEM_DISABLE_MULTICAST"]
 

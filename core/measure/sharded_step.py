@@ -83,8 +83,7 @@ class ShardedStep:
         params = bucket.parameters()
         self._seen.append((tuple(id(p) for p in params), params, buf))
         n = buf.numel() // self.world
-        work = _REDUCE_SCATTER(buf[self.rank * n:(self.rank + 1) * n], buf[:n * self.world],
-                                          async_op=True)
+        work = _REDUCE_SCATTER(buf[self.rank * n:(self.rank + 1) * n], buf[:n * self.world], async_op=True)
         if buf.device.type != "cuda":  # gloo's reduce-scatter gives no future: wait, and hand back a done one
             work.wait()
             done: torch.futures.Future = torch.futures.Future()
@@ -109,7 +108,10 @@ class ShardedStep:
                 return
             self._build(seen)
         for key, _, buf in seen:
-            sl = self._slices[key]
+            sl = self._slices.get(key)
+            if sl is None:
+                raise RuntimeError("zero2: DDP's buckets changed after the slices were made (they are made once, "
+                                   "after DDP rebuilt its buckets at its second step)")
             sl.mine.grad = buf[sl.lo:sl.hi]
             if sl.tail is not None:
                 sl.tail.grad = buf[sl.end:]
